@@ -1,0 +1,269 @@
+"""Typed, validated configuration: every user input passes through these models once.
+
+Airflow Params, CLI flags and config files are all turned into these models at the edge, then the
+models are passed down; nothing deeper re-reads the environment or re-validates strings.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from bench.errors import ConfigError
+
+Workload = Literal["ssd", "deeplabv3plus"]
+WORKLOADS: tuple[str, ...] = ("ssd", "deeplabv3plus")
+LoaderKind = Literal["dali", "torch"]
+Preset = Literal["tiny", "small", "production"]
+LauncherKind = Literal["local", "ssh", "slurm"]
+LAUNCHERS: tuple[str, ...] = ("local", "ssh", "slurm")
+
+# Strict patterns: values that end up on a remote command line must match these, and are shlex-quoted
+# as well. A value that does not match is refused before anything runs.
+HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@,=-]*$")
+ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9._/:,=@+-]{0,256}$")
+SBATCH_DIRECTIVE_RE = re.compile(r"^--[a-z][a-z-]{1,40}(=[A-Za-z0-9._:,/@+-]{1,128})?$")
+CONN_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,199}$")
+EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+
+
+def _matching(pattern: re.Pattern[str], what: str):
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{what} {value!r} does not match {pattern.pattern}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _safe_path(value: Path) -> Path:
+    text = str(value)
+    if not PATH_RE.fullmatch(text) or "/../" in text + "/" or text.endswith("/.."):
+        raise ValueError(
+            f"path {text!r} must be absolute and use only letters, digits and ._/+@,=- "
+            "(no spaces, no '..', no shell metacharacters)"
+        )
+    return value
+
+
+Host = Annotated[str, _matching(HOST_RE, "host")]
+SlurmName = Annotated[str, _matching(NAME_RE, "name")]
+SafePath = Annotated[Path, AfterValidator(_safe_path)]
+ConnId = Annotated[str, _matching(CONN_ID_RE, "connection id")]
+RunId = Annotated[str, _matching(RUN_ID_RE, "run id")]
+Email = Annotated[str, _matching(EMAIL_RE, "e-mail address")]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainConfig(Frozen):
+    """One rank's training run; the same object every launcher turns into `bench train` flags."""
+
+    workload: Workload
+    data: SafePath | None = None
+    synthetic: bool = False
+    preset: Preset = "tiny"
+    batch_size: int = Field(8, ge=1, le=4096)
+    image_size: int = Field(64, ge=32, le=2048)
+    warmup_steps: int = Field(2, ge=0, le=100_000)
+    steps: int | None = Field(None, ge=1, le=10_000_000)
+    epochs: int | None = Field(None, ge=1, le=10_000)
+    loader: LoaderKind = "dali"
+    loader_threads: int = Field(2, ge=1, le=128)
+    metrics_out: SafePath | None = None
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    lr: float = Field(0.01, gt=0, le=10)
+    sample_interval_s: float = Field(1.0, gt=0, le=60)
+    sampler: bool = True
+    drop_caches: bool = False
+    amp: bool = False
+
+    @model_validator(mode="after")
+    def _data_or_synthetic(self) -> TrainConfig:
+        if not self.synthetic and self.data is None:
+            raise ValueError("data: a dataset directory is required unless synthetic is set")
+        if self.steps is None and self.epochs is None:
+            raise ValueError("steps/epochs: give one of them")
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("steps/epochs: give only one of them")
+        return self
+
+    def to_argv(self) -> list[str]:
+        """Flags for `bench train`; values are already validated, callers still quote them."""
+        argv = ["--workload", self.workload, "--preset", self.preset]
+        argv += ["--batch-size", str(self.batch_size), "--image-size", str(self.image_size)]
+        argv += ["--warmup-steps", str(self.warmup_steps), "--seed", str(self.seed)]
+        argv += ["--loader", self.loader, "--loader-threads", str(self.loader_threads)]
+        argv += ["--lr", repr(self.lr), "--sample-interval", repr(self.sample_interval_s)]
+        if self.steps is not None:
+            argv += ["--steps", str(self.steps)]
+        if self.epochs is not None:
+            argv += ["--epochs", str(self.epochs)]
+        if self.synthetic:
+            argv.append("--synthetic")
+        if self.data is not None:
+            argv += ["--data", str(self.data)]
+        if self.metrics_out is not None:
+            argv += ["--metrics-out", str(self.metrics_out)]
+        if not self.sampler:
+            argv.append("--no-sampler")
+        if self.drop_caches:
+            argv.append("--drop-caches")
+        if self.amp:
+            argv.append("--amp")
+        return argv
+
+
+class HostSlots(Frozen):
+    host: Host
+    slots: int = Field(1, ge=1, le=64)
+    port: int = Field(22, ge=1, le=65535)
+    user: SlurmName | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> HostSlots:
+        """`host[:slots]`, as horovodrun's -H takes it."""
+        host, _, slots = text.partition(":")
+        return cls(host=host, slots=int(slots) if slots else 1)
+
+
+class RunSpec(Frozen):
+    """What a launcher needs for one multi-rank run."""
+
+    run_id: RunId
+    train: TrainConfig
+    ranks: int = Field(ge=1, le=4096)
+    output_dir: SafePath
+    hosts: tuple[HostSlots, ...] = ()
+    partition: SlurmName | None = None
+    account: SlurmName | None = None
+    gpus_per_node: int = Field(0, ge=0, le=16)
+    ranks_per_node: int | None = Field(None, ge=1, le=256)
+    time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
+    env: dict[str, str] = Field(default_factory=dict)
+    sbatch_directives: tuple[str, ...] = ()
+    rendezvous_addr: Host | None = None
+    python: SafePath | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key, value in env.items():
+            if not ENV_KEY_RE.fullmatch(key):
+                raise ValueError(f"env key {key!r} does not match {ENV_KEY_RE.pattern}")
+            if not ENV_VALUE_RE.fullmatch(value):
+                raise ValueError(f"env value for {key} does not match {ENV_VALUE_RE.pattern}")
+        return env
+
+    @field_validator("sbatch_directives")
+    @classmethod
+    def _directives(cls, items: tuple[str, ...]) -> tuple[str, ...]:
+        for item in items:
+            if not SBATCH_DIRECTIVE_RE.fullmatch(item):
+                raise ValueError(
+                    f"sbatch directive {item!r} does not match {SBATCH_DIRECTIVE_RE.pattern}"
+                )
+        return items
+
+
+class Thresholds(Frozen):
+    min_scaling_efficiency: float = Field(0.8, ge=0, le=1.5)
+    min_bandwidth_efficiency: float = Field(0.7, ge=0, le=1.5)
+    min_gpu_util: float | None = Field(None, ge=0, le=100)
+    regression_tolerance: float = Field(0.1, ge=0, le=1)
+    history_runs: int = Field(8, ge=1, le=520)
+    baseline_gpus: int | None = Field(None, ge=1, le=4096)
+
+
+class AlertTargets(Frozen):
+    slack_conn_id: ConnId | None = None
+    smtp_conn_id: ConnId | None = None
+    email_to: tuple[Email, ...] = ()
+
+
+class SweepConfig(Frozen):
+    """One suite run: the DAG's Params and `bench sweep` flags both become this."""
+
+    workloads: tuple[Workload, ...] = ("ssd", "deeplabv3plus")
+    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = (1, 2)
+    launcher: LauncherKind = "local"
+    conn_id: ConnId | None = None
+    hosts: tuple[HostSlots, ...] = ()
+    partition: SlurmName | None = None
+    account: SlurmName | None = None
+    gpus_per_node: int = Field(0, ge=0, le=16)
+    ranks_per_node: int | None = Field(None, ge=1, le=256)
+    dataset_path: SafePath
+    dataset_images: int = Field(64, ge=1, le=100_000_000)
+    stage_from: SafePath | None = None
+    generate: bool = True
+    train: TrainConfig
+    thresholds: Thresholds = Thresholds()
+    alerts: AlertTargets = AlertTargets()
+    results_url: str = Field("sqlite:///scalewatch-results.db", min_length=1, max_length=2000)
+    output_dir: SafePath
+    cluster: SlurmName = "local"
+    time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
+
+    @field_validator("workloads", "gpus")
+    @classmethod
+    def _non_empty_unique(cls, items: tuple) -> tuple:
+        if not items:
+            raise ValueError("must list at least one value")
+        if len(set(items)) != len(items):
+            raise ValueError(f"values must be unique, got {list(items)}")
+        return items
+
+    @field_validator("results_url")
+    @classmethod
+    def _results_url(cls, url: str) -> str:
+        if not re.match(r"^(sqlite|postgresql(\+psycopg)?)://", url):
+            raise ValueError("results_url must start with sqlite:// or postgresql[+psycopg]://")
+        return url
+
+    @model_validator(mode="after")
+    def _launcher_needs(self) -> SweepConfig:
+        if self.launcher == "ssh" and not self.hosts:
+            raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
+        if self.launcher == "ssh":
+            capacity = sum(h.slots for h in self.hosts)
+            if max(self.gpus) > capacity:
+                raise ValueError(
+                    f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts"
+                )
+        return self
+
+
+def explain(error: ValidationError, prefix: str = "") -> str:
+    """One line per invalid field, naming the field: the message users see."""
+    lines = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "(config)"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{prefix}{field}: {message}")
+    return "; ".join(lines)
+
+
+def parse(model: type[Frozen], data: dict, prefix: str = ""):
+    """Validate ``data`` into ``model``, raising ConfigError with a field-naming message."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(explain(error, prefix)) from None

@@ -1,0 +1,187 @@
+"""Deterministic synthetic datasets: COCO-format detection and image+PNG-mask segmentation.
+
+Every sample is a pure function of (seed, index), so generation can run in parallel, resume after
+an interruption (finished files are kept, partial ones never exist: write-then-rename) and produce
+byte-identical trees on every node.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from PIL import Image
+
+from bench.errors import ConfigError
+
+Kind = Literal["coco", "segmentation"]
+NUM_CATEGORIES = 8
+NUM_SEG_CLASSES = 19
+ANNOTATIONS = "annotations.json"
+SEG_INDEX = "index.json"
+# COCO category ids are not contiguous; keep that property so loaders must remap like DALI does.
+CATEGORY_IDS = tuple(range(1, 2 * NUM_CATEGORIES, 2))
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    kind: Kind
+    out: Path
+    images: int | None = None
+    total_bytes: int | None = None
+    min_side: int = 96
+    max_side: int = 160
+    seed: int = 0
+    workers: int = 2
+    quality: int = 90
+
+    def __post_init__(self) -> None:
+        if (self.images is None) == (self.total_bytes is None):
+            raise ConfigError("images/total_bytes: give exactly one of --images or --total-bytes")
+        if self.images is not None and self.images < 1:
+            raise ConfigError(f"images: must be >= 1, got {self.images}")
+        if self.total_bytes is not None and self.total_bytes < 1024:
+            raise ConfigError(f"total_bytes: must be >= 1024, got {self.total_bytes}")
+        if not 16 <= self.min_side <= self.max_side <= 8192:
+            raise ConfigError(
+                f"min_side/max_side: need 16 <= min_side <= max_side <= 8192, got "
+                f"{self.min_side}/{self.max_side}"
+            )
+
+
+@dataclass(frozen=True)
+class Sample:
+    index: int
+    width: int
+    height: int
+    boxes: tuple[tuple[int, int, int, int, int], ...]  # x, y, w, h, class
+
+
+def sample_layout(spec: GenerateSpec, index: int) -> Sample:
+    rng = np.random.default_rng([spec.seed, index])
+    width = int(rng.integers(spec.min_side, spec.max_side + 1))
+    height = int(rng.integers(spec.min_side, spec.max_side + 1))
+    boxes = []
+    for _ in range(int(rng.integers(1, 5))):
+        w = int(rng.integers(max(4, width // 8), max(5, width // 2)))
+        h = int(rng.integers(max(4, height // 8), max(5, height // 2)))
+        x = int(rng.integers(0, width - w))
+        y = int(rng.integers(0, height - h))
+        n_classes = NUM_CATEGORIES if spec.kind == "coco" else NUM_SEG_CLASSES - 1
+        boxes.append((x, y, w, h, int(rng.integers(0, n_classes))))
+    return Sample(index, width, height, tuple(boxes))
+
+
+def _render(spec: GenerateSpec, sample: Sample) -> tuple[bytes, bytes | None]:
+    rng = np.random.default_rng([spec.seed, sample.index, 1])
+    image = rng.integers(0, 64, (sample.height, sample.width, 3), dtype=np.uint8)
+    mask = np.zeros((sample.height, sample.width), dtype=np.uint8)
+    palette = np.random.default_rng(spec.seed).integers(64, 256, (NUM_SEG_CLASSES, 3), dtype=np.uint8)
+    for x, y, w, h, cls in sample.boxes:
+        image[y : y + h, x : x + w] = palette[cls + 1]
+        mask[y : y + h, x : x + w] = cls + 1
+    jpeg = io.BytesIO()
+    Image.fromarray(image).save(jpeg, format="JPEG", quality=spec.quality)
+    if spec.kind != "segmentation":
+        return jpeg.getvalue(), None
+    png = io.BytesIO()
+    Image.fromarray(mask, mode="L").save(png, format="PNG")
+    return jpeg.getvalue(), png.getvalue()
+
+
+def image_name(index: int) -> str:
+    return f"{index:08d}.jpg"
+
+
+def mask_name(index: int) -> str:
+    return f"{index:08d}.png"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _write_sample(spec: GenerateSpec, index: int) -> int:
+    """Write one sample unless it is already there; returns the sample's bytes on disk."""
+    image_path = spec.out / "images" / image_name(index)
+    mask_path = spec.out / "masks" / mask_name(index)
+    paths = [image_path] + ([mask_path] if spec.kind == "segmentation" else [])
+    if all(p.exists() for p in paths):
+        return sum(p.stat().st_size for p in paths)
+    jpeg, png = _render(spec, sample_layout(spec, index))
+    _write_atomic(image_path, jpeg)
+    if png is not None:
+        _write_atomic(mask_path, png)
+    return len(jpeg) + (len(png) if png else 0)
+
+
+def _chunks(n: int, size: int) -> Iterator[range]:
+    for start in range(0, n, size):
+        yield range(start, min(n, start + size))
+
+
+def _write_range(spec: GenerateSpec, indices: range) -> int:
+    return sum(_write_sample(spec, i) for i in indices)
+
+
+def generate(spec: GenerateSpec) -> dict:
+    """Generate (or finish generating) a dataset; returns a summary with count and bytes."""
+    (spec.out / "images").mkdir(parents=True, exist_ok=True)
+    if spec.kind == "segmentation":
+        (spec.out / "masks").mkdir(parents=True, exist_ok=True)
+    count = spec.images
+    if count is None:
+        probe = min(16, max(1, spec.total_bytes // 4096))
+        per_image = _write_range(spec, range(probe)) / probe
+        count = max(1, round(spec.total_bytes / per_image))
+    total = 0
+    chunk = max(1, min(256, count // (4 * max(1, spec.workers)) or 1))
+    if spec.workers <= 1:
+        total = _write_range(spec, range(count))
+    else:
+        with ProcessPoolExecutor(spec.workers) as pool:
+            futures = [pool.submit(_write_range, spec, r) for r in _chunks(count, chunk)]
+            total = sum(f.result() for f in futures)
+    _write_index(spec, count)
+    return {"kind": spec.kind, "images": count, "bytes": total, "path": str(spec.out)}
+
+
+def _write_index(spec: GenerateSpec, count: int) -> None:
+    samples = [sample_layout(spec, i) for i in range(count)]
+    if spec.kind == "coco":
+        doc = {
+            "info": {"description": "scalewatch synthetic COCO", "seed": spec.seed},
+            "images": [
+                {"id": s.index + 1, "file_name": image_name(s.index), "width": s.width, "height": s.height}
+                for s in samples
+            ],
+            "annotations": [
+                {
+                    "id": s.index * 16 + k + 1,
+                    "image_id": s.index + 1,
+                    "category_id": CATEGORY_IDS[cls],
+                    "bbox": [x, y, w, h],
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+                for s in samples
+                for k, (x, y, w, h, cls) in enumerate(s.boxes)
+            ],
+            "categories": [{"id": c, "name": f"class{c}"} for c in CATEGORY_IDS],
+        }
+        _write_atomic(spec.out / ANNOTATIONS, json.dumps(doc).encode())
+    else:
+        doc = {
+            "num_classes": NUM_SEG_CLASSES,
+            "pairs": [[f"images/{image_name(s.index)}", f"masks/{mask_name(s.index)}"] for s in samples],
+        }
+        _write_atomic(spec.out / SEG_INDEX, json.dumps(doc).encode())

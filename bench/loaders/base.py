@@ -1,0 +1,44 @@
+"""The loader interface both backends implement, so the training loop cannot tell them apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which slice of the dataset a rank reads: contiguous, disjoint, as DALI's readers shard."""
+
+    rank: int
+    world: int
+
+    def indices(self, n: int) -> range:
+        start = n * self.rank // self.world
+        return range(start, n * (self.rank + 1) // self.world)
+
+
+@dataclass
+class LoaderStats:
+    """Bytes the loader consumed (file sizes of samples handed out), for the cache-hit ratio."""
+
+    bytes_consumed: int = 0
+    samples: int = 0
+    sample_ids: list[int] = field(default_factory=list)
+
+
+class Loader(Protocol):
+    stats: LoaderStats
+    steps_per_epoch: int
+
+    def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
+        """One pass over this rank's shard: dicts of images (N,3,S,S) float32 plus targets."""
+        ...
+
+    def close(self) -> None: ...

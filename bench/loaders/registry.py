@@ -1,0 +1,38 @@
+"""The one place that picks a loader backend for (workload, loader kind)."""
+
+from __future__ import annotations
+
+import torch
+
+from bench.config import TrainConfig
+from bench.data.dataset import check_jpegs, load_coco, load_segmentation
+from bench.loaders.base import Loader, Shard
+from bench.loaders.synthetic import SyntheticLoader
+
+
+def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device: torch.device) -> Loader:
+    if cfg.synthetic:
+        return SyntheticLoader(cfg, model, device)
+    assert cfg.data is not None
+    if cfg.workload == "ssd":
+        ds = load_coco(cfg.data)
+        check_jpegs(ds.root / "images", ds.files)
+        if cfg.loader == "dali":
+            from bench.loaders.dali_loader import DaliCocoLoader
+
+            return DaliCocoLoader(ds, model.anchors, shard, cfg.batch_size, cfg.image_size,
+                                  cfg.loader_threads, cfg.seed, device)
+        from bench.loaders.torch_loader import coco_loader
+
+        return coco_loader(ds, model.anchors, shard, cfg.batch_size, cfg.image_size,
+                           cfg.loader_threads, cfg.seed, device)
+    ds = load_segmentation(cfg.data)
+    check_jpegs(ds.root, ds.images)
+    if cfg.loader == "dali":
+        from bench.loaders.dali_loader import DaliSegmentationLoader
+
+        return DaliSegmentationLoader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads,
+                                      cfg.seed, device)
+    from bench.loaders.torch_loader import segmentation_loader
+
+    return segmentation_loader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)

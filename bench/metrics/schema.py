@@ -1,0 +1,82 @@
+"""The versioned run-summary schema (docs/schemas.md documents it) and its validator."""
+
+from __future__ import annotations
+
+import jsonschema
+
+SUMMARY_SCHEMA_VERSION = 1
+
+_num = {"type": "number"}
+_num_or_null = {"type": ["number", "null"]}
+
+EPOCH = {
+    "type": "object",
+    "required": ["epoch", "seconds", "images", "bytes_from_storage", "bytes_consumed", "avg_read_mb_s",
+                 "peak_read_mb_s", "cache_hit_ratio", "cache_distorted"],
+    "properties": {
+        "epoch": {"type": "integer", "minimum": 1},
+        "seconds": _num, "images": {"type": "integer"}, "bytes_from_storage": _num, "bytes_consumed": _num,
+        "avg_read_mb_s": _num, "peak_read_mb_s": _num, "cache_hit_ratio": _num_or_null,
+        "cache_distorted": {"type": "boolean"},
+    },
+}
+
+RANK = {
+    "type": "object",
+    "required": ["rank", "host", "images", "images_per_s", "step_time_median_s", "bytes_from_storage",
+                 "bytes_consumed", "samples_read"],
+    "properties": {
+        "rank": {"type": "integer", "minimum": 0}, "host": {"type": "string"},
+        "images": {"type": "integer"}, "images_per_s": _num, "step_time_median_s": _num,
+        "bytes_from_storage": _num, "bytes_consumed": _num, "samples_read": {"type": "integer"},
+    },
+}
+
+SUMMARY_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "scalewatch run summary",
+    "type": "object",
+    "required": ["schema_version", "valid", "status", "workload", "preset", "loader", "synthetic", "ranks",
+                 "hosts", "device", "batch_size", "image_size", "measured_steps", "images_per_s",
+                 "images_per_s_per_rank", "epoch_time_s", "first_epoch_time_s", "epochs", "per_rank",
+                 "utilisation", "storage", "loss_first", "loss_last", "versions", "started_at", "ended_at"],
+    "properties": {
+        "schema_version": {"const": SUMMARY_SCHEMA_VERSION},
+        "valid": {"const": True},
+        "status": {"const": "success"},
+        "workload": {"enum": ["ssd", "deeplabv3plus"]},
+        "loader": {"enum": ["dali", "torch", "synthetic"]},
+        "ranks": {"type": "integer", "minimum": 1},
+        "hosts": {"type": "array", "items": {"type": "string"}},
+        "device": {"enum": ["cpu", "cuda"]},
+        "images_per_s": _num,
+        "epoch_time_s": _num,
+        "first_epoch_time_s": _num,
+        "epochs": {"type": "array", "items": EPOCH},
+        "per_rank": {"type": "array", "items": RANK},
+        "utilisation": {
+            "type": "object",
+            "required": ["cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes"],
+            "properties": {k: _num_or_null for k in
+                           ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")},
+        },
+        "storage": {
+            "type": "object",
+            "required": ["dataset_bytes", "aggregate_ram_bytes", "cache_risk", "drop_caches",
+                         "first_epoch_avg_read_mb_s", "first_epoch_peak_read_mb_s", "bandwidth_valid"],
+            "properties": {
+                "dataset_bytes": {"type": "integer"}, "aggregate_ram_bytes": {"type": "integer"},
+                "cache_risk": {"type": "boolean"},
+                "drop_caches": {"enum": ["done", "not_requested", "not_permitted"]},
+                "first_epoch_avg_read_mb_s": _num_or_null, "first_epoch_peak_read_mb_s": _num_or_null,
+                "bandwidth_valid": {"type": "boolean"},
+            },
+        },
+        "loss_first": _num, "loss_last": _num,
+    },
+}
+
+
+def validate_summary(doc: dict) -> None:
+    """Raises jsonschema.ValidationError when `doc` is not a valid, successful run summary."""
+    jsonschema.validate(doc, SUMMARY_SCHEMA)

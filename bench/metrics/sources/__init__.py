@@ -1,0 +1,1 @@
+"""Metric sources, one module each; `bench.metrics.registry` is the one place they are named."""

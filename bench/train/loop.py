@@ -1,0 +1,222 @@
+"""One rank's measured training run: warm-up excluded, device-synced step times, per-epoch I/O."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import torch
+
+from bench import __version__
+from bench.config import TrainConfig
+from bench.loaders.base import Shard
+from bench.loaders.registry import build_loader
+from bench.metrics.io import cache_risk, epoch_io
+from bench.metrics.registry import build_sources
+from bench.metrics.sampler import Sampler
+from bench.metrics.schema import SUMMARY_SCHEMA_VERSION, validate_summary
+from bench.models.registry import build
+from bench.train.dist import Dist, init, wrap_optimizer
+
+LOSS_WINDOW = 3
+
+
+def drop_page_cache(dist: Dist) -> str:
+    """Drop the node's page cache before epoch 1 where permitted; one rank per node does it."""
+    status = "done"
+    if dist.local_rank == 0:
+        try:
+            os.sync()
+            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        except OSError:
+            status = "not_permitted"
+    statuses = dist.allgather(status)
+    return "not_permitted" if "not_permitted" in statuses else "done"
+
+
+def dataset_bytes(cfg: TrainConfig) -> int:
+    if cfg.synthetic or cfg.data is None:
+        return 0
+    return sum(f.stat().st_size for f in cfg.data.rglob("*") if f.is_file())
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _versions() -> dict[str, str]:
+    out = {"bench": __version__, "torch": torch.__version__}
+    for mod in ("horovod", "nvidia.dali"):
+        try:
+            out[mod] = __import__(mod, fromlist=["__version__"]).__version__
+        except ImportError:
+            out[mod] = "absent"
+    return out
+
+
+def _mean(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def train(cfg: TrainConfig) -> dict | None:
+    """Run one rank; rank 0 returns (and writes) the run summary, other ranks return None."""
+    dist = init()
+    started = datetime.now(UTC).isoformat()
+    torch.manual_seed(cfg.seed)
+    built = build(cfg.workload, cfg.preset, cfg.image_size)
+    model = built.model.to(dist.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr * dist.size, momentum=0.9)
+    optimizer = wrap_optimizer(model, optimizer)
+    loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
+    out = cfg.metrics_out
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    sources = build_sources(None if cfg.synthetic else cfg.data, dist.device.index if dist.device.type == "cuda" else None)
+    sampler = Sampler(sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank)
+    drop = drop_page_cache(dist) if cfg.drop_caches else "not_requested"
+
+    per_epoch = loader.steps_per_epoch
+    if cfg.steps is not None:
+        total_steps = cfg.warmup_steps + cfg.steps
+        epochs = math.ceil(total_steps / per_epoch)
+    else:
+        epochs = cfg.epochs or 1
+        total_steps = epochs * per_epoch
+    step_times: list[float] = []
+    losses: list[float] = []
+    epoch_marks: list[dict] = []
+    step = 0
+    sampler.start() if cfg.sampler else sampler.sample_now()
+    scaler_ctx = torch.autocast(dist.device.type, dtype=torch.bfloat16 if dist.device.type == "cpu" else torch.float16,
+                                enabled=cfg.amp)
+    model.train()
+    for epoch in range(1, epochs + 1):
+        dist.barrier()
+        sampler.phase = {"epoch": epoch, "phase": "train"}
+        before = sampler.sample_now()
+        consumed_before = loader.stats.bytes_consumed
+        images_before = loader.stats.samples
+        t_epoch = time.perf_counter()
+        wall_start = time.time()
+        t_prev = t_epoch
+        for batch in loader.epoch():
+            with scaler_ctx:
+                loss = built.loss(model, batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            _sync(dist.device)
+            loss_value = float(loss.detach())
+            now = time.perf_counter()
+            if step >= cfg.warmup_steps:
+                step_times.append(now - t_prev)
+            losses.append(loss_value)
+            if not math.isfinite(loss_value):
+                raise FloatingPointError(f"loss became {loss_value} at step {step}")
+            t_prev = now
+            step += 1
+            if step >= total_steps:
+                break
+        _sync(dist.device)
+        seconds = time.perf_counter() - t_epoch
+        dist.barrier()
+        after = sampler.sample_now()
+        epoch_marks.append({
+            "epoch": epoch, "start": wall_start, "end": time.time(), "seconds": seconds,
+            "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
+            "consumed": loader.stats.bytes_consumed - consumed_before,
+            "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
+        })
+        if step >= total_steps:
+            break
+    sampler.phase = {"epoch": epoch, "phase": "done"}
+    sampler.stop()
+    loader.close()
+
+    measured = len(step_times)
+    images_per_s = cfg.batch_size * measured / sum(step_times) if measured else 0.0
+    rank_report = {
+        "rank": dist.rank, "host": dist.host, "images": cfg.batch_size * measured, "images_per_s": images_per_s,
+        "step_time_median_s": statistics.median(step_times) if step_times else 0.0,
+        "bytes_from_storage": float(sum(m["read_bytes"] for m in epoch_marks)),
+        "bytes_consumed": float(loader.stats.bytes_consumed), "samples_read": loader.stats.samples,
+        "ram_bytes": psutil.virtual_memory().total, "epoch_marks": epoch_marks,
+        "samples": sampler.samples, "sample_ids": loader.stats.sample_ids,
+        "steps_measured": measured, "losses": losses,
+    }
+    if out is not None:
+        (out / f"shard-rank{dist.rank}.json").write_text(json.dumps({"rank": dist.rank,
+                                                                     "sample_ids": loader.stats.sample_ids}))
+    reports = dist.allgather(rank_report)
+    if dist.rank != 0:
+        return None
+    summary = _summarise(cfg, dist, reports, drop, started)
+    validate_summary(summary)
+    if out is not None:
+        tmp = out / ".summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, out / "summary.json")
+    return summary
+
+
+def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, started: str) -> dict:
+    window = max(cfg.sample_interval_s, 1e-3)
+    epochs = []
+    for k, mark in enumerate(reports[0]["epoch_marks"]):
+        marks = [r["epoch_marks"][k] for r in reports]
+        io = epoch_io([r["samples"] for r in reports], mark["epoch"], min(m["start"] for m in marks),
+                      max(m["end"] for m in marks), sum(m["consumed"] for m in marks), window)
+        images = sum(m["images"] or 0 for m in marks)
+        epochs.append({**io.as_dict(), "seconds": max(m["seconds"] for m in marks), "images": int(images)})
+    hosts = sorted({r["host"] for r in reports})
+    ram_per_host = {r["host"]: r["ram_bytes"] for r in reports}
+    ds_bytes = dataset_bytes(cfg)
+    aggregate_ram = int(sum(ram_per_host.values()))
+    risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
+    first = epochs[0] if epochs else None
+    bandwidth_valid = bool(first and not cfg.synthetic and not first["cache_distorted"] and not (risk and drop != "done"))
+    samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
+    loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
+    all_losses = [r["losses"] for r in reports]
+    per_rank = [{k: r[k] for k in ("rank", "host", "images", "images_per_s", "step_time_median_s",
+                                   "bytes_from_storage", "bytes_consumed", "samples_read")} for r in reports]
+    gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION, "valid": True, "status": "success",
+        "workload": cfg.workload, "preset": cfg.preset,
+        "loader": "synthetic" if cfg.synthetic else cfg.loader, "synthetic": cfg.synthetic,
+        "ranks": dist.size, "hosts": hosts, "device": dist.device.type,
+        "batch_size": cfg.batch_size, "image_size": cfg.image_size,
+        "measured_steps": min(r["steps_measured"] for r in reports),
+        # The measured sum over ranks, never N x one rank.
+        "images_per_s": float(sum(r["images_per_s"] for r in reports)),
+        "images_per_s_per_rank": [float(r["images_per_s"]) for r in reports],
+        "epoch_time_s": float(statistics.median(e["seconds"] for e in epochs)),
+        "first_epoch_time_s": float(epochs[0]["seconds"]),
+        "epochs": epochs, "per_rank": per_rank,
+        "utilisation": {
+            "cpu_util": _mean([s.get("cpu_util") for s in samples]),
+            "mem_util": _mean([s.get("mem_util") for s in samples]),
+            "gpu_util": _mean([s.get("gpu_util") for s in samples]),
+            "gpu_mem_util": _mean([s.get("gpu_mem_util") for s in samples]),
+            "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
+        },
+        "storage": {
+            "dataset_bytes": ds_bytes, "aggregate_ram_bytes": aggregate_ram, "cache_risk": risk,
+            "drop_caches": drop,
+            "first_epoch_avg_read_mb_s": None if cfg.synthetic else first["avg_read_mb_s"],
+            "first_epoch_peak_read_mb_s": None if cfg.synthetic else first["peak_read_mb_s"],
+            "bandwidth_valid": bandwidth_valid,
+        },
+        "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
+        "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),
+        "versions": _versions(), "started_at": started, "ended_at": datetime.now(UTC).isoformat(),
+    }

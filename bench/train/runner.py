@@ -1,0 +1,29 @@
+"""Wraps one rank's run so a failure leaves a failure record, never a valid-looking summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+
+from bench.config import TrainConfig
+
+
+def run_rank(cfg: TrainConfig) -> dict | None:
+    from bench.train.loop import train
+
+    rank = os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    if cfg.metrics_out is not None:  # a rerun into the same folder must not leave stale verdicts
+        (cfg.metrics_out / f"failed-rank{rank}.json").unlink(missing_ok=True)
+        if rank == "0":
+            (cfg.metrics_out / "summary.json").unlink(missing_ok=True)
+    try:
+        return train(cfg)
+    except BaseException as error:
+        if cfg.metrics_out is not None:
+            cfg.metrics_out.mkdir(parents=True, exist_ok=True)
+            (cfg.metrics_out / f"failed-rank{rank}.json").write_text(json.dumps({
+                "valid": False, "status": "failed", "rank": int(rank), "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc(limit=5),
+            }))
+        raise

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Sets up everything scalewatch needs on a fresh Debian 12 machine: apt packages, a venv with the
+# pinned stack, Horovod built against torch 2.13 (wheel cached), and the bench package itself.
+# Idempotent: a second run only checks. Usage: scripts/install.sh [--with-test-services]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${SCALEWATCH_VENV:-$PWD/.venv}
+WHEELS=${SCALEWATCH_WHEEL_CACHE:-$HOME/.cache/scalewatch/wheels}
+HOROVOD_VERSION=0.28.1
+
+apt_pkgs=(cmake g++ procps)
+if [[ "${1:-}" == "--with-test-services" ]]; then
+  apt_pkgs+=(slurm-wlm munge openssh-server fio postgresql chromium iproute2 util-linux)
+fi
+missing=()
+for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "install: apt packages ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+[[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+PY="$VENV/bin/python"
+"$PY" -m pip install -q -U pip wheel setuptools
+# torch goes first, pinned, so nothing later can resolve a CUDA build.
+"$PY" -m pip install -q "torch==2.13.0"
+"$PY" -m pip install -q -r requirements.txt -r requirements-dev.txt
+"$PY" -m pip install -q --no-deps -r requirements-nodeps.txt
+
+if ! "$PY" -c "import horovod.torch" 2>/dev/null; then
+  mkdir -p "$WHEELS"
+  wheel=$(ls "$WHEELS"/horovod-"$HOROVOD_VERSION"-*.whl 2>/dev/null | head -n1 || true)
+  if [[ -z "$wheel" ]]; then
+    echo "install: building horovod $HOROVOD_VERSION (4-7 min on 2 cores)"
+    # torch headers need C++17; horovod hard-codes -std=c++14, so a wrapper appends c++17 last.
+    shim=$(mktemp -d)
+    printf '#!/bin/sh\nexec g++ "$@" -std=c++17\n' >"$shim/g++17"
+    chmod +x "$shim/g++17"
+    "$PY" -m pip install -q cmake
+    CXX="$shim/g++17" HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+      HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
+      "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$WHEELS" "horovod==$HOROVOD_VERSION"
+    wheel=$(ls "$WHEELS"/horovod-"$HOROVOD_VERSION"-*.whl | head -n1)
+  fi
+  "$PY" -m pip install -q --no-deps "$wheel"
+  "$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
+fi
+"$PY" -m pip install -q --no-deps -e .
+"$PY" -c "import torch, horovod.torch, nvidia.dali, great_expectations, pandas, airflow, bench; \
+print('install: ok torch', torch.__version__, 'horovod', horovod.__version__)"
