@@ -1,0 +1,131 @@
+"""One launcher interface: a RunSpec goes in; a RunResult with state and per-rank exits comes out.
+
+A launch returns a small JSON-able handle, so an Airflow trigger in another process (or after a
+restart) can poll, cancel and collect the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+import jsonschema
+
+from bench.config import RunSpec
+
+
+class RunState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    CANCELLED = "CANCELLED"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (RunState.PENDING, RunState.RUNNING)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    backend: str
+    state: RunState
+    reason: str = ""
+    job_id: str = ""
+    exit_codes: dict[int, int | None] = field(default_factory=dict)
+    rank_hosts: dict[int, str] = field(default_factory=dict)
+    log_paths: list[str] = field(default_factory=list)
+    summary_path: str | None = None
+    summary: dict | None = None
+    output_dir: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == RunState.COMPLETED and self.summary is not None
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["state"] = str(self.state)
+        return d
+
+
+Handle = dict  # {"backend", "run_id", "output_dir", "job_id", ...}: JSON-serialisable
+
+
+class Launcher(Protocol):
+    name: str
+
+    def check(self, spec: RunSpec) -> None:
+        """Fail fast (LaunchError naming the host/partition) before anything launches."""
+
+    def submit(self, spec: RunSpec) -> Handle: ...
+
+    def poll(self, handle: Handle) -> tuple[RunState, str]: ...
+
+    def cancel(self, handle: Handle) -> None: ...
+
+
+def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResult:
+    """Read what the ranks left in the output folder; a run without a valid summary is not COMPLETED."""
+    from bench.metrics.schema import validate_summary
+
+    out = Path(handle["output_dir"])
+    result = RunResult(handle["run_id"], handle["backend"], state, reason, str(handle.get("job_id", "")),
+                       output_dir=str(out))
+    for rank in range(ranks):
+        record = _read_json(out / "ranks" / f"rank{rank}.json")
+        result.exit_codes[rank] = record.get("exit_code") if record else None
+        if record:
+            result.rank_hosts[rank] = record.get("host", "")
+    result.log_paths = sorted(str(p) for p in (out / "logs").glob("*") if p.is_file())
+    failures = sorted(out.glob("metrics/failed-rank*.json"))
+    summary_path = out / "metrics" / "summary.json"
+    summary = _read_json(summary_path)
+    if state == RunState.COMPLETED:
+        problems = []
+        bad = {r: c for r, c in result.exit_codes.items() if c != 0}
+        if bad:
+            problems.append("ranks without a clean exit: " + ", ".join(
+                f"rank {r} on {result.rank_hosts.get(r, '?')} exit {c}" for r, c in sorted(bad.items())))
+        try:
+            if summary is None:
+                raise jsonschema.ValidationError("summary.json missing")
+            validate_summary(summary)
+        except jsonschema.ValidationError as error:
+            problems.append(f"no valid summary ({error.message})")
+        if problems:
+            result.state, result.reason = RunState.FAILED, "; ".join(problems)
+    if result.state == RunState.COMPLETED:
+        result.summary, result.summary_path = summary, str(summary_path)
+    elif failures and not result.reason:
+        first = _read_json(failures[0]) or {}
+        result.reason = f"rank {first.get('rank')}: {first.get('error')}"
+    return result
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def wait(launcher: Launcher, handle: Handle, timeout_s: float, poll_s: float = 1.0) -> tuple[RunState, str]:
+    """Block until the run finishes; on timeout cancel it and report TIMEOUT."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state, reason = launcher.poll(handle)
+        if state.finished:
+            return state, reason
+        if time.monotonic() > deadline:
+            launcher.cancel(handle)
+            return RunState.TIMEOUT, f"no result within {timeout_s:.0f}s; cancelled"
+        time.sleep(poll_s)

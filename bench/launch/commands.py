@@ -1,0 +1,41 @@
+"""Where cluster CLI commands run: on this machine, or on a login node over ssh. Argv lists only."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from bench.errors import LaunchError
+from bench.launch.sshopts import SshOptions
+
+
+class CommandRunner:
+    def __init__(self, ssh: SshOptions | None = None, login_host: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.ssh, self.login_host, self.env = ssh, login_host, env
+
+    @property
+    def remote(self) -> bool:
+        return self.ssh is not None
+
+    def run(self, argv: list[str], stdin: str | None = None, check: bool = True, timeout: float = 60
+            ) -> subprocess.CompletedProcess:
+        import os
+
+        if self.ssh is not None:
+            assert self.login_host
+            full = self.ssh.argv(self.login_host, shlex.join(argv))
+            env = None
+        else:
+            full, env = argv, (os.environ | self.env) if self.env else None
+        try:
+            done = subprocess.run(full, input=stdin, capture_output=True, text=True, timeout=timeout, env=env,
+                                  stdin=None if stdin is not None else subprocess.DEVNULL, check=False)
+        except FileNotFoundError:
+            raise LaunchError(f"{argv[0]}: not found on this machine") from None
+        except subprocess.TimeoutExpired:
+            raise LaunchError(f"{shlex.join(argv)}: no answer within {timeout}s") from None
+        if check and done.returncode != 0:
+            where = f" on {self.login_host}" if self.remote else ""
+            raise LaunchError(f"{argv[0]}{where} failed (exit {done.returncode}): {done.stderr.strip()}")
+        return done

@@ -1,0 +1,101 @@
+"""Local and ssh backends: both hand the run to a detached supervisor and poll its state file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.config import RunSpec
+from bench.launch.base import Handle, RunState
+from bench.launch.sshopts import SshOptions
+from bench.launch.supervisor import STATE
+
+START_GRACE_S = 30
+
+
+class DetachedLauncher:
+    name = "local"
+
+    def __init__(self, ssh: SshOptions | None = None) -> None:
+        self.ssh = ssh
+
+    def check(self, spec: RunSpec) -> None:
+        return None
+
+    def submit(self, spec: RunSpec) -> Handle:
+        self.check(spec)
+        out = spec.output_dir
+        out.mkdir(parents=True, exist_ok=True)
+        (out / STATE).unlink(missing_ok=True)
+        spec_file = out / "spec.json"
+        spec_file.write_text(json.dumps({"spec": spec.model_dump(mode="json"),
+                                         "ssh": self.ssh.model_dump(mode="json") if self.ssh else None}))
+        (out / "logs").mkdir(exist_ok=True)
+        log = (out / "logs" / "supervisor.log").open("ab")
+        proc = subprocess.Popen([sys.executable, "-m", "bench.launch.supervisor", "--spec", str(spec_file),
+                                 "--backend", self.name], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return {"backend": self.name, "run_id": spec.run_id, "output_dir": str(out), "job_id": str(proc.pid),
+                "ranks": spec.ranks, "submitted": time.time()}
+
+    def poll(self, handle: Handle) -> tuple[RunState, str]:
+        state_file = Path(handle["output_dir"]) / STATE
+        pid = int(handle["job_id"])
+        _reap(pid)
+        try:
+            doc = json.loads(state_file.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            doc = None
+        alive = _alive(pid)
+        if doc is None:
+            if alive or time.time() - handle["submitted"] < START_GRACE_S and alive:
+                return RunState.PENDING, ""
+            return RunState.FAILED, f"supervisor {pid} exited before starting (see logs/supervisor.log)"
+        state = RunState(doc["state"])
+        if not state.finished and not alive:
+            return RunState.FAILED, f"supervisor {pid} died while the run was {state}"
+        return state, doc.get("reason", "")
+
+    def cancel(self, handle: Handle) -> None:
+        pid = int(handle["job_id"])
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while _alive(pid) and time.monotonic() < deadline:
+                _reap(pid)
+                time.sleep(0.2)
+
+
+class SshLauncher(DetachedLauncher):
+    name = "ssh"
+
+    def __init__(self, ssh: SshOptions) -> None:
+        super().__init__(ssh)
+
+    def check(self, spec: RunSpec) -> None:
+        assert self.ssh is not None
+        self.ssh.check_reachable(spec.hosts)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False

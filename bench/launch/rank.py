@@ -1,0 +1,78 @@
+"""Rank wrapper: sets Horovod's slot env, runs `bench train` as a child, records its exit.
+
+Every backend starts ranks through this, so per-rank exit codes land in the same place
+(`ranks/rank<N>.json`) whether the rank ran locally, over ssh or under srun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def iface_towards(addr: str) -> str:
+    """The local interface whose address routes to `addr`: Gloo must bind there."""
+    import psutil
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((addr, 9))
+        local_ip = s.getsockname()[0]
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address == local_ip for a in addrs):
+            return name
+    return "lo"
+
+
+def slurm_slot_env() -> dict[str, str]:
+    e = os.environ
+    node = e.get("SLURMD_NODENAME", socket.gethostname())
+    return {
+        "HOROVOD_HOSTNAME": node, "HOROVOD_RANK": e["SLURM_PROCID"], "HOROVOD_SIZE": e["SLURM_NTASKS"],
+        "HOROVOD_LOCAL_RANK": e["SLURM_LOCALID"],
+        "HOROVOD_LOCAL_SIZE": str(int(e["SLURM_NTASKS"]) // int(e["SLURM_NNODES"])),
+        "HOROVOD_CROSS_RANK": e["SLURM_NODEID"], "HOROVOD_CROSS_SIZE": e["SLURM_NNODES"],
+        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.launch.rank")
+    p.add_argument("--tag", required=True, help="run id; lets cleanup find this run's processes")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--slot-from", choices=("env", "slurm"), default="env")
+    p.add_argument("--rendezvous-file", type=Path, help="file holding 'ADDR PORT' (slurm)")
+    p.add_argument("train_argv", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    env = dict(os.environ)
+    if args.slot_from == "slurm":
+        env.update(slurm_slot_env())
+        addr, port = args.rendezvous_file.read_text().split()
+        env["HOROVOD_GLOO_RENDEZVOUS_ADDR"], env["HOROVOD_GLOO_RENDEZVOUS_PORT"] = addr, port
+    env.setdefault("HOROVOD_GLOO_IFACE", iface_towards(env["HOROVOD_GLOO_RENDEZVOUS_ADDR"]))
+    rank = env["HOROVOD_RANK"]
+    train_argv = args.train_argv[1:] if args.train_argv[:1] == ["--"] else args.train_argv
+    log_dir = args.out / "ranks"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    child = subprocess.Popen([sys.executable, "-m", "bench", "train", *train_argv], env=env)
+    forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    code = child.wait()
+    record = {"rank": int(rank), "host": env["HOROVOD_HOSTNAME"], "exit_code": code,
+              "signal": -code if code < 0 else None, "seconds": time.time() - started}
+    tmp = log_dir / f".rank{rank}.json.tmp"
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, log_dir / f"rank{rank}.json")
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

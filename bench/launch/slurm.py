@@ -1,0 +1,125 @@
+"""Slurm backend: sbatch script from the RunSpec, ranks via srun, state via scontrol/sacct."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import subprocess
+from pathlib import Path
+
+from bench.config import RunSpec
+from bench.errors import LaunchError
+from bench.launch.base import Handle, RunState
+from bench.launch.commands import CommandRunner
+from bench.launch.supervisor import rank_argv
+
+SLURM_STATES = {
+    "PENDING": RunState.PENDING, "REQUEUED": RunState.PENDING, "CONFIGURING": RunState.RUNNING,
+    "RUNNING": RunState.RUNNING, "COMPLETING": RunState.RUNNING, "SUSPENDED": RunState.RUNNING,
+    "COMPLETED": RunState.COMPLETED, "FAILED": RunState.FAILED, "TIMEOUT": RunState.TIMEOUT,
+    "CANCELLED": RunState.CANCELLED, "NODE_FAIL": RunState.NODE_FAIL, "OUT_OF_MEMORY": RunState.OUT_OF_MEMORY,
+    "BOOT_FAIL": RunState.NODE_FAIL, "DEADLINE": RunState.TIMEOUT, "PREEMPTED": RunState.FAILED,
+}
+
+
+def _time_limit(seconds: int) -> str:
+    minutes = max(1, math.ceil(seconds / 60))
+    return f"{minutes // 1440}-{minutes % 1440 // 60:02d}:{minutes % 60:02d}:00"
+
+
+def batch_script(spec: RunSpec, python: str) -> str:
+    """The sbatch script; every interpolated value is validated by RunSpec and shlex-quoted here."""
+    nodes = len(spec.hosts) or max(1, math.ceil(spec.ranks / (spec.ranks_per_node or spec.ranks)))
+    per_node = spec.ranks // nodes
+    if per_node * nodes != spec.ranks:
+        raise LaunchError(f"ranks: {spec.ranks} do not divide evenly over {nodes} nodes")
+    out = spec.output_dir
+    q = shlex.quote
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={q('sw-' + spec.run_id)}", f"#SBATCH --nodes={nodes}",
+             f"#SBATCH --ntasks-per-node={per_node}", f"#SBATCH --time={_time_limit(spec.time_limit_s)}",
+             f"#SBATCH --output={q(str(out / 'logs' / 'slurm-%j.out'))}", "#SBATCH --kill-on-invalid-dep=yes"]
+    if spec.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
+    if spec.partition:
+        lines.append(f"#SBATCH --partition={q(spec.partition)}")
+    if spec.account:
+        lines.append(f"#SBATCH --account={q(spec.account)}")
+    lines += [f"#SBATCH {d}" for d in spec.sbatch_directives]
+    addr_file = out / "rendezvous.addr"
+    addr_flag = f" --addr {q(spec.rendezvous_addr)}" if spec.rendezvous_addr else ""
+    lines += [
+        "set -u",
+        *(f"export {k}={q(v)}" for k, v in spec.env.items()),
+        f"mkdir -p {q(str(out / 'logs'))} {q(str(out / 'ranks'))}",
+        f"rm -f {q(str(addr_file))}",
+        f"{q(python)} -m bench.launch.rendezvous --port-file {q(str(addr_file))}{addr_flag} &",
+        "RDV=$!",
+        "trap 'kill -TERM $RDV 2>/dev/null' EXIT",
+        f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; sleep 0.1; done",
+        f"[ -s {q(str(addr_file))} ] || {{ echo 'rendezvous did not start' >&2; exit 70; }}",
+        "srun --kill-on-bad-exit=1 --output=" + q(str(out / "logs" / "rank%t.log")) + " "
+        + shlex.join([*rank_argv(spec, python)[:3], "--slot-from", "slurm", "--rendezvous-file", str(addr_file),
+                      *rank_argv(spec, python)[3:]]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class SlurmLauncher:
+    name = "slurm"
+
+    def __init__(self, runner: CommandRunner | None = None) -> None:
+        self.runner = runner or CommandRunner()
+
+    def check(self, spec: RunSpec) -> None:
+        if spec.partition:
+            done = self.runner.run(["sinfo", "-h", "-p", spec.partition, "-o", "%P"], check=False)
+            if done.returncode != 0 or not done.stdout.strip():
+                raise LaunchError(f"partition {spec.partition}: not found by sinfo ({done.stderr.strip()})")
+
+    def submit(self, spec: RunSpec) -> Handle:
+        self.check(spec)
+        python = str(spec.python or "python3")
+        if not self.runner.remote:
+            (spec.output_dir / "logs").mkdir(parents=True, exist_ok=True)
+            import sys
+
+            python = str(spec.python or sys.executable)
+        script = batch_script(spec, python)
+        if not self.runner.remote:
+            (spec.output_dir / "job.sbatch").write_text(script)
+        done = self.runner.run(["sbatch", "--parsable"], stdin=script)
+        job_id = done.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise LaunchError(f"sbatch returned no job id: {done.stdout!r}")
+        return {"backend": self.name, "run_id": spec.run_id, "output_dir": str(spec.output_dir), "job_id": job_id,
+                "ranks": spec.ranks}
+
+    def poll(self, handle: Handle) -> tuple[RunState, str]:
+        job = handle["job_id"]
+        done = self.runner.run(["scontrol", "-o", "show", "job", job], check=False)
+        fields = dict(t.split("=", 1) for t in done.stdout.split() if "=" in t) if done.returncode == 0 else {}
+        raw = fields.get("JobState")
+        if raw is None:
+            acct = self.runner.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "State,ExitCode,Reason"], check=False)
+            parts = acct.stdout.strip().splitlines()[0].split("|") if acct.stdout.strip() else []
+            if not parts:
+                return RunState.FAILED, f"job {job} unknown to scontrol and sacct"
+            raw, fields = parts[0].split()[0], {"ExitCode": parts[1], "Reason": parts[2] if len(parts) > 2 else ""}
+        state = SLURM_STATES.get(raw, RunState.FAILED)
+        reason = f"slurm {raw}"
+        if state.finished and state != RunState.COMPLETED:
+            reason += f" exit {fields.get('ExitCode', '?')} reason {fields.get('Reason', 'None')}"
+        return state, reason
+
+    def cancel(self, handle: Handle) -> None:
+        self.runner.run(["scancel", handle["job_id"]], check=False)
+
+    def fetch(self, handle: Handle, local_dir: Path) -> None:
+        """Bring ranks/, metrics/ and logs/ back from a remote cluster's output folder."""
+        if not self.runner.remote:
+            return
+        remote = shlex.join(["tar", "-C", handle["output_dir"], "-cf", "-", "ranks", "metrics", "logs"])
+        assert self.runner.ssh and self.runner.login_host
+        local_dir.mkdir(parents=True, exist_ok=True)
+        with subprocess.Popen(self.runner.ssh.argv(self.runner.login_host, remote), stdout=subprocess.PIPE) as src:
+            subprocess.run(["tar", "-C", str(local_dir), "-xf", "-"], stdin=src.stdout, check=False)

@@ -1,0 +1,141 @@
+"""The process that owns a local or ssh run: rendezvous, ranks, failure propagation, state file.
+
+Detached from whoever launched it, so an Airflow worker can defer and a restarted triggerer can
+poll `state.json`. Any rank failing stops the others; SIGTERM cancels; the time limit times out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.config import RunSpec
+from bench.launch.rendezvous import Rendezvous, slot_env
+from bench.launch.sshopts import SshOptions
+
+STATE = "state.json"
+GRACE_S = 10
+
+
+def write_state(out: Path, **fields) -> None:
+    tmp = out / f".{STATE}.tmp"
+    tmp.write_text(json.dumps({**fields, "updated": time.time()}))
+    os.replace(tmp, out / STATE)
+
+
+def rank_argv(spec: RunSpec, python: str) -> list[str]:
+    train = spec.train.model_copy(update={"metrics_out": spec.output_dir / "metrics"})
+    return [python, "-m", "bench.launch.rank", "--tag", spec.run_id, "--out", str(spec.output_dir),
+            "--", *train.to_argv()]
+
+
+class Supervisor:
+    def __init__(self, spec: RunSpec, backend: str, ssh: SshOptions | None) -> None:
+        self.spec, self.backend, self.ssh = spec, backend, ssh
+        self.out = spec.output_dir
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.hosts: dict[int, str] = {}
+        self.cancelled = False
+
+    def _hosts(self) -> list[tuple[str, int]]:
+        if self.backend == "local":
+            return [("localhost", self.spec.ranks)]
+        return [(h.host, h.slots) for h in self.spec.hosts]
+
+    def _addr(self) -> str:
+        if self.spec.rendezvous_addr:
+            return self.spec.rendezvous_addr
+        return "127.0.0.1"
+
+    def _start_rank(self, slot, port: int) -> subprocess.Popen:
+        env = slot_env(slot, self._addr(), port) | dict(self.spec.env)
+        python = str(self.spec.python or sys.executable)
+        argv = rank_argv(self.spec, python)
+        log = (self.out / "logs" / f"rank{slot.rank}.log").open("ab")
+        if self.backend == "local":
+            return subprocess.Popen(argv, env=os.environ | env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        assert self.ssh is not None
+        remote = "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
+        host = next(h for h in self.spec.hosts if h.host == slot.hostname)
+        return subprocess.Popen(self.ssh.argv(host, remote), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        if self.backend == "ssh" and self.ssh is not None:
+            for host in self.spec.hosts:  # the remote side outlives a killed ssh client: end it there
+                pattern = f"bench.launch.rank --tag {self.spec.run_id}"
+                subprocess.run(self.ssh.argv(host, "pkill -TERM -f -- " + shlex.quote(pattern) + " || true"),
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        deadline = time.monotonic() + GRACE_S
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def run(self) -> int:
+        (self.out / "logs").mkdir(parents=True, exist_ok=True)
+        signal.signal(signal.SIGTERM, self._on_term)
+        rendezvous = Rendezvous(self._hosts(), self.spec.ranks)
+        deadline = time.monotonic() + self.spec.time_limit_s
+        state, reason = "RUNNING", ""
+        write_state(self.out, state=state, pid=os.getpid(), reason="")
+        try:
+            for slot in rendezvous.plan:
+                self.procs[slot.rank] = self._start_rank(slot, rendezvous.port)
+                self.hosts[slot.rank] = slot.hostname
+            while True:
+                codes = {r: p.poll() for r, p in self.procs.items()}
+                failed = {r: c for r, c in codes.items() if c not in (None, 0)}
+                if self.cancelled:
+                    state, reason = "CANCELLED", "cancelled on request"
+                    break
+                if failed:
+                    rank = min(failed)
+                    state = "FAILED"
+                    reason = f"rank {rank} on {self.hosts[rank]} exited with code {failed[rank]}"
+                    break
+                if all(c == 0 for c in codes.values()):
+                    state = "COMPLETED"
+                    break
+                if time.monotonic() > deadline:
+                    state, reason = "TIMEOUT", f"time limit {self.spec.time_limit_s}s reached"
+                    break
+                time.sleep(0.2)
+        finally:
+            self._stop_all()
+            rendezvous.stop()
+            exit_codes = {r: p.returncode for r, p in self.procs.items()}
+            write_state(self.out, state=state, pid=os.getpid(), reason=reason, exit_codes=exit_codes,
+                        hosts=self.hosts)
+        return 0 if state == "COMPLETED" else 1
+
+    def _on_term(self, *_args) -> None:
+        self.cancelled = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.launch.supervisor")
+    p.add_argument("--spec", required=True, type=Path)
+    p.add_argument("--backend", choices=("local", "ssh"), required=True)
+    args = p.parse_args(argv)
+    doc = json.loads(args.spec.read_text())
+    spec = RunSpec.model_validate(doc["spec"])
+    ssh = SshOptions.model_validate(doc["ssh"]) if doc.get("ssh") else None
+    return Supervisor(spec, args.backend, ssh).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
