@@ -1,5 +1,84 @@
-"""`bench evaluate` and `bench detect` (filled in with the analysis package)."""
+"""`bench evaluate` and `bench detect`: the exact contracts other tools script against."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from bench.config import Thresholds, parse
 
 
 def add_parsers(sub) -> None:
-    return None
+    e = sub.add_parser("evaluate", help="check a results table for linear scaling (exit 0 pass, 1 fail, 2 bad input)")
+    e.add_argument("results", type=Path)
+    e.add_argument("--baseline-gpus", type=int)
+    e.add_argument("--min-scaling-efficiency", type=float, default=0.8)
+    e.add_argument("--min-bandwidth-efficiency", type=float, default=0.7)
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_evaluate)
+    d = sub.add_parser("detect", help="change points per (model, gpus) in a history table")
+    d.add_argument("history", type=Path)
+    d.add_argument("--metric", required=True)
+    d.add_argument("--max-pvalue", type=float, default=0.001)
+    d.add_argument("--window", type=int, default=30)
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=_detect)
+
+
+def _clean(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from bench.analysis.expectations import prepare, validate
+    from bench.analysis.frame import read_results_csv
+    from bench.analysis.scaling import derive
+
+    thresholds = parse(Thresholds, {"baseline_gpus": args.baseline_gpus,
+                                    "min_scaling_efficiency": args.min_scaling_efficiency,
+                                    "min_bandwidth_efficiency": args.min_bandwidth_efficiency}, prefix="--")
+    frame = read_results_csv(args.results)
+    for col in ("throughput_img_s", "epoch_time_s", "avg_read_mb_s", "peak_read_mb_s", "gpu_util"):
+        if col not in frame:
+            frame[col] = math.nan
+    frame["state"], frame["valid"], frame["reason"] = "COMPLETED", True, ""
+    if "bandwidth_valid" not in frame:
+        frame["bandwidth_valid"] = True  # a user's table is taken as cache-free unless it says otherwise
+    derived = derive(frame, thresholds.baseline_gpus)
+    verdict = validate(prepare(derived, thresholds), thresholds)
+    rows = []
+    for r in derived.to_dict("records"):
+        failed = [n for n in verdict.per_row[(r["workload"], int(r["gpus"]))] if n != "ExpectBandwidthNotCacheDistorted"]
+        rows.append({"model": r["workload"], "gpus": int(r["gpus"]),
+                     "scaling_efficiency": _clean(r["scaling_efficiency"]),
+                     "bandwidth_efficiency": _clean(r["bandwidth_efficiency"]), "passed": not failed, "failed": failed})
+    if args.json:
+        print(json.dumps({"passed": verdict.passed, "rows": rows}))
+    else:
+        print(f"{'model':<16}{'gpus':>6}{'scaling_eff':>13}{'bw_eff':>9}  result")
+        for r in rows:
+            se = "—" if r["scaling_efficiency"] is None else f"{r['scaling_efficiency']:.3f}"
+            be = "—" if r["bandwidth_efficiency"] is None else f"{r['bandwidth_efficiency']:.3f}"
+            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{be:>9}  {'pass' if r['passed'] else 'FAIL ' + ','.join(r['failed'])}")
+        print("PASSED" if verdict.passed else "FAILED")
+    return 0 if verdict.passed else 1
+
+
+def _detect(args: argparse.Namespace) -> int:
+    from bench.analysis.detect import change_points, read_history_csv
+
+    history = read_history_csv(args.history, args.metric)
+    found = change_points(history, args.metric, args.max_pvalue, args.window)
+    if args.json:
+        print(json.dumps({"change_points": [{k: c[k] for k in ("model", "gpus", "timestamp", "before", "after",
+                                                                  "change")} for c in found]}))
+    else:
+        print(f"{'model':<16}{'gpus':>6}  {'timestamp':<26}{'before':>12}{'after':>12}{'change':>9}")
+        for c in found:
+            print(f"{c['model']:<16}{c['gpus']:>6}  {c['timestamp']:<26}{c['before']:>12.4g}{c['after']:>12.4g}"
+                  f"{c['change']:>+9.1%}")
+        if not found:
+            print("no change points")
+    return 0

@@ -1,0 +1,207 @@
+"""Great Expectations (GX Core 1.x) suites over the results frame, built in code.
+
+The custom expectation classes are defined and imported here, in the same module that builds the
+suite: GX silently drops an expectation whose class is not imported when a saved suite is loaded,
+so suites are never loaded from disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.config import Thresholds
+
+logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+
+def _gx():
+    import great_expectations as gx
+
+    return gx
+
+
+def _classes():
+    """Named subclasses of built-ins: the names say what is checked, in results and Data Docs."""
+    gx = _gx()
+    E = gx.expectations
+
+    class ExpectRunsToComplete(E.ExpectColumnValuesToBeInSet):
+        """Every (workload, GPUs) run finished COMPLETED with a valid summary."""
+
+    class ExpectScalingEfficiencyAtLeastBound(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """scaling_efficiency >= min_scaling_efficiency per scale."""
+
+    class ExpectBandwidthEfficiencyAtLeastBound(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """Storage bandwidth scales linearly; only rows whose 1st-epoch figure is cache-free."""
+
+    class ExpectBandwidthNotCacheDistorted(E.ExpectColumnValuesToBeInSet):
+        """Rows whose bandwidth figure the page cache distorted: reported, never silently passed."""
+
+    class ExpectGpuUtilisationAtLeastFloor(E.ExpectColumnValuesToBeBetween):
+        """Average GPU utilisation floor (rows without a GPU report null and are not judged)."""
+
+    class ExpectThroughputNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """throughput >= (1 - tolerance) x median of the last K accepted runs (same workload, GPUs, cluster)."""
+
+    return {c.__name__: c for c in (ExpectRunsToComplete, ExpectScalingEfficiencyAtLeastBound,
+                                     ExpectBandwidthEfficiencyAtLeastBound, ExpectBandwidthNotCacheDistorted,
+                                     ExpectGpuUtilisationAtLeastFloor, ExpectThroughputNotRegressed)}
+
+
+_CLASSES: dict | None = None
+
+
+def classes() -> dict:
+    global _CLASSES  # GX registers classes by name once per process; build them once
+    if _CLASSES is None:
+        _CLASSES = _classes()
+    return _CLASSES
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation plus how its failures read in alerts: metric, value column, bound column."""
+
+    name: str
+    metric: str
+    value: str
+    bound: str | None
+    severity: str  # "critical" fails the suite run; "warning" is reported as inconclusive
+    kwargs: dict = field(default_factory=dict)
+
+
+def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
+    out = [
+        Check("ExpectRunsToComplete", "state", "state", None, "critical",
+              {"column": "state", "value_set": ["COMPLETED"]}),
+        Check("ExpectScalingEfficiencyAtLeastBound", "scaling_efficiency", "scaling_efficiency",
+              "min_scaling_efficiency", "critical",
+              {"column_A": "scaling_efficiency", "column_B": "min_scaling_efficiency", "or_equal": True,
+               "ignore_row_if": "either_value_is_missing"}),
+        Check("ExpectBandwidthEfficiencyAtLeastBound", "bandwidth_efficiency", "bandwidth_efficiency_checked",
+              "min_bandwidth_efficiency", "critical",
+              {"column_A": "bandwidth_efficiency_checked", "column_B": "min_bandwidth_efficiency", "or_equal": True,
+               "ignore_row_if": "either_value_is_missing"}),
+        Check("ExpectBandwidthNotCacheDistorted", "bandwidth_valid", "bandwidth_valid", None, "warning",
+              {"column": "bandwidth_valid_checked", "value_set": [True]}),
+    ]
+    if thresholds.min_gpu_util is not None:
+        out.append(Check("ExpectGpuUtilisationAtLeastFloor", "gpu_util", "gpu_util", "min_gpu_util", "critical",
+                         {"column": "gpu_util", "min_value": thresholds.min_gpu_util}))
+    if has_history:
+        out.append(Check("ExpectThroughputNotRegressed", "throughput_img_s", "throughput_img_s", "regression_floor",
+                         "critical", {"column_A": "throughput_img_s", "column_B": "regression_floor",
+                                      "or_equal": True, "ignore_row_if": "either_value_is_missing"}))
+    return out
+
+
+def prepare(frame: pd.DataFrame, thresholds: Thresholds, history_median: pd.Series | None = None) -> pd.DataFrame:
+    """Add the bound columns the pair expectations compare against."""
+    f = frame.copy()
+    f["min_scaling_efficiency"] = np.where(f["gpus"] == f["baseline_gpus"], np.nan, thresholds.min_scaling_efficiency)
+    f["min_bandwidth_efficiency"] = np.where(f["gpus"] == f["baseline_gpus"], np.nan,
+                                             thresholds.min_bandwidth_efficiency)
+    has_bw = f["bandwidth_efficiency"].notna() if "bandwidth_efficiency" in f else pd.Series(False, index=f.index)
+    valid_bw = f.get("bandwidth_valid", pd.Series(True, index=f.index)).fillna(False).astype(bool)
+    f["bandwidth_efficiency_checked"] = np.where(valid_bw, f.get("bandwidth_efficiency", np.nan), np.nan)
+    # Only rows that report a bandwidth figure can be cache-distorted; the rest are not judged.
+    measured = f.get("avg_read_mb_s", pd.Series(np.nan, index=f.index)).notna() | has_bw
+    f["bandwidth_valid_checked"] = pd.Series(np.where(measured, valid_bw, None), index=f.index, dtype=object)
+    if history_median is not None:
+        f["history_median"] = history_median.reindex(f.index)
+        f["regression_floor"] = f["history_median"] * (1 - thresholds.regression_tolerance)
+    return f
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    failures: list[dict]  # critical: workload, gpus, metric, value, bound, expectation
+    warnings: list[dict]  # inconclusive rows (e.g. cache-distorted bandwidth)
+    per_row: dict[tuple[str, int], list[str]]
+    data_docs: str | None = None
+
+
+def validate(frame: pd.DataFrame, thresholds: Thresholds, data_docs_dir: Path | None = None,
+             suite_name: str = "scaling") -> Verdict:
+    """Run the suite over `frame` (already `prepare`d); failing rows named with value and bound."""
+    gx = _gx()
+    cls = classes()
+    has_history = "regression_floor" in frame.columns and frame["regression_floor"].notna().any()
+    plan = checks(thresholds, has_history)
+    context = gx.get_context(mode="ephemeral")
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    source = context.data_sources.add_pandas("results")
+    asset = source.add_dataframe_asset("frame")
+    batch_def = asset.add_batch_definition_whole_dataframe("all")
+    suite = context.suites.add(gx.ExpectationSuite(name=suite_name))
+    for check in plan:
+        suite.add_expectation(cls[check.name](**check.kwargs, meta={"severity": check.severity}))
+    definition = context.validation_definitions.add(gx.ValidationDefinition(name=suite_name, data=batch_def,
+                                                                           suite=suite))
+    data = frame.reset_index(drop=True)
+    result_format = {"result_format": "COMPLETE", "unexpected_index_column_names": ["workload", "gpus"]}
+    docs_index = None
+    if data_docs_dir is not None:
+        data_docs_dir.mkdir(parents=True, exist_ok=True)
+        context.add_data_docs_site(site_name="scalewatch", site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        })
+        checkpoint = context.checkpoints.add(gx.Checkpoint(
+            name=f"{suite_name}-checkpoint", validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["scalewatch"])],
+            result_format=result_format))
+        run = checkpoint.run(batch_parameters={"dataframe": data})
+        results = next(iter(run.run_results.values())).results
+        docs_index = str(data_docs_dir / "index.html")
+    else:
+        results = definition.run(batch_parameters={"dataframe": data}, result_format=result_format).results
+    failures, warnings = [], []
+    per_row: dict[tuple[str, int], list[str]] = {(w, int(g)): [] for w, g in zip(data["workload"], data["gpus"], strict=True)}
+    by_type = {res.expectation_config.type: res for res in results}  # GX does not keep suite order
+    for check in plan:
+        res = by_type[_snake(check.name)]
+        if res.success:
+            continue
+        for idx in res.result.get("unexpected_index_list") or []:
+            key = (idx["workload"], int(idx["gpus"]))
+            row = data[(data["workload"] == key[0]) & (data["gpus"] == key[1])].iloc[0]
+            item = {"workload": key[0], "gpus": key[1], "metric": check.metric, "expectation": check.name,
+                    "value": _plain(row.get(check.value)), "bound": _bound(check, row, thresholds)}
+            if check.name == "ExpectRunsToComplete":
+                item["reason"] = str(row.get("reason", ""))
+            (failures if check.severity == "critical" else warnings).append(item)
+            per_row[key].append(check.name)
+    return Verdict(not failures, failures, warnings, per_row, docs_index)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _plain(value):
+    if isinstance(value, (np.floating, float)):
+        return None if np.isnan(value) else round(float(value), 4)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
+    if check.bound is None:
+        return "COMPLETED" if check.name == "ExpectRunsToComplete" else "cache-free 1st epoch"
+    if check.bound == "min_gpu_util":
+        return thresholds.min_gpu_util
+    return _plain(row.get(check.bound))

@@ -1,0 +1,52 @@
+"""Derived scaling figures: speedup and efficiency against a baseline scale, linear fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bench.errors import ResultsInputError
+
+
+def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFrame:
+    """Adds speedup, scaling_efficiency, bandwidth_efficiency, bandwidth_per_gpu, peak_avg_ratio,
+    fit_slope and fit_r2 (per workload). Rows that did not run keep NaN figures."""
+    out = []
+    for workload, group in frame.groupby("workload", sort=True):
+        g = group.copy()
+        ok = g[g["throughput_img_s"].notna() | g["epoch_time_s"].notna()] if "valid" not in g else g[g["valid"].astype(bool)]
+        base_n = baseline_gpus or (int(ok["gpus"].min()) if not ok.empty else int(g["gpus"].min()))
+        base = ok[ok["gpus"] == base_n]
+        if baseline_gpus is not None and base.empty:
+            raise ResultsInputError(f"--baseline-gpus {baseline_gpus}: no valid row for model '{workload}' at that scale")
+        ratio = g["gpus"] / base_n
+        if not base.empty and "throughput_img_s" in g and base["throughput_img_s"].notna().all():
+            speedup = g["throughput_img_s"] / float(base["throughput_img_s"].iloc[0])
+        elif not base.empty and "epoch_time_s" in g:
+            speedup = float(base["epoch_time_s"].iloc[0]) / g["epoch_time_s"]
+        else:
+            speedup = pd.Series(np.nan, index=g.index)
+        g["baseline_gpus"] = base_n
+        g["speedup"] = speedup
+        g["scaling_efficiency"] = speedup / ratio
+        if "avg_read_mb_s" in g and not base.empty and pd.notna(base["avg_read_mb_s"]).all() and float(
+                base["avg_read_mb_s"].iloc[0]) > 0:
+            g["bandwidth_efficiency"] = (g["avg_read_mb_s"] / float(base["avg_read_mb_s"].iloc[0])) / ratio
+        else:
+            g["bandwidth_efficiency"] = np.nan
+        g["bandwidth_per_gpu"] = g["avg_read_mb_s"] / g["gpus"] if "avg_read_mb_s" in g else np.nan
+        g["peak_avg_ratio"] = (g["peak_read_mb_s"] / g["avg_read_mb_s"]) if "peak_read_mb_s" in g else np.nan
+        g["fit_slope"], g["fit_r2"] = _fit(g["gpus"], g["throughput_img_s"] if "throughput_img_s" in g else speedup)
+        out.append(g)
+    return pd.concat(out).sort_values(["workload", "gpus"]).reset_index(drop=True)
+
+
+def _fit(x: pd.Series, y: pd.Series) -> tuple[float, float]:
+    mask = y.notna()
+    if mask.sum() < 2:
+        return np.nan, np.nan
+    xs, ys = x[mask].to_numpy(float), y[mask].to_numpy(float)
+    slope, intercept = np.polyfit(xs, ys, 1)
+    residual = ys - (slope * xs + intercept)
+    total = ((ys - ys.mean()) ** 2).sum()
+    return float(slope), float(1 - (residual**2).sum() / total) if total > 0 else 1.0

@@ -1,0 +1,145 @@
+"""The suite's steps, shared by `bench sweep` and the Airflow tasks: params -> stage -> launch ->
+per-rank metrics -> results frame -> expectations -> store -> report -> alert."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from bench.config import RunSpec, SweepConfig
+from bench.launch.base import RunResult, RunState, collect, wait
+
+DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
+
+
+def run_matrix(cfg: SweepConfig) -> list[dict]:
+    return [{"workload": w, "gpus": g} for w in cfg.workloads for g in sorted(cfg.gpus)]
+
+
+def dataset_dir(cfg: SweepConfig, workload: str) -> Path:
+    return cfg.dataset_path / DATASET_KIND[workload]
+
+
+def stage_datasets(cfg: SweepConfig) -> dict:
+    """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked."""
+    from bench.analysis.dataset_checks import check_manifest
+    from bench.data.generate import GenerateSpec, generate
+    from bench.data.stage import stage
+
+    out = {}
+    for workload in cfg.workloads:
+        kind = DATASET_KIND[workload]
+        target = dataset_dir(cfg, workload)
+        if cfg.stage_from is not None:
+            result = stage(cfg.stage_from / kind, target)
+        else:
+            source = cfg.dataset_path / f".source-{kind}"
+            generate(GenerateSpec(kind, source, images=cfg.dataset_images, seed=cfg.train.seed))
+            result = stage(source, target)
+        report = check_manifest(target, expect_images=None if cfg.stage_from else cfg.dataset_images)
+        if not report["success"]:
+            from bench.errors import DatasetError
+
+            raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
+        out[workload] = {"path": str(target), "files": result.files, "bytes": result.bytes,
+                         "copied": result.copied, "skipped": result.skipped}
+    return out
+
+
+def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> RunSpec:
+    train = cfg.train.model_copy(update={"workload": workload, "synthetic": cfg.train.synthetic,
+                                         "data": None if cfg.train.synthetic else dataset_dir(cfg, workload)})
+    return RunSpec(
+        run_id=f"{suite_run_id}-{workload}-{gpus}".replace(":", "-").replace("+", "-"),
+        train=train, ranks=gpus, output_dir=cfg.output_dir / _safe(suite_run_id) / f"{workload}-{gpus}",
+        hosts=cfg.hosts, partition=cfg.partition, account=cfg.account, gpus_per_node=cfg.gpus_per_node,
+        ranks_per_node=cfg.ranks_per_node, time_limit_s=cfg.time_limit_s,
+    )
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text)
+
+
+def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int) -> RunResult:
+    """Submit, wait (cancelling on timeout), collect: a failure becomes a FAILED result, not an exception."""
+    from bench.errors import BenchError
+
+    spec = run_spec(cfg, suite_run_id, workload, gpus)
+    try:
+        handle = launcher.submit(spec)
+    except BenchError as error:
+        return RunResult(spec.run_id, launcher.name, RunState.FAILED, f"launch failed: {error}",
+                         output_dir=str(spec.output_dir))
+    state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
+    if hasattr(launcher, "fetch"):
+        launcher.fetch(handle, spec.output_dir)
+    return collect(handle, state, reason, spec.ranks)
+
+
+@dataclass
+class Evaluation:
+    frame: pd.DataFrame
+    passed: bool
+    failures: list[dict]
+    warnings: list[dict]
+    data_docs: str | None
+
+
+def evaluate(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, store=None,
+             data_docs_dir: Path | None = None) -> Evaluation:
+    """Results frame from run results, derived figures, history, then the GX suite."""
+    from bench.analysis.expectations import prepare, validate
+    from bench.analysis.frame import build_frame, row_from_result
+    from bench.analysis.scaling import derive
+
+    rows = [row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster,
+                            started_at) for r in runs]
+    frame = derive(build_frame(rows), cfg.thresholds.baseline_gpus)
+    history = store.history_median(frame, cfg.thresholds.history_runs, suite_run_id) if store else None
+    prepared = prepare(frame, cfg.thresholds, history)
+    verdict = validate(prepared, cfg.thresholds, data_docs_dir)
+    prepared["passed"] = [not verdict.per_row[(w, int(g))] or all(
+        n == "ExpectBandwidthNotCacheDistorted" for n in verdict.per_row[(w, int(g))])
+        for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)]
+    prepared["failed_expectations"] = [json.dumps(verdict.per_row[(w, int(g))])
+                                       for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)]
+    # History only learns from runs that completed and passed: a regression must not become the norm.
+    prepared["accepted"] = prepared["valid"].astype(bool) & prepared["passed"].astype(bool)
+    return Evaluation(prepared, verdict.passed, verdict.failures, verdict.warnings, verdict.data_docs)
+
+
+def new_suite_run_id() -> str:
+    return "manual-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+
+
+def sweep(cfg: SweepConfig, suite_run_id: str | None = None, log=print) -> dict:
+    """The whole suite without Airflow: what the README's first command runs."""
+    from bench.launch.registry import build_launcher
+    from bench.report.html import write_report
+    from bench.store.db import ResultsStore
+
+    suite_run_id = suite_run_id or new_suite_run_id()
+    started = datetime.now(UTC).isoformat()
+    log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path}")
+    if not cfg.train.synthetic:
+        stage_datasets(cfg)
+    launcher = build_launcher(cfg.launcher)
+    runs = []
+    for item in run_matrix(cfg):
+        log(f"  {item['workload']} on {item['gpus']} rank(s) via {cfg.launcher} ...")
+        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
+        log(f"    {result.state} {result.reason}".rstrip())
+        runs.append({**item, "result": result.as_dict()})
+    store = ResultsStore(cfg.results_url)
+    suite_dir = cfg.output_dir / _safe(suite_run_id)
+    ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
+    report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
+    store.upsert(ev.frame, {"suite_run_id": suite_run_id, "started_at": started, "cluster": cfg.cluster,
+                            "passed": ev.passed, "report_path": str(report), "config": cfg.model_dump_json()})
+    return {"suite_run_id": suite_run_id, "passed": ev.passed, "failures": ev.failures, "warnings": ev.warnings,
+            "report": str(report), "data_docs": ev.data_docs}

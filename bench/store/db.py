@@ -1,0 +1,157 @@
+"""Results store: SQLAlchemy over SQLite (default) or PostgreSQL, idempotent per (suite run, workload, GPUs).
+
+Schema changes are numbered migrations recorded in `scalewatch_schema`; opening a store applies
+the ones it lacks, inside a transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from bench.analysis.frame import COLUMNS, KEY, METRICS
+
+metadata = sa.MetaData()
+
+schema_table = sa.Table("scalewatch_schema", metadata, sa.Column("version", sa.Integer, primary_key=True),
+                        sa.Column("applied_at", sa.DateTime(timezone=True), server_default=sa.func.now()))
+
+_TEXT = {"suite_run_id", "workload", "state", "drop_caches", "launcher", "cluster", "started_at", "reason", "versions"}
+_BOOL = {"valid", "cache_risk", "bandwidth_valid", "accepted"}
+
+results_table = sa.Table(
+    "results", metadata,
+    *(sa.Column(c, sa.Integer if c in ("gpus", "schema_version") else sa.Boolean if c in _BOOL else
+                sa.Text if c in _TEXT else sa.Float, primary_key=c in KEY, nullable=c not in KEY)
+      for c in COLUMNS),
+    sa.Column("scaling_efficiency", sa.Float), sa.Column("bandwidth_efficiency", sa.Float),
+    sa.Column("passed", sa.Boolean), sa.Column("failed_expectations", sa.Text), sa.Column("accepted", sa.Boolean),
+)
+
+suite_runs_table = sa.Table(
+    "suite_runs", metadata, sa.Column("suite_run_id", sa.Text, primary_key=True),
+    sa.Column("started_at", sa.Text), sa.Column("cluster", sa.Text), sa.Column("passed", sa.Boolean),
+    sa.Column("report_path", sa.Text), sa.Column("config", sa.Text),
+)
+
+
+def _m1(conn: Connection) -> None:
+    results_table.create(conn, checkfirst=True)
+    suite_runs_table.create(conn, checkfirst=True)
+
+
+def _m2(conn: Connection) -> None:
+    sa.Index("ix_results_history", results_table.c.workload, results_table.c.gpus, results_table.c.cluster,
+             results_table.c.started_at).create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class ResultsStore:
+    def __init__(self, url: str) -> None:
+        self.engine: Engine = sa.create_engine(url, future=True)
+        if self.engine.dialect.name == "sqlite":
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.migrate()
+
+    def migrate(self) -> int:
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":  # concurrent first opens: one migrates
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(724101)"))
+            schema_table.create(conn, checkfirst=True)
+            done = set(conn.execute(sa.select(schema_table.c.version)).scalars())
+            for version, step in enumerate(MIGRATIONS, start=1):
+                if version not in done:
+                    step(conn)
+                    conn.execute(schema_table.insert().values(version=version))
+        return SCHEMA_VERSION
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.max(schema_table.c.version))).scalar() or 0)
+
+    def upsert(self, frame: pd.DataFrame, suite: dict | None = None) -> int:
+        """Replace this suite run's rows: a rerun overwrites, never duplicates; one transaction."""
+        rows = [_row(r) for r in frame.to_dict("records")]
+        with self.engine.begin() as conn:
+            ids = {r["suite_run_id"] for r in rows}
+            for row in rows:
+                conn.execute(self._upsert(results_table, row, list(KEY)))
+            if suite is not None:
+                conn.execute(self._upsert(suite_runs_table, suite, ["suite_run_id"]))
+            # rows of this suite run that the rerun no longer has (a scale removed) go too
+            for sid in ids:
+                keep = [(r["workload"], r["gpus"]) for r in rows if r["suite_run_id"] == sid]
+                stale = sa.and_(results_table.c.suite_run_id == sid,
+                                sa.not_(sa.tuple_(results_table.c.workload, results_table.c.gpus).in_(keep)))
+                conn.execute(results_table.delete().where(stale))
+        return len(rows)
+
+    def _upsert(self, table: sa.Table, row: dict, key: list[str]):
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(table).values(**row)
+        return stmt.on_conflict_do_update(index_elements=key, set_={k: stmt.excluded[k] for k in row if k not in key})
+
+    def frame(self, where=None) -> pd.DataFrame:
+        query = sa.select(results_table)
+        if where is not None:
+            query = query.where(where)
+        with self.engine.connect() as conn:
+            return pd.read_sql(query.order_by(results_table.c.started_at), conn)
+
+    def history_median(self, frame: pd.DataFrame, runs: int, exclude_suite: str) -> pd.Series:
+        """Median throughput of the last `runs` accepted runs per (workload, GPUs, cluster), aligned to frame."""
+        t = results_table
+        out = pd.Series(np.nan, index=frame.index, dtype=float)
+        with self.engine.connect() as conn:
+            for idx, row in frame.iterrows():
+                q = (sa.select(t.c.throughput_img_s)
+                     .where(t.c.workload == row["workload"], t.c.gpus == int(row["gpus"]),
+                            t.c.cluster == row["cluster"], t.c.accepted.is_(True),
+                            t.c.suite_run_id != exclude_suite, t.c.throughput_img_s.is_not(None))
+                     .order_by(t.c.started_at.desc()).limit(runs))
+                values = list(conn.execute(q).scalars())
+                if values:
+                    out[idx] = float(np.median(values))
+        return out
+
+    def suite_runs(self) -> pd.DataFrame:
+        with self.engine.connect() as conn:
+            return pd.read_sql(sa.select(suite_runs_table).order_by(suite_runs_table.c.started_at), conn)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+_STORED = {c.name for c in results_table.columns}
+
+
+def _row(record: dict) -> dict:
+    row = {}
+    for key, value in record.items():
+        if key not in _STORED:
+            continue
+        if isinstance(value, float) and np.isnan(value):
+            value = None
+        elif isinstance(value, np.generic):
+            value = value.item()
+        elif isinstance(value, (list, dict)):
+            value = json.dumps(value)
+        if key in METRICS and value is not None:
+            value = float(value)
+        row[key] = value
+    return row
