@@ -1,0 +1,91 @@
+"""Weekly scaling regression: stage -> train at each scale -> evaluate (GX) -> store -> report -> alert.
+
+Thin on purpose: parsing imports only the Airflow SDK and the form; all work happens in `bench`.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from airflow.sdk import Asset, dag, task
+from scalewatch.operators import TrainScaleOperator
+from scalewatch.params import params
+
+DATASET = Asset("scalewatch://dataset/under-test")
+
+
+@dag(
+    dag_id="scaling_regression",
+    schedule=os.environ.get("SCALEWATCH_SCHEDULE", "0 3 * * 1"),
+    start_date=datetime(2026, 1, 5),
+    catchup=False,
+    max_active_runs=1,
+    params=params(),
+    tags=["scalewatch"],
+    doc_md=__doc__,
+)
+def scaling_regression():
+    @task
+    def validate_config(**context) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from bench.config import SweepConfig, parse
+        from bench.errors import ConfigError
+        from bench.pipeline import run_matrix
+        from scalewatch.params import to_sweep
+
+        try:
+            cfg = parse(SweepConfig, to_sweep(dict(context["params"])))
+        except ConfigError as error:
+            raise AirflowFailException(f"invalid params: {error}") from None
+        return {"sweep": cfg.model_dump(mode="json"), "matrix": run_matrix(cfg),
+                "suite_run_id": context["run_id"]}
+
+    @task(outlets=[DATASET])
+    def stage_dataset(plan: dict) -> dict:
+        from bench.config import SweepConfig
+        from bench.pipeline import stage_datasets
+
+        cfg = SweepConfig.model_validate(plan["sweep"])
+        return {} if cfg.train.synthetic else stage_datasets(cfg)
+
+    @task
+    def matrix(plan: dict) -> list[dict]:
+        return plan["matrix"]
+
+    @task(trigger_rule="all_done")
+    def evaluate(plan: dict, results: list[dict] | None, **context) -> dict:
+        from scalewatch.suite import evaluate_and_report
+
+        return evaluate_and_report(plan, results or [], context)
+
+    @task(trigger_rule="all_done")
+    def alert(plan: dict, outcome: dict | None, **context) -> list[str]:
+        from scalewatch.suite import send_alerts
+
+        return send_alerts(plan, outcome, context)
+
+    @task(trigger_rule="all_done")
+    def verdict(outcome: dict | None) -> None:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        if not outcome:
+            raise AirflowFailException("no evaluation: an upstream step failed (see alert)")
+        if not outcome["passed"]:
+            lines = [f"{f['workload']}@{f['gpus']} {f['metric']}={f['value']} bound {f['bound']}"
+                     for f in outcome["failures"]]
+            raise AirflowFailException("scaling check failed: " + "; ".join(lines) + f" report {outcome['report']}")
+
+    plan = validate_config()
+    staged = stage_dataset(plan)
+    runs = TrainScaleOperator.partial(
+        task_id="train", sweep=plan["sweep"], suite_run_id=plan["suite_run_id"], retries=0,
+    ).expand(run=matrix(plan))
+    staged >> runs
+    outcome = evaluate(plan, runs.output)
+    alert(plan, outcome)
+    verdict(outcome)
+
+
+scaling_regression()

@@ -1,0 +1,1 @@
+"""Thin Airflow glue around the `bench` library: operators, triggers, notifiers, report view."""

@@ -1,0 +1,1 @@
+"""Alert backends, one module each; `registry.py` names them."""

@@ -1,0 +1,93 @@
+"""The training operator: submit one (workload, scale) run, defer while it runs, collect once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from bench.config import SweepConfig
+
+
+class TrainScaleOperator(BaseOperator):
+    """Launch `bench train` at one scale through the configured launcher; returns a small result dict.
+
+    A failed or killed run returns state FAILED/CANCELLED/... with its reason: the suite records it as
+    a failed row (never a valid result) and the expectations make the suite run fail.
+    """
+
+    template_fields = ("sweep", "run", "suite_run_id")
+
+    def __init__(self, *, sweep: dict, run: dict, suite_run_id: str, poll_s: float = 2.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sweep, self.run, self.suite_run_id, self.poll_s = sweep, run, suite_run_id, poll_s
+        self._handle: dict | None = None
+        self._launcher_kwargs: dict | None = None
+
+    def _cfg(self) -> SweepConfig:
+        return SweepConfig.model_validate(self.sweep)
+
+    def execute(self, context) -> dict:
+        from bench.errors import BenchError
+        from bench.launch.base import RunResult, RunState
+        from bench.pipeline import run_spec
+        from scalewatch.launchers import from_kwargs, launcher_kwargs
+        from scalewatch.triggers import RunStateTrigger
+
+        cfg = self._cfg()
+        spec = run_spec(cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]))
+        self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts)
+        launcher = from_kwargs(self._launcher_kwargs)
+        try:
+            handle = launcher.submit(spec)
+        except BenchError as error:
+            self.log.error("launch failed for %s: %s", spec.run_id, error)
+            return RunResult(spec.run_id, cfg.launcher, RunState.FAILED, f"launch failed: {error}",
+                             output_dir=str(spec.output_dir)).as_dict() | {"summary": None}
+        self._handle = handle
+        self.log.info("submitted %s as %s job %s; output in %s", spec.run_id, cfg.launcher, handle["job_id"],
+                      spec.output_dir)
+        self.defer(trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s),
+                   method_name="execute_complete", kwargs={"handle": handle, "launcher": self._launcher_kwargs},
+                   timeout=timedelta(seconds=cfg.time_limit_s + 300))
+
+    def execute_complete(self, context, event: dict | None = None, handle: dict | None = None,
+                         launcher: dict | None = None) -> dict:
+        from pathlib import Path
+
+        from bench.launch.base import RunState, collect
+        from scalewatch.launchers import from_kwargs
+
+        handle = (event or {}).get("handle") or handle
+        launcher = (event or {}).get("launcher") or launcher
+        if handle is None or launcher is None:
+            raise RuntimeError("resumed without the run's handle; cannot collect")
+        backend = from_kwargs(launcher)
+        if event is None:  # trigger timed out: the run must not linger
+            backend.cancel(handle)
+            state, reason = RunState.TIMEOUT, "deferral timed out; run cancelled"
+        else:
+            state, reason = RunState(event["state"]), event["reason"]
+        if hasattr(backend, "fetch"):
+            backend.fetch(handle, Path(handle["output_dir"]))
+        result = collect(handle, state, reason, int(handle["ranks"]))
+        for path in result.log_paths:
+            self.log.info("---- %s (tail) ----\n%s", path, _tail(Path(path)))
+        self.log.info("run %s finished %s %s", result.run_id, result.state, result.reason)
+        out = result.as_dict()
+        out["summary"] = None  # XComs stay small: the summary is read from summary_path
+        return out
+
+    def on_kill(self) -> None:
+        if self._handle and self._launcher_kwargs:
+            from scalewatch.launchers import from_kwargs
+
+            from_kwargs(self._launcher_kwargs).cancel(self._handle)
+
+
+def _tail(path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(unreadable)"

@@ -1,0 +1,62 @@
+"""Task bodies for evaluate/store/report and alert: bench does the work, this passes small XComs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.config import SweepConfig
+
+
+def _summary(result: dict) -> dict:
+    if result.get("state") == "COMPLETED" and result.get("summary") is None and result.get("summary_path"):
+        result = {**result, "summary": json.loads(Path(result["summary_path"]).read_text())}
+    return result
+
+
+def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
+    from bench.pipeline import _safe, evaluate
+    from bench.report.html import write_report
+    from bench.store.db import ResultsStore
+
+    cfg = SweepConfig.model_validate(plan["sweep"])
+    suite_run_id = plan["suite_run_id"]
+    by_run = {(r.get("run_id") or ""): r for r in results if r}
+    runs = []
+    for item in plan["matrix"]:
+        from bench.pipeline import run_spec
+
+        spec = run_spec(cfg, suite_run_id, item["workload"], item["gpus"])
+        result = by_run.get(spec.run_id) or {"state": "FAILED", "reason": "training task did not return a result",
+                                             "output_dir": str(spec.output_dir)}
+        runs.append({**item, "result": _summary(result)})
+    started = context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
+    store = ResultsStore(cfg.results_url)
+    suite_dir = cfg.output_dir / _safe(suite_run_id)
+    ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
+    ev.frame.to_csv(suite_dir / "results.csv", index=False)
+    report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
+    store.upsert(ev.frame, {"suite_run_id": suite_run_id, "started_at": started, "cluster": cfg.cluster,
+                            "passed": ev.passed, "report_path": str(report), "config": cfg.model_dump_json()})
+    return {"passed": ev.passed, "failures": ev.failures, "warnings": ev.warnings, "report": str(report),
+            "data_docs": ev.data_docs, "results_csv": str(suite_dir / "results.csv")}
+
+
+def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
+    from scalewatch.notifiers.message import alert_text
+    from scalewatch.notifiers.registry import send
+
+    if plan is None:
+        return []
+    cfg = SweepConfig.model_validate(plan["sweep"])
+    suite_run_id = plan["suite_run_id"]
+    if outcome is None:
+        failures = [{"workload": "*", "gpus": "*", "metric": "pipeline", "value": "failed", "bound": "completed",
+                     "expectation": "an upstream task failed before evaluation"}]
+        report = None
+    elif outcome["passed"]:
+        return []
+    else:
+        failures, report = outcome["failures"], outcome["report"]
+    text = alert_text(suite_run_id, failures, report)
+    return send(cfg.alerts, f"scalewatch: scaling check FAILED ({suite_run_id})", text, context)

@@ -1,0 +1,31 @@
+"""Polls a launched run from the triggerer, so a long training run never holds a worker slot."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+class RunStateTrigger(BaseTrigger):
+    def __init__(self, handle: dict, launcher: dict, poll_s: float = 2.0) -> None:
+        super().__init__()
+        self.handle, self.launcher, self.poll_s = handle, launcher, poll_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return ("scalewatch.triggers.RunStateTrigger",
+                {"handle": self.handle, "launcher": self.launcher, "poll_s": self.poll_s})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from scalewatch.launchers import from_kwargs
+
+        launcher = from_kwargs(self.launcher)
+        while True:
+            state, reason = await asyncio.to_thread(launcher.poll, self.handle)
+            if state.finished:
+                yield TriggerEvent({"state": str(state), "reason": reason, "handle": self.handle,
+                                    "launcher": self.launcher})
+                return
+            await asyncio.sleep(self.poll_s)

@@ -1,0 +1,15 @@
+"""Registers the scalewatch report view with Airflow (a nav link and a FastAPI app)."""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+from scalewatch.reports_app import app
+
+
+class ScalewatchPlugin(AirflowPlugin):
+    name = "scalewatch"
+
+    fastapi_apps = [{"app": app, "url_prefix": "/scalewatch/reports", "name": "scalewatch reports"}]
+
+    external_views = [{"name": "Scaling reports", "href": "/scalewatch/reports/", "destination": "nav",
+                       "url_route": "scalewatch-reports"}]
