@@ -35,7 +35,9 @@ def defaults(base: Path) -> dict:
     return {"workloads": ["ssd", "deeplabv3plus"], "gpus": [1, 2], "launcher": "local",
             "dataset_path": str(base / "data"), "dataset_images": 64, "output_dir": str(base / "runs"),
             "results_url": f"sqlite:///{base / 'results.db'}",
-            "train": {"workload": "ssd", "steps": 8, "warmup_steps": 2, "batch_size": 4, "image_size": 64,
+            # Measured on a 2-core CPU box: 1->2 ranks reach 0.50-0.56 of linear, hence the 0.4 bounds.
+            "thresholds": {"min_scaling_efficiency": 0.4, "min_bandwidth_efficiency": 0.4},
+            "train": {"workload": "ssd", "steps": 6, "warmup_steps": 2, "batch_size": 8, "image_size": 128,
                       "loader": "dali", "sample_interval_s": 0.25, "data": str(base / "data")}}
 
 

@@ -46,8 +46,8 @@ def _m1(conn: Connection) -> None:
 
 
 def _m2(conn: Connection) -> None:
-    sa.Index("ix_results_history", results_table.c.workload, results_table.c.gpus, results_table.c.cluster,
-             results_table.c.started_at).create(conn, checkfirst=True)
+    # Plain DDL: an sa.Index would attach itself to the shared Table and be created by migration 1 too.
+    conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_results_history ON results (workload, gpus, cluster, started_at)"))
 
 
 MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2]

@@ -1,0 +1,86 @@
+"""`bench evaluate` / `bench detect` contracts: output shape and exit codes, run as real processes."""
+
+import json
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import BENCH
+
+
+def run(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=120)
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    return path
+
+
+def test_evaluate_linear_passes_and_json_shape(tmp_path):
+    p = write(tmp_path, "model,gpus,throughput_img_s,avg_read_mb_s\nssd,4,400,100\nssd,16,1580,395\nssd,32,3150,790\n")
+    done = run("evaluate", str(p), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["passed"] is True
+    assert [r["gpus"] for r in doc["rows"]] == [4, 16, 32]
+    assert set(doc["rows"][0]) == {"model", "gpus", "scaling_efficiency", "bandwidth_efficiency", "passed", "failed"}
+    assert doc["rows"][2]["scaling_efficiency"] == pytest.approx(3150 / 400 / 8)
+
+
+def test_evaluate_scaling_drop_fails_naming_expectation(tmp_path):
+    p = write(tmp_path, "model,gpus,throughput_img_s\nssd,4,400\nssd,64,3000\ndeeplab,4,100\ndeeplab,64,1590\n")
+    done = run("evaluate", str(p), "--json", "--min-scaling-efficiency", "0.9")
+    assert done.returncode == 1
+    rows = {(r["model"], r["gpus"]): r for r in json.loads(done.stdout)["rows"]}
+    assert rows[("ssd", 64)]["failed"] == ["ExpectScalingEfficiencyAtLeastBound"]
+    assert rows[("deeplab", 64)]["passed"] is True
+
+
+def test_evaluate_from_epoch_time_and_baseline(tmp_path):
+    p = write(tmp_path, "model,gpus,epoch_time_s\nssd,4,100\nssd,8,52\nssd,16,40\n")
+    doc = json.loads(run("evaluate", str(p), "--json", "--baseline-gpus", "8").stdout)
+    eff = {r["gpus"]: r["scaling_efficiency"] for r in doc["rows"]}
+    assert eff[16] == pytest.approx(52 / 40 / 2)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "empty"),
+    ("model,throughput_img_s\nssd,1\n", "'gpus'"),
+    ("model,gpus\nssd,1\nssd,2\n", "throughput_img_s"),
+    ("model,gpus,throughput_img_s\nssd,1,10\nssd,two,20\n", "column 'gpus' row 3"),
+    ("model,gpus,throughput_img_s\nssd,1,10\nssd,0,20\n", "row 3"),
+    ("model,gpus,throughput_img_s\nssd,1,10\nssd,1,20\n", "duplicate"),
+    ("model,gpus,throughput_img_s\nssd,1,10\n", "one scale only"),
+    ("model,gpus,throughput_img_s\nssd,1,10\nssd,2,fast\n", "column 'throughput_img_s' row 3"),
+])
+def test_evaluate_bad_input_exit_2(tmp_path, text, needle):
+    done = run("evaluate", str(write(tmp_path, text)))
+    assert done.returncode == 2
+    assert needle in done.stderr
+
+
+def test_detect_finds_the_step_change(tmp_path):
+    rng = np.random.default_rng(0)
+    weeks = pd.date_range("2024-01-01", periods=80, freq="W", tz="UTC")
+    values = np.r_[rng.normal(1000, 10, 50), rng.normal(800, 10, 30)]
+    frame = pd.DataFrame({"timestamp": weeks, "model": "ssd", "gpus": 16, "throughput_img_s": values})
+    stable = frame.assign(gpus=32, throughput_img_s=rng.normal(2000, 10, 80))
+    path = tmp_path / "h.csv"
+    pd.concat([frame, stable]).to_csv(path, index=False)
+    done = run("detect", str(path), "--metric", "throughput_img_s", "--json")
+    assert done.returncode == 0, done.stderr
+    cps = json.loads(done.stdout)["change_points"]
+    assert {(c["model"], c["gpus"]) for c in cps} == {("ssd", 16)}  # the stable series has none
+    biggest = min(cps, key=lambda c: c["change"])
+    assert biggest["timestamp"].startswith(str(weeks[50].date()))
+    assert biggest["change"] == pytest.approx(-0.2, abs=0.03)
+
+
+def test_detect_bad_input(tmp_path):
+    path = write(tmp_path, "timestamp,model,gpus\n2024-01-01,ssd,1\n")
+    done = run("detect", str(path), "--metric", "throughput_img_s")
+    assert done.returncode == 2 and "'throughput_img_s'" in done.stderr

@@ -1,0 +1,79 @@
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from bench.data.generate import GenerateSpec, generate
+from bench.data.stage import MANIFEST, stage, verify
+from bench.errors import StagingError
+from tests.conftest import BENCH
+
+
+def test_generate_is_deterministic_and_resumable(tmp_path):
+    a = generate(GenerateSpec("coco", tmp_path / "a", images=12, seed=3))
+    b = generate(GenerateSpec("coco", tmp_path / "b", images=12, seed=3, workers=1))
+    files = sorted(p.name for p in (tmp_path / "a" / "images").iterdir())
+    assert a["images"] == b["images"] == 12
+    for name in files:
+        assert (tmp_path / "a/images" / name).read_bytes() == (tmp_path / "b/images" / name).read_bytes()
+    (tmp_path / "a/images" / files[0]).unlink()
+    again = generate(GenerateSpec("coco", tmp_path / "a", images=12, seed=3))
+    assert again["bytes"] == a["bytes"]
+
+
+def test_generate_by_total_bytes(tmp_path):
+    out = generate(GenerateSpec("segmentation", tmp_path / "s", total_bytes=200_000))
+    assert 0.7 < out["bytes"] / 200_000 < 1.3
+
+
+def test_stage_manifest_skip_and_verify(tmp_path, datasets):
+    dst = tmp_path / "dst"
+    first = stage(datasets["coco"], dst)
+    assert first.copied == first.files and (dst / MANIFEST).exists()
+    second = stage(datasets["coco"], dst)
+    assert second.copied == 0 and second.skipped == second.files
+    assert verify(dst) == []
+    victim = next((dst / "images").iterdir())
+    victim.write_bytes(b"corrupt")
+    problems = verify(dst)
+    assert len(problems) == 1 and victim.name in problems[0]
+
+
+def test_stage_cli_runs_gx_checks(tmp_path, datasets):
+    done = subprocess.run([BENCH, "dataset", "stage", "--from", str(datasets["segmentation"]), "--to",
+                           str(tmp_path / "d"), "--expect-images", "32"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["checks"]["success"] is True
+    bad = subprocess.run([BENCH, "dataset", "stage", "--from", str(datasets["segmentation"]), "--to",
+                          str(tmp_path / "d"), "--expect-images", "33"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "manifest checks failed" in bad.stderr
+
+
+def test_unreadable_source_and_missing_source(tmp_path):
+    with pytest.raises(StagingError, match="not a readable directory"):
+        stage(tmp_path / "nope", tmp_path / "d")
+
+
+def test_destination_full_leaves_nothing_recorded(tmp_path, datasets):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
+    try:
+        with pytest.raises(StagingError, match="destination is full"):
+            stage(datasets["coco"], mnt / "d")
+        assert not (mnt / "d" / MANIFEST).exists()
+        assert not list((mnt / "d").rglob(".*.partial"))
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_rerun_after_interruption_completes(tmp_path, datasets):
+    src = tmp_path / "src"
+    shutil.copytree(datasets["coco"], src)
+    stage(src, tmp_path / "d")
+    (tmp_path / "d" / MANIFEST).unlink()  # as if killed before the manifest
+    next((tmp_path / "d" / "images").iterdir()).unlink()
+    result = stage(src, tmp_path / "d")
+    assert result.copied == 1 and verify(tmp_path / "d") == []

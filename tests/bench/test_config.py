@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig, parse
+from bench.errors import ConfigError
+
+SHELL = ["a;touch /tmp/pwned", "$(reboot)", "`id`", "a b", "x|y", "../etc", "a&&b", "host\nname", "-oProxyCommand=x"]
+
+
+def sweep(**over) -> dict:
+    base = {"dataset_path": "/data/x", "output_dir": "/out", "train": {"workload": "ssd", "steps": 2, "data": "/data/x"}}
+    return base | over
+
+
+def test_error_names_field_and_allowed_values():
+    with pytest.raises(ConfigError) as err:
+        parse(SweepConfig, sweep(launcher="kubernetes"))
+    assert "launcher" in str(err.value) and "'local'" in str(err.value) and "'slurm'" in str(err.value)
+
+
+@pytest.mark.parametrize("gpus", [[0], [-1], [], [2, 2]])
+def test_bad_gpu_lists_refused(gpus):
+    with pytest.raises(ConfigError, match="gpus"):
+        parse(SweepConfig, sweep(gpus=gpus))
+
+
+@pytest.mark.parametrize("bad", SHELL)
+def test_shell_metacharacters_refused_in_hosts_partitions_paths(bad):
+    with pytest.raises(ConfigError):
+        parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": bad}]))
+    with pytest.raises(ConfigError):
+        parse(SweepConfig, sweep(partition=bad))
+    if not bad.startswith("-"):  # a leading dash inside a path is only a name, and always quoted
+        with pytest.raises(ConfigError):
+            parse(SweepConfig, sweep(dataset_path="/data/" + bad))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=40))
+def test_any_accepted_host_is_shell_inert(text):
+    try:
+        host = HostSlots(host=text)
+    except ValueError:
+        return
+    assert all(c.isalnum() or c in ".-" for c in host.host)
+
+
+def test_train_needs_data_or_synthetic_and_steps_xor_epochs():
+    with pytest.raises(ConfigError, match="data"):
+        parse(TrainConfig, {"workload": "ssd", "steps": 1})
+    with pytest.raises(ConfigError, match="steps/epochs"):
+        parse(TrainConfig, {"workload": "ssd", "synthetic": True})
+    with pytest.raises(ConfigError, match="steps/epochs"):
+        parse(TrainConfig, {"workload": "ssd", "synthetic": True, "steps": 1, "epochs": 1})
+
+
+def test_ssh_ranks_must_fit_slots():
+    with pytest.raises(ConfigError, match="exceed"):
+        parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 1}], gpus=[1, 4]))
+
+
+def test_run_spec_env_and_directives_are_checked():
+    train = TrainConfig(workload="ssd", synthetic=True, steps=1)
+    with pytest.raises(ValueError, match="env value"):
+        RunSpec(run_id="r", train=train, ranks=1, output_dir=Path("/o"), env={"A": "x;y"})
+    with pytest.raises(ValueError, match="sbatch directive"):
+        RunSpec(run_id="r", train=train, ranks=1, output_dir=Path("/o"), sbatch_directives=("--wrap=rm -rf /",))

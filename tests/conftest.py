@@ -1,0 +1,26 @@
+"""Shared fixtures: small generated datasets and paths to the project's own interpreter."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plugins"))
+PY = sys.executable
+BENCH = str(Path(PY).with_name("bench"))
+HOROVODRUN = str(Path(PY).with_name("horovodrun"))
+
+
+@pytest.fixture(scope="session")
+def datasets(tmp_path_factory) -> dict[str, Path]:
+    from bench.data.generate import GenerateSpec, generate
+
+    root = tmp_path_factory.mktemp("datasets")
+    out = {}
+    for kind in ("coco", "segmentation"):
+        generate(GenerateSpec(kind, root / kind, images=32, seed=1))
+        out[kind] = root / kind
+    return out
