@@ -104,6 +104,7 @@ def train(cfg: TrainConfig) -> dict | None:
         before = sampler.sample_now()
         consumed_before = loader.stats.bytes_consumed
         images_before = loader.stats.samples
+        ids_before = len(loader.stats.sample_ids)
         t_epoch = time.perf_counter()
         wall_start = time.time()
         t_prev = t_epoch
@@ -134,6 +135,7 @@ def train(cfg: TrainConfig) -> dict | None:
             "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
             "consumed": loader.stats.bytes_consumed - consumed_before,
             "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
+            "sample_ids": loader.stats.sample_ids[ids_before:],
         })
         if step >= total_steps:
             break
@@ -149,12 +151,12 @@ def train(cfg: TrainConfig) -> dict | None:
         "bytes_from_storage": float(sum(m["read_bytes"] for m in epoch_marks)),
         "bytes_consumed": float(loader.stats.bytes_consumed), "samples_read": loader.stats.samples,
         "ram_bytes": psutil.virtual_memory().total, "epoch_marks": epoch_marks,
-        "samples": sampler.samples, "sample_ids": loader.stats.sample_ids,
+        "samples": sampler.samples,
         "steps_measured": measured, "losses": losses,
     }
+    shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
     if out is not None:
-        (out / f"shard-rank{dist.rank}.json").write_text(json.dumps({"rank": dist.rank,
-                                                                     "sample_ids": loader.stats.sample_ids}))
+        (out / f"shard-rank{dist.rank}.json").write_text(json.dumps(shard))
     reports = dist.allgather(rank_report)
     if dist.rank != 0:
         return None

@@ -1,0 +1,85 @@
+"""Against a real Slurm cluster: slurmctld + 2 slurmd + munge, started here."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.config import RunSpec, TrainConfig
+from bench.errors import LaunchError
+from bench.launch.base import RunState, collect, wait
+from bench.launch.registry import build_launcher
+from bench.launch.slurm import batch_script
+from tests.infra.faults import kill_rank_when_training, train_pids, wait_for
+from tests.infra.slurm_cluster import SlurmCluster
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    yield c
+    c.stop()
+
+
+def spec(tmp_path, datasets, **over) -> RunSpec:
+    train = TrainConfig(workload=over.pop("workload", "ssd"), data=over.pop("data", datasets["coco"]),
+                        steps=over.pop("steps", 4), batch_size=4, sample_interval_s=0.2)
+    return RunSpec(run_id=over.pop("run_id", "sl"), train=train, ranks=2, ranks_per_node=1, partition="test",
+                   output_dir=tmp_path / "run", python=Path(sys.executable), **over)
+
+
+def test_two_node_training_job(cluster, tmp_path, datasets):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    handle = launcher.submit(spec(tmp_path, datasets, workload="deeplabv3plus", data=datasets["segmentation"]))
+    state, reason = wait(launcher, handle, 240, 0.5)
+    result = collect(handle, state, reason, 2)
+    assert result.ok, (result.reason, result.log_paths)
+    assert sorted(result.rank_hosts.values()) == ["node1", "node2"]
+    assert result.summary["hosts"] == ["node1", "node2"]
+
+
+def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    s = spec(tmp_path, datasets, steps=5000, run_id="slfail")
+    handle = launcher.submit(s)
+    kill_rank_when_training(s.output_dir, rank=1)
+    state, reason = wait(launcher, handle, 180, 0.5)
+    result = collect(handle, state, reason, 2)
+    assert result.state == RunState.FAILED and "exit" in result.reason
+    assert result.exit_codes[1] == -9
+    assert result.summary is None
+    assert wait_for(lambda: not cluster.queue(), 60)
+
+
+def test_cancel_and_timeout_states(cluster, tmp_path, datasets):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    s = spec(tmp_path, datasets, steps=100000, run_id="slcancel")
+    handle = launcher.submit(s)
+    wait_for(lambda: train_pids(s.output_dir), 120)
+    launcher.cancel(handle)
+    state, reason = wait(launcher, handle, 120, 0.5)
+    assert state == RunState.CANCELLED
+    wait_for(lambda: not train_pids(s.output_dir), 60)
+    t = spec(tmp_path / "t", datasets, steps=100000, run_id="sltimeout", time_limit_s=30)  # Slurm's floor: 1 min
+    handle = launcher.submit(t)
+    state, reason = wait(launcher, handle, 240, 1.0)
+    assert state == RunState.TIMEOUT, reason
+    assert wait_for(lambda: not cluster.queue(), 90)
+
+
+def test_unknown_partition_refused_before_submit(cluster, tmp_path, datasets):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    with pytest.raises(LaunchError, match="partition nosuch"):
+        launcher.submit(spec(tmp_path, datasets, partition="nosuch"))
+
+
+def test_script_quotes_everything(tmp_path, datasets):
+    s = spec(tmp_path, datasets, env={"NCCL_DEBUG": "INFO"}, sbatch_directives=("--exclusive",), account="acct-1")
+    script = batch_script(s, sys.executable)
+    assert "#SBATCH --account=acct-1" in script and "#SBATCH --exclusive" in script
+    assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --nodes=2" in script
+    syntax = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert syntax.returncode == 0, syntax.stderr

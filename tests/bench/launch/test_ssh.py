@@ -1,0 +1,65 @@
+"""Against real sshd servers in network namespaces with their own IPs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.config import HostSlots, RunSpec, TrainConfig
+from bench.errors import LaunchError
+from bench.launch.base import collect, wait
+from bench.launch.registry import build_launcher
+from bench.launch.sshopts import SshOptions
+from tests.infra.ssh_hosts import SshHosts
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    h = SshHosts(tmp_path_factory.mktemp("ssh")).start()
+    yield h
+    h.stop()
+
+
+def spec(hosts, tmp_path, datasets, host_list=None) -> RunSpec:
+    train = TrainConfig(workload="ssd", data=datasets["coco"], steps=4, batch_size=4, sample_interval_s=0.2)
+    return RunSpec(run_id="ssh", train=train, ranks=2, output_dir=tmp_path / "run", python=Path(sys.executable),
+                   hosts=host_list or (HostSlots(host=hosts.ip(0)), HostSlots(host=hosts.ip(1))),
+                   rendezvous_addr=hosts.gateway)
+
+
+def test_two_host_training(hosts, tmp_path, datasets):
+    launcher = build_launcher("ssh", ssh=hosts.options())
+    handle = launcher.submit(spec(hosts, tmp_path, datasets))
+    state, reason = wait(launcher, handle, 240, 0.5)
+    result = collect(handle, state, reason, 2)
+    assert result.ok, result.reason
+    assert result.summary["hosts"] == sorted(hosts.ips)
+
+
+def test_unreachable_host_named_before_launch(hosts, tmp_path, datasets):
+    bad = (HostSlots(host=hosts.ip(0)), HostSlots(host="10.213.7.99"))
+    launcher = build_launcher("ssh", ssh=hosts.options(connect_timeout_s=2))
+    with pytest.raises(LaunchError, match=r"host 10\.213\.7\.99"):
+        launcher.submit(spec(hosts, tmp_path, datasets, bad))
+    assert not (tmp_path / "run" / "spec.json").exists()
+
+
+def test_wrong_key_and_host_key_mismatch(hosts, tmp_path, datasets):
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    with pytest.raises(LaunchError, match=rf"host {hosts.ip(0)}.*(Permission denied|publickey)"):
+        hosts.options(key_file=other).check_reachable((HostSlots(host=hosts.ip(0)),))
+    wrong_known = tmp_path / "known_hosts"
+    fake = (tmp_path / "other_key.pub").read_text().split()
+    wrong_known.write_text(f"{hosts.ip(0)} {fake[0]} {fake[1]}\n")
+    with pytest.raises(LaunchError, match=rf"host {hosts.ip(0)}.*(Host key verification failed|REMOTE HOST)"):
+        hosts.options(known_hosts_file=wrong_known).check_reachable((HostSlots(host=hosts.ip(0)),))
+
+
+def test_no_host_key_means_no_connection(hosts):
+    opts = SshOptions(user="root", key_file=hosts.client_key, known_hosts_file=Path("/dev/null"))
+    with pytest.raises(LaunchError, match="Host key verification failed"):
+        opts.check_reachable((HostSlots(host=hosts.ip(1)),))

@@ -1,0 +1,55 @@
+"""Real fault injection: find a run's rank processes through /proc and kill them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
+
+
+def train_pids(output_dir: Path, rank: int | None = None) -> list[int]:
+    """`bench train` processes writing into output_dir (optionally one rank)."""
+    pids = []
+    needle = str(output_dir).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        cmd = _read(f"/proc/{entry}/cmdline")
+        if b"bench\x00train" not in cmd or needle not in cmd:
+            continue
+        env = _read(f"/proc/{entry}/environ").split(b"\x00")
+        if rank is None or f"HOROVOD_RANK={rank}".encode() in env:
+            pids.append(int(entry))
+    return pids
+
+
+def any_pids(pattern: bytes) -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and pattern in _read(f"/proc/{e}/cmdline")
+            and int(e) != os.getpid()]
+
+
+def wait_for(predicate, timeout: float = 60, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("condition not met in time")
+
+
+def kill_rank_when_training(output_dir: Path, rank: int, sig: int = signal.SIGKILL, timeout: float = 90) -> int:
+    """Wait until the rank has written samples (it is mid-epoch), then kill it."""
+    samples = output_dir / "metrics" / f"samples-rank{rank}.jsonl"
+    wait_for(lambda: samples.exists() and samples.read_text().count("\n") >= 2, timeout)
+    pid = wait_for(lambda: train_pids(output_dir, rank), timeout)[0]
+    os.kill(pid, sig)
+    return pid
