@@ -1,0 +1,87 @@
+"""The weekly DAG: integrity, and full runs via dag.test() with real SMTP and webhook receivers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.dags.conftest import ROOT, airflow_env
+from tests.infra.receivers import SmtpReceiver, WebhookReceiver
+
+TOKEN = "services/T0SECRET/B0SECRET/xyzSECRETtoken"
+
+
+def load_dag(airflow_home):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.get_dag("scaling_regression")
+
+
+def test_dag_integrity(airflow_home):
+    dag = load_dag(airflow_home)
+    assert dag.schedule == "0 3 * * 1" and dag.catchup is False
+    ids = {t.task_id for t in dag.tasks}
+    assert {"validate_config", "stage_dataset", "train", "evaluate", "alert", "verdict"} <= ids
+    assert dag.get_task("stage_dataset").outlets[0].uri.startswith("scalewatch://")
+    for name, param in dag.params.items():
+        schema = param.schema
+        assert schema.get("title") and schema.get("section"), name
+    assert dag.params.get_param("launcher").schema["enum"] == ["local", "ssh", "slurm"]
+
+
+def test_dag_file_parse_is_cheap(airflow_home):
+    code = ("import sys, runpy; runpy.run_path(sys.argv[1]); "
+            "heavy = [m for m in ('torch', 'pandas', 'great_expectations', 'nvidia.dali', 'horovod') if m in sys.modules]; "
+            "print(heavy)")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "dags" / "scaling_regression.py")],
+                          env=os.environ | airflow_env(airflow_home), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def run_dag(airflow_home, conf: dict, webhook: WebhookReceiver, smtp: SmtpReceiver):
+    os.environ["AIRFLOW_CONN_SW_SLACK"] = json.dumps(
+        {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": TOKEN})
+    os.environ["AIRFLOW_CONN_SW_SMTP"] = json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": smtp.port,
+                                                     "login": "alerts", "password": "smtpSECRETpw"})
+    base = {"workloads": ["ssd"], "steps": 4, "dataset_images": 48, "slack_conn_id": "sw_slack",
+            "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
+    dag = load_dag(airflow_home)
+    run = dag.test(run_conf=base | conf)
+    return run, {ti.task_id: ti.state for ti in run.get_task_instances() if ti.map_index < 1}
+
+
+@pytest.mark.slow
+def test_clean_sweep_passes_without_alert(airflow_home):
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        run, states = run_dag(airflow_home, {"gpus": [1, 2], "min_scaling_efficiency": 0.25}, webhook, smtp)
+    assert run.state == "success", states
+    assert webhook.posts == [] and smtp.messages == []
+    reports = list((airflow_home / "sw" / "runs").glob("*/report.html"))
+    assert reports and "PASSED" in reports[-1].read_text()
+
+
+@pytest.mark.slow
+def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home):
+    # 6 ranks on a 2-core machine cannot scale: the suite must say so, loudly.
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        run, states = run_dag(airflow_home, {"gpus": [1, 6], "min_scaling_efficiency": 0.6}, webhook, smtp)
+    assert run.state == "failed"
+    assert states["verdict"] == "failed" and states["evaluate"] == "success" and states["alert"] == "success"
+    assert len(webhook.posts) == 1 and webhook.posts[0]["path"] == "/" + TOKEN
+    text = webhook.posts[0]["json"]["text"]
+    assert "ssd @ 6 GPUs: scaling_efficiency" in text and "bound 0.6" in text and "report.html" in text
+    assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
+    assert smtp.logins == ["alerts"]
+    assert "ssd @ 6 GPUs: scaling_efficiency" in smtp.messages[0]["data"]
+    logs = [p for p in (airflow_home / "logs").rglob("*") if p.is_file()]
+    assert logs, "no task logs to search"
+    for path in logs:
+        content = path.read_text(errors="replace")
+        assert "SECRET" not in content, f"secret leaked into {path}"
