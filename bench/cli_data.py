@@ -36,8 +36,16 @@ def add_parsers(sub) -> None:
 def _generate(args: argparse.Namespace) -> int:
     from bench.data.generate import GenerateSpec, generate
 
-    spec = GenerateSpec(args.kind, args.out, images=args.images, total_bytes=args.total_bytes,
-                        min_side=args.min_side, max_side=args.max_side, seed=args.seed, workers=args.workers)
+    spec = GenerateSpec(
+        args.kind,
+        args.out,
+        images=args.images,
+        total_bytes=args.total_bytes,
+        min_side=args.min_side,
+        max_side=args.max_side,
+        seed=args.seed,
+        workers=args.workers,
+    )
     print(json.dumps(generate(spec)))
     return 0
 
@@ -48,8 +56,18 @@ def _stage(args: argparse.Namespace) -> int:
 
     result = stage(args.src, args.dst)
     report = check_manifest(args.dst, expect_images=args.expect_images)
-    print(json.dumps({"files": result.files, "bytes": result.bytes, "copied": result.copied,
-                      "skipped": result.skipped, "manifest": str(result.manifest), "checks": report}))
+    print(
+        json.dumps(
+            {
+                "files": result.files,
+                "bytes": result.bytes,
+                "copied": result.copied,
+                "skipped": result.skipped,
+                "manifest": str(result.manifest),
+                "checks": report,
+            }
+        )
+    )
     if not report["success"]:
         raise DatasetError(f"{args.dst}: staged, but manifest checks failed: {report['failed']}")
     return 0

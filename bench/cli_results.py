@@ -36,9 +36,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     from bench.analysis.frame import read_results_csv
     from bench.analysis.scaling import derive
 
-    thresholds = parse(Thresholds, {"baseline_gpus": args.baseline_gpus,
-                                    "min_scaling_efficiency": args.min_scaling_efficiency,
-                                    "min_bandwidth_efficiency": args.min_bandwidth_efficiency}, prefix="--")
+    thresholds = parse(
+        Thresholds,
+        {
+            "baseline_gpus": args.baseline_gpus,
+            "min_scaling_efficiency": args.min_scaling_efficiency,
+            "min_bandwidth_efficiency": args.min_bandwidth_efficiency,
+        },
+        prefix="--",
+    )
     frame = read_results_csv(args.results)
     for col in ("throughput_img_s", "epoch_time_s", "avg_read_mb_s", "peak_read_mb_s", "gpu_util"):
         if col not in frame:
@@ -50,10 +56,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     verdict = validate(prepare(derived, thresholds), thresholds)
     rows = []
     for r in derived.to_dict("records"):
-        failed = [n for n in verdict.per_row[(r["workload"], int(r["gpus"]))] if n != "ExpectBandwidthNotCacheDistorted"]
-        rows.append({"model": r["workload"], "gpus": int(r["gpus"]),
-                     "scaling_efficiency": _clean(r["scaling_efficiency"]),
-                     "bandwidth_efficiency": _clean(r["bandwidth_efficiency"]), "passed": not failed, "failed": failed})
+        failed = [
+            n for n in verdict.per_row[(r["workload"], int(r["gpus"]))] if n != "ExpectBandwidthNotCacheDistorted"
+        ]
+        rows.append(
+            {
+                "model": r["workload"],
+                "gpus": int(r["gpus"]),
+                "scaling_efficiency": _clean(r["scaling_efficiency"]),
+                "bandwidth_efficiency": _clean(r["bandwidth_efficiency"]),
+                "passed": not failed,
+                "failed": failed,
+            }
+        )
     if args.json:
         print(json.dumps({"passed": verdict.passed, "rows": rows}))
     else:
@@ -61,7 +76,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         for r in rows:
             se = "—" if r["scaling_efficiency"] is None else f"{r['scaling_efficiency']:.3f}"
             be = "—" if r["bandwidth_efficiency"] is None else f"{r['bandwidth_efficiency']:.3f}"
-            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{be:>9}  {'pass' if r['passed'] else 'FAIL ' + ','.join(r['failed'])}")
+            verdict = "pass" if r["passed"] else "FAIL " + ",".join(r["failed"])
+            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{be:>9}  {verdict}")
         print("PASSED" if verdict.passed else "FAILED")
     return 0 if verdict.passed else 1
 
@@ -72,13 +88,22 @@ def _detect(args: argparse.Namespace) -> int:
     history = read_history_csv(args.history, args.metric)
     found = change_points(history, args.metric, args.max_pvalue, args.window)
     if args.json:
-        print(json.dumps({"change_points": [{k: c[k] for k in ("model", "gpus", "timestamp", "before", "after",
-                                                                  "change")} for c in found]}))
+        print(
+            json.dumps(
+                {
+                    "change_points": [
+                        {k: c[k] for k in ("model", "gpus", "timestamp", "before", "after", "change")} for c in found
+                    ]
+                }
+            )
+        )
     else:
         print(f"{'model':<16}{'gpus':>6}  {'timestamp':<26}{'before':>12}{'after':>12}{'change':>9}")
         for c in found:
-            print(f"{c['model']:<16}{c['gpus']:>6}  {c['timestamp']:<26}{c['before']:>12.4g}{c['after']:>12.4g}"
-                  f"{c['change']:>+9.1%}")
+            print(
+                f"{c['model']:<16}{c['gpus']:>6}  {c['timestamp']:<26}{c['before']:>12.4g}{c['after']:>12.4g}"
+                f"{c['change']:>+9.1%}"
+            )
         if not found:
             print("no change points")
     return 0

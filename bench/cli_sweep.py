@@ -32,13 +32,27 @@ def add_parsers(sub) -> None:
 
 def defaults(base: Path) -> dict:
     """The embedded default: CPU, local launcher, small synthetic dataset, SQLite."""
-    return {"workloads": ["ssd", "deeplabv3plus"], "gpus": [1, 2], "launcher": "local",
-            "dataset_path": str(base / "data"), "dataset_images": 64, "output_dir": str(base / "runs"),
-            "results_url": f"sqlite:///{base / 'results.db'}",
-            # Measured on a 2-core CPU box: 1->2 ranks reach 0.50-0.56 of linear, hence the 0.4 bounds.
-            "thresholds": {"min_scaling_efficiency": 0.4, "min_bandwidth_efficiency": 0.4},
-            "train": {"workload": "ssd", "steps": 6, "warmup_steps": 2, "batch_size": 8, "image_size": 128,
-                      "loader": "dali", "sample_interval_s": 0.25, "data": str(base / "data")}}
+    return {
+        "workloads": ["ssd", "deeplabv3plus"],
+        "gpus": [1, 2],
+        "launcher": "local",
+        "dataset_path": str(base / "data"),
+        "dataset_images": 64,
+        "output_dir": str(base / "runs"),
+        "results_url": f"sqlite:///{base / 'results.db'}",
+        # Measured on a 2-core CPU box: 1->2 ranks reach 0.50-0.56 of linear, hence the 0.4 bounds.
+        "thresholds": {"min_scaling_efficiency": 0.4, "min_bandwidth_efficiency": 0.4},
+        "train": {
+            "workload": "ssd",
+            "steps": 6,
+            "warmup_steps": 2,
+            "batch_size": 8,
+            "image_size": 128,
+            "loader": "dali",
+            "sample_interval_s": 0.25,
+            "data": str(base / "data"),
+        },
+    }
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -70,7 +84,10 @@ def _sweep(args: argparse.Namespace) -> int:
         if getattr(args, flag) is not None:
             train[flag] = getattr(args, flag)
     if args.min_scaling_efficiency is not None:
-        fields["thresholds"] = {**fields.get("thresholds", {}), "min_scaling_efficiency": args.min_scaling_efficiency}
+        fields["thresholds"] = {
+            **fields.get("thresholds", {}),
+            "min_scaling_efficiency": args.min_scaling_efficiency,
+        }
     train["data"] = fields["dataset_path"]
     fields["train"] = train
     cfg = parse(SweepConfig, fields, prefix="")

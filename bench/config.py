@@ -177,9 +177,7 @@ class RunSpec(Frozen):
     def _directives(cls, items: tuple[str, ...]) -> tuple[str, ...]:
         for item in items:
             if not SBATCH_DIRECTIVE_RE.fullmatch(item):
-                raise ValueError(
-                    f"sbatch directive {item!r} does not match {SBATCH_DIRECTIVE_RE.pattern}"
-                )
+                raise ValueError(f"sbatch directive {item!r} does not match {SBATCH_DIRECTIVE_RE.pattern}")
         return items
 
 
@@ -245,9 +243,7 @@ class SweepConfig(Frozen):
         if self.launcher == "ssh":
             capacity = sum(h.slots for h in self.hosts)
             if max(self.gpus) > capacity:
-                raise ValueError(
-                    f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts"
-                )
+                raise ValueError(f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts")
         return self
 
 

@@ -45,19 +45,35 @@ def stage_datasets(cfg: SweepConfig) -> dict:
             from bench.errors import DatasetError
 
             raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
-        out[workload] = {"path": str(target), "files": result.files, "bytes": result.bytes,
-                         "copied": result.copied, "skipped": result.skipped}
+        out[workload] = {
+            "path": str(target),
+            "files": result.files,
+            "bytes": result.bytes,
+            "copied": result.copied,
+            "skipped": result.skipped,
+        }
     return out
 
 
 def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> RunSpec:
-    train = cfg.train.model_copy(update={"workload": workload, "synthetic": cfg.train.synthetic,
-                                         "data": None if cfg.train.synthetic else dataset_dir(cfg, workload)})
+    train = cfg.train.model_copy(
+        update={
+            "workload": workload,
+            "synthetic": cfg.train.synthetic,
+            "data": None if cfg.train.synthetic else dataset_dir(cfg, workload),
+        }
+    )
     return RunSpec(
         run_id=f"{suite_run_id}-{workload}-{gpus}".replace(":", "-").replace("+", "-"),
-        train=train, ranks=gpus, output_dir=cfg.output_dir / _safe(suite_run_id) / f"{workload}-{gpus}",
-        hosts=cfg.hosts, partition=cfg.partition, account=cfg.account, gpus_per_node=cfg.gpus_per_node,
-        ranks_per_node=cfg.ranks_per_node, time_limit_s=cfg.time_limit_s,
+        train=train,
+        ranks=gpus,
+        output_dir=cfg.output_dir / _safe(suite_run_id) / f"{workload}-{gpus}",
+        hosts=cfg.hosts,
+        partition=cfg.partition,
+        account=cfg.account,
+        gpus_per_node=cfg.gpus_per_node,
+        ranks_per_node=cfg.ranks_per_node,
+        time_limit_s=cfg.time_limit_s,
     )
 
 
@@ -73,8 +89,13 @@ def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: 
     try:
         handle = launcher.submit(spec)
     except BenchError as error:
-        return RunResult(spec.run_id, launcher.name, RunState.FAILED, f"launch failed: {error}",
-                         output_dir=str(spec.output_dir))
+        return RunResult(
+            spec.run_id,
+            launcher.name,
+            RunState.FAILED,
+            f"launch failed: {error}",
+            output_dir=str(spec.output_dir),
+        )
     state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
     if hasattr(launcher, "fetch"):
         launcher.fetch(handle, spec.output_dir)
@@ -90,24 +111,35 @@ class Evaluation:
     data_docs: str | None
 
 
-def evaluate(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, store=None,
-             data_docs_dir: Path | None = None) -> Evaluation:
+def evaluate(
+    cfg: SweepConfig,
+    suite_run_id: str,
+    runs: list[dict],
+    started_at: str,
+    store=None,
+    data_docs_dir: Path | None = None,
+) -> Evaluation:
     """Results frame from run results, derived figures, history, then the GX suite."""
     from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import build_frame, row_from_result
     from bench.analysis.scaling import derive
 
-    rows = [row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster,
-                            started_at) for r in runs]
+    rows = [
+        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at)
+        for r in runs
+    ]
     frame = derive(build_frame(rows), cfg.thresholds.baseline_gpus)
     history = store.history_median(frame, cfg.thresholds.history_runs, suite_run_id) if store else None
     prepared = prepare(frame, cfg.thresholds, history)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
-    prepared["passed"] = [not verdict.per_row[(w, int(g))] or all(
-        n == "ExpectBandwidthNotCacheDistorted" for n in verdict.per_row[(w, int(g))])
-        for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)]
-    prepared["failed_expectations"] = [json.dumps(verdict.per_row[(w, int(g))])
-                                       for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)]
+    prepared["passed"] = [
+        not verdict.per_row[(w, int(g))]
+        or all(n == "ExpectBandwidthNotCacheDistorted" for n in verdict.per_row[(w, int(g))])
+        for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
+    ]
+    prepared["failed_expectations"] = [
+        json.dumps(verdict.per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
+    ]
     # History only learns from runs that completed and passed: a regression must not become the norm.
     prepared["accepted"] = prepared["valid"].astype(bool) & prepared["passed"].astype(bool)
     return Evaluation(prepared, verdict.passed, verdict.failures, verdict.warnings, verdict.data_docs)
@@ -139,7 +171,22 @@ def sweep(cfg: SweepConfig, suite_run_id: str | None = None, log=print) -> dict:
     suite_dir = cfg.output_dir / _safe(suite_run_id)
     ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
     report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
-    store.upsert(ev.frame, {"suite_run_id": suite_run_id, "started_at": started, "cluster": cfg.cluster,
-                            "passed": ev.passed, "report_path": str(report), "config": cfg.model_dump_json()})
-    return {"suite_run_id": suite_run_id, "passed": ev.passed, "failures": ev.failures, "warnings": ev.warnings,
-            "report": str(report), "data_docs": ev.data_docs}
+    store.upsert(
+        ev.frame,
+        {
+            "suite_run_id": suite_run_id,
+            "started_at": started,
+            "cluster": cfg.cluster,
+            "passed": ev.passed,
+            "report_path": str(report),
+            "config": cfg.model_dump_json(),
+        },
+    )
+    return {
+        "suite_run_id": suite_run_id,
+        "passed": ev.passed,
+        "failures": ev.failures,
+        "warnings": ev.warnings,
+        "report": str(report),
+        "data_docs": ev.data_docs,
+    }

@@ -13,11 +13,12 @@ from scalewatch.operators import TrainScaleOperator
 from scalewatch.params import params
 
 DATASET = Asset("scalewatch://dataset/under-test")
+SCHEDULE = os.environ.get("SCALEWATCH_SCHEDULE", "0 3 * * 1")  # cron; "none" turns the schedule off
 
 
 @dag(
     dag_id="scaling_regression",
-    schedule=os.environ.get("SCALEWATCH_SCHEDULE", "0 3 * * 1"),
+    schedule=None if SCHEDULE.lower() in ("", "none") else SCHEDULE,
     start_date=datetime(2026, 1, 5),
     catchup=False,
     max_active_runs=1,
@@ -29,18 +30,21 @@ def scaling_regression():
     @task
     def validate_config(**context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
+        from scalewatch.params import to_sweep
 
         from bench.config import SweepConfig, parse
         from bench.errors import ConfigError
         from bench.pipeline import run_matrix
-        from scalewatch.params import to_sweep
 
         try:
             cfg = parse(SweepConfig, to_sweep(dict(context["params"])))
         except ConfigError as error:
             raise AirflowFailException(f"invalid params: {error}") from None
-        return {"sweep": cfg.model_dump(mode="json"), "matrix": run_matrix(cfg),
-                "suite_run_id": context["run_id"]}
+        return {
+            "sweep": cfg.model_dump(mode="json"),
+            "matrix": run_matrix(cfg),
+            "suite_run_id": context["run_id"],
+        }
 
     @task(outlets=[DATASET])
     def stage_dataset(plan: dict) -> dict:
@@ -73,14 +77,19 @@ def scaling_regression():
         if not outcome:
             raise AirflowFailException("no evaluation: an upstream step failed (see alert)")
         if not outcome["passed"]:
-            lines = [f"{f['workload']}@{f['gpus']} {f['metric']}={f['value']} bound {f['bound']}"
-                     for f in outcome["failures"]]
+            lines = [
+                f"{f['workload']}@{f['gpus']} {f['metric']}={f['value']} bound {f['bound']}"
+                for f in outcome["failures"]
+            ]
             raise AirflowFailException("scaling check failed: " + "; ".join(lines) + f" report {outcome['report']}")
 
     plan = validate_config()
     staged = stage_dataset(plan)
     runs = TrainScaleOperator.partial(
-        task_id="train", sweep=plan["sweep"], suite_run_id=plan["suite_run_id"], retries=0,
+        task_id="train",
+        sweep=plan["sweep"],
+        suite_run_id=plan["suite_run_id"],
+        retries=0,
     ).expand(run=matrix(plan))
     staged >> runs
     outcome = evaluate(plan, runs.output)

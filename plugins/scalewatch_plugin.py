@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from airflow.plugins_manager import AirflowPlugin
 from scalewatch.reports_app import app
 
@@ -9,7 +11,13 @@ from scalewatch.reports_app import app
 class ScalewatchPlugin(AirflowPlugin):
     name = "scalewatch"
 
-    fastapi_apps = [{"app": app, "url_prefix": "/scalewatch/reports", "name": "scalewatch reports"}]
+    fastapi_apps: ClassVar[list] = [{"app": app, "url_prefix": "/scalewatch/reports", "name": "scalewatch reports"}]
 
-    external_views = [{"name": "Scaling reports", "href": "/scalewatch/reports/", "destination": "nav",
-                       "url_route": "scalewatch-reports"}]
+    external_views: ClassVar[list] = [
+        {
+            "name": "Scaling reports",
+            "href": "/scalewatch/reports/",
+            "destination": "nav",
+            "url_route": "scalewatch-reports",
+        }
+    ]

@@ -43,19 +43,26 @@ def check_manifest(root: Path, expect_images: int | None = None) -> dict:
         suite = context.suites.add(gx.ExpectationSuite(name=name))
         for e in expectations:
             suite.add_expectation(e)
-        vd = context.validation_definitions.add(gx.ValidationDefinition(
-            name=name, data=asset.add_batch_definition_whole_dataframe("all"), suite=suite))
+        vd = context.validation_definitions.add(
+            gx.ValidationDefinition(name=name, data=asset.add_batch_definition_whole_dataframe("all"), suite=suite)
+        )
         for res in vd.run(batch_parameters={"dataframe": frame}).results:
             results[f"{name}.{res.expectation_config.type}"] = bool(res.success)
 
     E = gx.expectations
-    file_checks = [E.ExpectColumnValuesToBeBetween(column="size", min_value=1),
-                   E.ExpectColumnValuesToBeUnique(column="path")]
+    file_checks = [
+        E.ExpectColumnValuesToBeBetween(column="size", min_value=1),
+        E.ExpectColumnValuesToBeUnique(column="path"),
+    ]
     if expect_images is not None:
         images_frame = files[files["path"].str.startswith("images/")]
         run("images", images_frame, [E.ExpectTableRowCountToEqual(value=expect_images)])
     run("files", files, file_checks)
     if not refs.empty:
-        run("references", refs, [E.ExpectColumnValuesToBeInSet(column="path", value_set=files["path"].tolist())])
+        run(
+            "references",
+            refs,
+            [E.ExpectColumnValuesToBeInSet(column="path", value_set=files["path"].tolist())],
+        )
     failed = [k for k, ok in results.items() if not ok]
     return {"success": not failed, "failed": failed, "images": images, "files": len(files)}

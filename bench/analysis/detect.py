@@ -34,8 +34,13 @@ def read_history_csv(path, metric: str) -> pd.DataFrame:
     return frame.assign(**{metric: values, "gpus": gpus.astype(int), "timestamp": stamps})
 
 
-def change_points(history: pd.DataFrame, metric: str, max_pvalue: float = 0.001, window_len: int = 30,
-                  min_magnitude: float = 0.0) -> list[dict]:
+def change_points(
+    history: pd.DataFrame,
+    metric: str,
+    max_pvalue: float = 0.001,
+    window_len: int = 30,
+    min_magnitude: float = 0.0,
+) -> list[dict]:
     from otava.analysis import compute_change_points
 
     found = []
@@ -44,10 +49,19 @@ def change_points(history: pd.DataFrame, metric: str, max_pvalue: float = 0.001,
         if len(series) < 4:
             continue
         stamps = group.loc[series.index, "timestamp"].tolist()
-        cps, _ = compute_change_points(series.tolist(), window_len=window_len, max_pvalue=max_pvalue,
-                                       min_magnitude=min_magnitude)
+        cps, _ = compute_change_points(
+            series.tolist(), window_len=window_len, max_pvalue=max_pvalue, min_magnitude=min_magnitude
+        )
         for cp in cps:
-            found.append({"model": str(model), "gpus": int(gpus), "timestamp": stamps[cp.index].isoformat(),
-                          "before": float(cp.stats.mean_1), "after": float(cp.stats.mean_2),
-                          "change": float(cp.stats.forward_rel_change()), "pvalue": float(cp.stats.pvalue)})
+            found.append(
+                {
+                    "model": str(model),
+                    "gpus": int(gpus),
+                    "timestamp": stamps[cp.index].isoformat(),
+                    "before": float(cp.stats.mean_1),
+                    "after": float(cp.stats.mean_2),
+                    "change": float(cp.stats.forward_rel_change()),
+                    "pvalue": float(cp.stats.pvalue),
+                }
+            )
     return found

@@ -49,9 +49,17 @@ def _classes():
     class ExpectThroughputNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
         """throughput >= (1 - tolerance) x median of the last K accepted runs (same workload, GPUs, cluster)."""
 
-    return {c.__name__: c for c in (ExpectRunsToComplete, ExpectScalingEfficiencyAtLeastBound,
-                                     ExpectBandwidthEfficiencyAtLeastBound, ExpectBandwidthNotCacheDistorted,
-                                     ExpectGpuUtilisationAtLeastFloor, ExpectThroughputNotRegressed)}
+    return {
+        c.__name__: c
+        for c in (
+            ExpectRunsToComplete,
+            ExpectScalingEfficiencyAtLeastBound,
+            ExpectBandwidthEfficiencyAtLeastBound,
+            ExpectBandwidthNotCacheDistorted,
+            ExpectGpuUtilisationAtLeastFloor,
+            ExpectThroughputNotRegressed,
+        )
+    }
 
 
 _CLASSES: dict | None = None
@@ -78,26 +86,76 @@ class Check:
 
 def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     out = [
-        Check("ExpectRunsToComplete", "state", "state", None, "critical",
-              {"column": "state", "value_set": ["COMPLETED"]}),
-        Check("ExpectScalingEfficiencyAtLeastBound", "scaling_efficiency", "scaling_efficiency",
-              "min_scaling_efficiency", "critical",
-              {"column_A": "scaling_efficiency", "column_B": "min_scaling_efficiency", "or_equal": True,
-               "ignore_row_if": "either_value_is_missing"}),
-        Check("ExpectBandwidthEfficiencyAtLeastBound", "bandwidth_efficiency", "bandwidth_efficiency_checked",
-              "min_bandwidth_efficiency", "critical",
-              {"column_A": "bandwidth_efficiency_checked", "column_B": "min_bandwidth_efficiency", "or_equal": True,
-               "ignore_row_if": "either_value_is_missing"}),
-        Check("ExpectBandwidthNotCacheDistorted", "bandwidth_valid", "bandwidth_valid", None, "warning",
-              {"column": "bandwidth_valid_checked", "value_set": [True]}),
+        Check(
+            "ExpectRunsToComplete",
+            "state",
+            "state",
+            None,
+            "critical",
+            {"column": "state", "value_set": ["COMPLETED"]},
+        ),
+        Check(
+            "ExpectScalingEfficiencyAtLeastBound",
+            "scaling_efficiency",
+            "scaling_efficiency",
+            "min_scaling_efficiency",
+            "critical",
+            {
+                "column_A": "scaling_efficiency",
+                "column_B": "min_scaling_efficiency",
+                "or_equal": True,
+                "ignore_row_if": "either_value_is_missing",
+            },
+        ),
+        Check(
+            "ExpectBandwidthEfficiencyAtLeastBound",
+            "bandwidth_efficiency",
+            "bandwidth_efficiency_checked",
+            "min_bandwidth_efficiency",
+            "critical",
+            {
+                "column_A": "bandwidth_efficiency_checked",
+                "column_B": "min_bandwidth_efficiency",
+                "or_equal": True,
+                "ignore_row_if": "either_value_is_missing",
+            },
+        ),
+        Check(
+            "ExpectBandwidthNotCacheDistorted",
+            "bandwidth_valid",
+            "bandwidth_valid",
+            None,
+            "warning",
+            {"column": "bandwidth_valid_checked", "value_set": [True]},
+        ),
     ]
     if thresholds.min_gpu_util is not None:
-        out.append(Check("ExpectGpuUtilisationAtLeastFloor", "gpu_util", "gpu_util", "min_gpu_util", "critical",
-                         {"column": "gpu_util", "min_value": thresholds.min_gpu_util}))
+        out.append(
+            Check(
+                "ExpectGpuUtilisationAtLeastFloor",
+                "gpu_util",
+                "gpu_util",
+                "min_gpu_util",
+                "critical",
+                {"column": "gpu_util", "min_value": thresholds.min_gpu_util},
+            )
+        )
     if has_history:
-        out.append(Check("ExpectThroughputNotRegressed", "throughput_img_s", "throughput_img_s", "regression_floor",
-                         "critical", {"column_A": "throughput_img_s", "column_B": "regression_floor",
-                                      "or_equal": True, "ignore_row_if": "either_value_is_missing"}))
+        out.append(
+            Check(
+                "ExpectThroughputNotRegressed",
+                "throughput_img_s",
+                "throughput_img_s",
+                "regression_floor",
+                "critical",
+                {
+                    "column_A": "throughput_img_s",
+                    "column_B": "regression_floor",
+                    "or_equal": True,
+                    "ignore_row_if": "either_value_is_missing",
+                },
+            )
+        )
     return out
 
 
@@ -105,8 +163,9 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history_median: pd.Seri
     """Add the bound columns the pair expectations compare against."""
     f = frame.copy()
     f["min_scaling_efficiency"] = np.where(f["gpus"] == f["baseline_gpus"], np.nan, thresholds.min_scaling_efficiency)
-    f["min_bandwidth_efficiency"] = np.where(f["gpus"] == f["baseline_gpus"], np.nan,
-                                             thresholds.min_bandwidth_efficiency)
+    f["min_bandwidth_efficiency"] = np.where(
+        f["gpus"] == f["baseline_gpus"], np.nan, thresholds.min_bandwidth_efficiency
+    )
     has_bw = f["bandwidth_efficiency"].notna() if "bandwidth_efficiency" in f else pd.Series(False, index=f.index)
     valid_bw = f.get("bandwidth_valid", pd.Series(True, index=f.index)).fillna(False).astype(bool)
     f["bandwidth_efficiency_checked"] = np.where(valid_bw, f.get("bandwidth_efficiency", np.nan), np.nan)
@@ -128,8 +187,12 @@ class Verdict:
     data_docs: str | None = None
 
 
-def validate(frame: pd.DataFrame, thresholds: Thresholds, data_docs_dir: Path | None = None,
-             suite_name: str = "scaling") -> Verdict:
+def validate(
+    frame: pd.DataFrame,
+    thresholds: Thresholds,
+    data_docs_dir: Path | None = None,
+    suite_name: str = "scaling",
+) -> Verdict:
     """Run the suite over `frame` (already `prepare`d); failing rows named with value and bound."""
     gx = _gx()
     cls = classes()
@@ -145,29 +208,42 @@ def validate(frame: pd.DataFrame, thresholds: Thresholds, data_docs_dir: Path | 
     suite = context.suites.add(gx.ExpectationSuite(name=suite_name))
     for check in plan:
         suite.add_expectation(cls[check.name](**check.kwargs, meta={"severity": check.severity}))
-    definition = context.validation_definitions.add(gx.ValidationDefinition(name=suite_name, data=batch_def,
-                                                                           suite=suite))
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=suite_name, data=batch_def, suite=suite)
+    )
     data = frame.reset_index(drop=True)
     result_format = {"result_format": "COMPLETE", "unexpected_index_column_names": ["workload", "gpus"]}
     docs_index = None
     if data_docs_dir is not None:
         data_docs_dir.mkdir(parents=True, exist_ok=True)
-        context.add_data_docs_site(site_name="scalewatch", site_config={
-            "class_name": "SiteBuilder",
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs_dir)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        })
-        checkpoint = context.checkpoints.add(gx.Checkpoint(
-            name=f"{suite_name}-checkpoint", validation_definitions=[definition],
-            actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["scalewatch"])],
-            result_format=result_format))
+        context.add_data_docs_site(
+            site_name="scalewatch",
+            site_config={
+                "class_name": "SiteBuilder",
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    "base_directory": str(data_docs_dir),
+                },
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+        checkpoint = context.checkpoints.add(
+            gx.Checkpoint(
+                name=f"{suite_name}-checkpoint",
+                validation_definitions=[definition],
+                actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["scalewatch"])],
+                result_format=result_format,
+            )
+        )
         run = checkpoint.run(batch_parameters={"dataframe": data})
         results = next(iter(run.run_results.values())).results
         docs_index = str(data_docs_dir / "index.html")
     else:
         results = definition.run(batch_parameters={"dataframe": data}, result_format=result_format).results
     failures, warnings = [], []
-    per_row: dict[tuple[str, int], list[str]] = {(w, int(g)): [] for w, g in zip(data["workload"], data["gpus"], strict=True)}
+    per_row: dict[tuple[str, int], list[str]] = {
+        (w, int(g)): [] for w, g in zip(data["workload"], data["gpus"], strict=True)
+    }
     by_type = {res.expectation_config.type: res for res in results}  # GX does not keep suite order
     for check in plan:
         res = by_type[_snake(check.name)]
@@ -176,8 +252,14 @@ def validate(frame: pd.DataFrame, thresholds: Thresholds, data_docs_dir: Path | 
         for idx in res.result.get("unexpected_index_list") or []:
             key = (idx["workload"], int(idx["gpus"]))
             row = data[(data["workload"] == key[0]) & (data["gpus"] == key[1])].iloc[0]
-            item = {"workload": key[0], "gpus": key[1], "metric": check.metric, "expectation": check.name,
-                    "value": _plain(row.get(check.value)), "bound": _bound(check, row, thresholds)}
+            item = {
+                "workload": key[0],
+                "gpus": key[1],
+                "metric": check.metric,
+                "expectation": check.name,
+                "value": _plain(row.get(check.value)),
+                "bound": _bound(check, row, thresholds),
+            }
             if check.name == "ExpectRunsToComplete":
                 item["reason"] = str(row.get("reason", ""))
             (failures if check.severity == "critical" else warnings).append(item)

@@ -11,34 +11,77 @@ from bench.errors import ResultsInputError
 
 FRAME_SCHEMA_VERSION = 1
 KEY = ("suite_run_id", "workload", "gpus")
-METRICS = ("throughput_img_s", "epoch_time_s", "first_epoch_time_s", "avg_read_mb_s", "peak_read_mb_s",
-           "gpu_util", "gpu_mem_util", "cpu_util", "mem_util", "bytes_from_storage", "bytes_consumed",
-           "dataset_bytes")
-COLUMNS = (*KEY, "state", "valid", *METRICS, "cache_risk", "bandwidth_valid", "drop_caches", "launcher",
-           "cluster", "started_at", "reason", "versions", "schema_version")
+METRICS = (
+    "throughput_img_s",
+    "epoch_time_s",
+    "first_epoch_time_s",
+    "avg_read_mb_s",
+    "peak_read_mb_s",
+    "gpu_util",
+    "gpu_mem_util",
+    "cpu_util",
+    "mem_util",
+    "bytes_from_storage",
+    "bytes_consumed",
+    "dataset_bytes",
+)
+COLUMNS = (
+    *KEY,
+    "state",
+    "valid",
+    *METRICS,
+    "cache_risk",
+    "bandwidth_valid",
+    "drop_caches",
+    "launcher",
+    "cluster",
+    "started_at",
+    "reason",
+    "versions",
+    "schema_version",
+)
 
 
-def row_from_result(suite_run_id: str, workload: str, gpus: int, result: dict, launcher: str,
-                    cluster: str, started_at: str) -> dict:
+def row_from_result(
+    suite_run_id: str, workload: str, gpus: int, result: dict, launcher: str, cluster: str, started_at: str
+) -> dict:
     """A frame row from a RunResult dict; a failed run keeps its state and reason, metrics stay NaN."""
     s = result.get("summary") if result.get("state") == "COMPLETED" else None
     row = {k: np.nan for k in METRICS}
-    row.update(suite_run_id=suite_run_id, workload=workload, gpus=int(gpus), state=result.get("state", "FAILED"),
-               valid=s is not None, cache_risk=False, bandwidth_valid=False, drop_caches="not_requested",
-               launcher=launcher, cluster=cluster, started_at=started_at, reason=result.get("reason", ""),
-               versions="{}", schema_version=FRAME_SCHEMA_VERSION)
+    row.update(
+        suite_run_id=suite_run_id,
+        workload=workload,
+        gpus=int(gpus),
+        state=result.get("state", "FAILED"),
+        valid=s is not None,
+        cache_risk=False,
+        bandwidth_valid=False,
+        drop_caches="not_requested",
+        launcher=launcher,
+        cluster=cluster,
+        started_at=started_at,
+        reason=result.get("reason", ""),
+        versions="{}",
+        schema_version=FRAME_SCHEMA_VERSION,
+    )
     if s is not None:
         epoch1 = s["epochs"][0]
         row.update(
-            throughput_img_s=s["images_per_s"], epoch_time_s=s["epoch_time_s"],
+            throughput_img_s=s["images_per_s"],
+            epoch_time_s=s["epoch_time_s"],
             first_epoch_time_s=s["first_epoch_time_s"],
             avg_read_mb_s=s["storage"]["first_epoch_avg_read_mb_s"],
             peak_read_mb_s=s["storage"]["first_epoch_peak_read_mb_s"],
-            gpu_util=s["utilisation"]["gpu_util"], gpu_mem_util=s["utilisation"]["gpu_mem_util"],
-            cpu_util=s["utilisation"]["cpu_util"], mem_util=s["utilisation"]["mem_util"],
-            bytes_from_storage=epoch1["bytes_from_storage"], bytes_consumed=epoch1["bytes_consumed"],
-            dataset_bytes=s["storage"]["dataset_bytes"], cache_risk=s["storage"]["cache_risk"],
-            bandwidth_valid=s["storage"]["bandwidth_valid"], drop_caches=s["storage"]["drop_caches"],
+            gpu_util=s["utilisation"]["gpu_util"],
+            gpu_mem_util=s["utilisation"]["gpu_mem_util"],
+            cpu_util=s["utilisation"]["cpu_util"],
+            mem_util=s["utilisation"]["mem_util"],
+            bytes_from_storage=epoch1["bytes_from_storage"],
+            bytes_consumed=epoch1["bytes_consumed"],
+            dataset_bytes=s["storage"]["dataset_bytes"],
+            cache_risk=s["storage"]["cache_risk"],
+            bandwidth_valid=s["storage"]["bandwidth_valid"],
+            drop_caches=s["storage"]["drop_caches"],
             versions=json.dumps(s["versions"], sort_keys=True),
         )
     return {k: (np.nan if v is None else v) for k, v in row.items()}
@@ -66,11 +109,28 @@ def read_results_csv(path) -> pd.DataFrame:
         raise ResultsInputError(f"{path}: no rows")
     for col in ("model", "gpus"):
         if col not in frame.columns:
-            raise ResultsInputError(f"{path}: missing column '{col}' (need model,gpus and throughput_img_s or epoch_time_s)")
+            raise ResultsInputError(
+                f"{path}: missing column '{col}' (need model,gpus and throughput_img_s or epoch_time_s)"
+            )
     if "throughput_img_s" not in frame.columns and "epoch_time_s" not in frame.columns:
         raise ResultsInputError(f"{path}: need a 'throughput_img_s' or 'epoch_time_s' column")
-    numeric = ["gpus", *(c for c in ("throughput_img_s", "epoch_time_s", "avg_read_mb_s", "peak_read_mb_s",
-                                      "gpu_util", "gpu_mem_util", "cpu_util", "mem_util") if c in frame.columns)]
+    numeric = [
+        "gpus",
+        *(
+            c
+            for c in (
+                "throughput_img_s",
+                "epoch_time_s",
+                "avg_read_mb_s",
+                "peak_read_mb_s",
+                "gpu_util",
+                "gpu_mem_util",
+                "cpu_util",
+                "mem_util",
+            )
+            if c in frame.columns
+        ),
+    ]
     for col in numeric:
         values = pd.to_numeric(frame[col], errors="coerce")
         bad = values.isna() & frame[col].notna()
@@ -82,7 +142,9 @@ def read_results_csv(path) -> pd.DataFrame:
         raise ResultsInputError(f"{path}: column 'gpus' row {int(frame['gpus'].isna().idxmax()) + 2}: empty")
     if (frame["gpus"] <= 0).any() or (frame["gpus"] % 1 != 0).any():
         row = int(((frame["gpus"] <= 0) | (frame["gpus"] % 1 != 0)).idxmax())
-        raise ResultsInputError(f"{path}: column 'gpus' row {row + 2}: must be a whole number > 0, got {frame['gpus'][row]}")
+        raise ResultsInputError(
+            f"{path}: column 'gpus' row {row + 2}: must be a whole number > 0, got {frame['gpus'][row]}"
+        )
     for col in ("throughput_img_s", "epoch_time_s"):
         if col in frame.columns and (frame[col] <= 0).any():
             row = int((frame[col] <= 0).idxmax())
@@ -91,9 +153,13 @@ def read_results_csv(path) -> pd.DataFrame:
     dup = frame.duplicated(["model", "gpus"], keep="first")
     if dup.any():
         row = int(dup.idxmax())
-        raise ResultsInputError(f"{path}: row {row + 2}: duplicate (model, gpus) = ({frame['model'][row]}, {frame['gpus'][row]})")
+        raise ResultsInputError(
+            f"{path}: row {row + 2}: duplicate (model, gpus) = ({frame['model'][row]}, {frame['gpus'][row]})"
+        )
     for model, group in frame.groupby("model"):
         if len(group) < 2:
-            raise ResultsInputError(f"{path}: model '{model}' has one scale only (gpus={int(group['gpus'].iloc[0])}); "
-                                    "scaling needs at least two")
+            raise ResultsInputError(
+                f"{path}: model '{model}' has one scale only (gpus={int(group['gpus'].iloc[0])}); "
+                "scaling needs at least two"
+            )
     return frame.rename(columns={"model": "workload"})

@@ -14,11 +14,17 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFram
     out = []
     for workload, group in frame.groupby("workload", sort=True):
         g = group.copy()
-        ok = g[g["throughput_img_s"].notna() | g["epoch_time_s"].notna()] if "valid" not in g else g[g["valid"].astype(bool)]
+        ok = (
+            g[g["throughput_img_s"].notna() | g["epoch_time_s"].notna()]
+            if "valid" not in g
+            else g[g["valid"].astype(bool)]
+        )
         base_n = baseline_gpus or (int(ok["gpus"].min()) if not ok.empty else int(g["gpus"].min()))
         base = ok[ok["gpus"] == base_n]
         if baseline_gpus is not None and base.empty:
-            raise ResultsInputError(f"--baseline-gpus {baseline_gpus}: no valid row for model '{workload}' at that scale")
+            raise ResultsInputError(
+                f"--baseline-gpus {baseline_gpus}: no valid row for model '{workload}' at that scale"
+            )
         ratio = g["gpus"] / base_n
         if not base.empty and "throughput_img_s" in g and base["throughput_img_s"].notna().all():
             speedup = g["throughput_img_s"] / float(base["throughput_img_s"].iloc[0])
@@ -29,14 +35,18 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFram
         g["baseline_gpus"] = base_n
         g["speedup"] = speedup
         g["scaling_efficiency"] = speedup / ratio
-        if "avg_read_mb_s" in g and not base.empty and pd.notna(base["avg_read_mb_s"]).all() and float(
-                base["avg_read_mb_s"].iloc[0]) > 0:
+        if (
+            "avg_read_mb_s" in g
+            and not base.empty
+            and pd.notna(base["avg_read_mb_s"]).all()
+            and float(base["avg_read_mb_s"].iloc[0]) > 0
+        ):
             g["bandwidth_efficiency"] = (g["avg_read_mb_s"] / float(base["avg_read_mb_s"].iloc[0])) / ratio
         else:
             g["bandwidth_efficiency"] = np.nan
         g["bandwidth_per_gpu"] = g["avg_read_mb_s"] / g["gpus"] if "avg_read_mb_s" in g else np.nan
         g["peak_avg_ratio"] = (g["peak_read_mb_s"] / g["avg_read_mb_s"]) if "peak_read_mb_s" in g else np.nan
-        g["fit_slope"], g["fit_r2"] = _fit(g["gpus"], g["throughput_img_s"] if "throughput_img_s" in g else speedup)
+        g["fit_slope"], g["fit_r2"] = _fit(g["gpus"], g.get("throughput_img_s", speedup))
         out.append(g)
     return pd.concat(out).sort_values(["workload", "gpus"]).reset_index(drop=True)
 

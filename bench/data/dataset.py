@@ -100,8 +100,7 @@ def load_segmentation(root: Path) -> SegmentationDataset:
     on_disk_masks = len(list((root / "masks").glob("*.png")))
     if on_disk_images != on_disk_masks:
         raise DatasetError(
-            f"{root}: image/mask count mismatch: {on_disk_images} images in images/, "
-            f"{on_disk_masks} masks in masks/"
+            f"{root}: image/mask count mismatch: {on_disk_images} images in images/, {on_disk_masks} masks in masks/"
         )
     images, masks, sizes = [], [], []
     for n, pair in enumerate(pairs):

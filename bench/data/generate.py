@@ -51,8 +51,7 @@ class GenerateSpec:
             raise ConfigError(f"total_bytes: must be >= 1024, got {self.total_bytes}")
         if not 16 <= self.min_side <= self.max_side <= 8192:
             raise ConfigError(
-                f"min_side/max_side: need 16 <= min_side <= max_side <= 8192, got "
-                f"{self.min_side}/{self.max_side}"
+                f"min_side/max_side: need 16 <= min_side <= max_side <= 8192, got {self.min_side}/{self.max_side}"
             )
 
 
@@ -151,8 +150,17 @@ def generate(spec: GenerateSpec) -> dict:
         with ProcessPoolExecutor(spec.workers) as pool:
             futures = [pool.submit(_write_range, spec, r) for r in _chunks(count, chunk)]
             total = sum(f.result() for f in futures)
+    _remove_beyond(spec, count)
     _write_index(spec, count)
     return {"kind": spec.kind, "images": count, "bytes": total, "path": str(spec.out)}
+
+
+def _remove_beyond(spec: GenerateSpec, count: int) -> None:
+    """A tree once generated larger keeps exactly `count` samples: the spec, not the history."""
+    for folder, suffix in (("images", ".jpg"), ("masks", ".png")):
+        for path in (spec.out / folder).glob(f"*{suffix}") if (spec.out / folder).is_dir() else ():
+            if path.stem.isdigit() and int(path.stem) >= count:
+                path.unlink()
 
 
 def _write_index(spec: GenerateSpec, count: int) -> None:

@@ -116,8 +116,12 @@ def stage(src: Path, dst: Path, progress: Callable[[str], None] | None = None) -
             st = path.stat()
             target = dst / rel
             prev = done.get(rel)
-            if (prev and (prev["size"], prev["mtime_ns"]) == _stat_key(st) and target.is_file()
-                    and target.stat().st_size == st.st_size):
+            if (
+                prev
+                and (prev["size"], prev["mtime_ns"]) == _stat_key(st)
+                and target.is_file()
+                and target.stat().st_size == st.st_size
+            ):
                 entries[rel] = {"size": prev["size"], "sha256": prev["sha256"]}
                 skipped += 1
                 continue
@@ -128,19 +132,28 @@ def stage(src: Path, dst: Path, progress: Callable[[str], None] | None = None) -
                 digest = _copy_one(path, target)
                 copied += 1
             entries[rel] = {"size": st.st_size, "sha256": digest}
-            journal.write(json.dumps({"path": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                      "sha256": digest}) + "\n")
+            journal.write(
+                json.dumps({"path": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}) + "\n"
+            )
             journal.flush()
             if progress:
                 progress(rel)
+    for path in sorted(dst.rglob("*"), reverse=True):  # mirror: what the source no longer has goes
+        rel = str(path.relative_to(dst))
+        if path.is_file() and rel not in entries and rel not in _SKIP and not path.name.startswith("."):
+            path.unlink()
     manifest = write_manifest(dst, entries)
     journal_path.unlink(missing_ok=True)
     return StageResult(len(entries), sum(e["size"] for e in entries.values()), copied, skipped, manifest)
 
 
 def write_manifest(root: Path, entries: dict[str, dict]) -> Path:
-    doc = {"version": MANIFEST_VERSION, "count": len(entries), "bytes": sum(e["size"] for e in entries.values()),
-           "files": dict(sorted(entries.items()))}
+    doc = {
+        "version": MANIFEST_VERSION,
+        "count": len(entries),
+        "bytes": sum(e["size"] for e in entries.values()),
+        "files": dict(sorted(entries.items())),
+    }
     path = root / MANIFEST
     tmp = root / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(doc, indent=1))

@@ -78,8 +78,9 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
     from bench.metrics.schema import validate_summary
 
     out = Path(handle["output_dir"])
-    result = RunResult(handle["run_id"], handle["backend"], state, reason, str(handle.get("job_id", "")),
-                       output_dir=str(out))
+    result = RunResult(
+        handle["run_id"], handle["backend"], state, reason, str(handle.get("job_id", "")), output_dir=str(out)
+    )
     for rank in range(ranks):
         record = _read_json(out / "ranks" / f"rank{rank}.json")
         result.exit_codes[rank] = record.get("exit_code") if record else None
@@ -93,8 +94,10 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
         problems = []
         bad = {r: c for r, c in result.exit_codes.items() if c != 0}
         if bad:
-            problems.append("ranks without a clean exit: " + ", ".join(
-                f"rank {r} on {result.rank_hosts.get(r, '?')} exit {c}" for r, c in sorted(bad.items())))
+            problems.append(
+                "ranks without a clean exit: "
+                + ", ".join(f"rank {r} on {result.rank_hosts.get(r, '?')} exit {c}" for r, c in sorted(bad.items()))
+            )
         try:
             if summary is None:
                 raise jsonschema.ValidationError("summary.json missing")

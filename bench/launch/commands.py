@@ -10,16 +10,18 @@ from bench.launch.sshopts import SshOptions
 
 
 class CommandRunner:
-    def __init__(self, ssh: SshOptions | None = None, login_host: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, ssh: SshOptions | None = None, login_host: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.ssh, self.login_host, self.env = ssh, login_host, env
 
     @property
     def remote(self) -> bool:
         return self.ssh is not None
 
-    def run(self, argv: list[str], stdin: str | None = None, check: bool = True, timeout: float = 60
-            ) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: list[str], stdin: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         import os
 
         if self.ssh is not None:
@@ -29,8 +31,16 @@ class CommandRunner:
         else:
             full, env = argv, (os.environ | self.env) if self.env else None
         try:
-            done = subprocess.run(full, input=stdin, capture_output=True, text=True, timeout=timeout, env=env,
-                                  stdin=None if stdin is not None else subprocess.DEVNULL, check=False)
+            done = subprocess.run(
+                full,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+                check=False,
+            )
         except FileNotFoundError:
             raise LaunchError(f"{argv[0]}: not found on this machine") from None
         except subprocess.TimeoutExpired:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,15 +34,39 @@ class DetachedLauncher:
         out.mkdir(parents=True, exist_ok=True)
         (out / STATE).unlink(missing_ok=True)
         spec_file = out / "spec.json"
-        spec_file.write_text(json.dumps({"spec": spec.model_dump(mode="json"),
-                                         "ssh": self.ssh.model_dump(mode="json") if self.ssh else None}))
+        spec_file.write_text(
+            json.dumps(
+                {
+                    "spec": spec.model_dump(mode="json"),
+                    "ssh": self.ssh.model_dump(mode="json") if self.ssh else None,
+                }
+            )
+        )
         (out / "logs").mkdir(exist_ok=True)
         log = (out / "logs" / "supervisor.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", "bench.launch.supervisor", "--spec", str(spec_file),
-                                 "--backend", self.name], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        return {"backend": self.name, "run_id": spec.run_id, "output_dir": str(out), "job_id": str(proc.pid),
-                "ranks": spec.ranks, "submitted": time.time()}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.launch.supervisor",
+                "--spec",
+                str(spec_file),
+                "--backend",
+                self.name,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return {
+            "backend": self.name,
+            "run_id": spec.run_id,
+            "output_dir": str(out),
+            "job_id": str(proc.pid),
+            "ranks": spec.ranks,
+            "submitted": time.time(),
+        }
 
     def poll(self, handle: Handle) -> tuple[RunState, str]:
         state_file = Path(handle["output_dir"]) / STATE
@@ -53,7 +78,7 @@ class DetachedLauncher:
             doc = None
         alive = _alive(pid)
         if doc is None:
-            if alive or time.time() - handle["submitted"] < START_GRACE_S and alive:
+            if alive or (time.time() - handle["submitted"] < START_GRACE_S and alive):
                 return RunState.PENDING, ""
             return RunState.FAILED, f"supervisor {pid} exited before starting (see logs/supervisor.log)"
         state = RunState(doc["state"])
@@ -83,10 +108,8 @@ class SshLauncher(DetachedLauncher):
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):  # not our child (another process launched it)
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _alive(pid: int) -> bool:

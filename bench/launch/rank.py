@@ -34,11 +34,15 @@ def slurm_slot_env() -> dict[str, str]:
     e = os.environ
     node = e.get("SLURMD_NODENAME", socket.gethostname())
     return {
-        "HOROVOD_HOSTNAME": node, "HOROVOD_RANK": e["SLURM_PROCID"], "HOROVOD_SIZE": e["SLURM_NTASKS"],
+        "HOROVOD_HOSTNAME": node,
+        "HOROVOD_RANK": e["SLURM_PROCID"],
+        "HOROVOD_SIZE": e["SLURM_NTASKS"],
         "HOROVOD_LOCAL_RANK": e["SLURM_LOCALID"],
         "HOROVOD_LOCAL_SIZE": str(int(e["SLURM_NTASKS"]) // int(e["SLURM_NNODES"])),
-        "HOROVOD_CROSS_RANK": e["SLURM_NODEID"], "HOROVOD_CROSS_SIZE": e["SLURM_NNODES"],
-        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo",
+        "HOROVOD_CROSS_RANK": e["SLURM_NODEID"],
+        "HOROVOD_CROSS_SIZE": e["SLURM_NNODES"],
+        "HOROVOD_CONTROLLER": "gloo",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
     }
 
 
@@ -66,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     code = child.wait()
-    record = {"rank": int(rank), "host": env["HOROVOD_HOSTNAME"], "exit_code": code,
-              "signal": -code if code < 0 else None, "seconds": time.time() - started}
+    record = {
+        "rank": int(rank),
+        "host": env["HOROVOD_HOSTNAME"],
+        "exit_code": code,
+        "signal": -code if code < 0 else None,
+        "seconds": time.time() - started,
+    }
     tmp = log_dir / f".rank{rank}.json.tmp"
     tmp.write_text(json.dumps(record))
     os.replace(tmp, log_dir / f"rank{rank}.json")

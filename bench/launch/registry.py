@@ -10,8 +10,12 @@ from bench.launch.slurm import SlurmLauncher
 from bench.launch.sshopts import SshOptions
 
 
-def build_launcher(name: str, ssh: SshOptions | None = None, login_host: str | None = None,
-                   slurm_env: dict[str, str] | None = None):
+def build_launcher(
+    name: str,
+    ssh: SshOptions | None = None,
+    login_host: str | None = None,
+    slurm_env: dict[str, str] | None = None,
+):
     if name == "local":
         return DetachedLauncher()
     if name == "ssh":

@@ -14,11 +14,21 @@ from bench.launch.commands import CommandRunner
 from bench.launch.supervisor import rank_argv
 
 SLURM_STATES = {
-    "PENDING": RunState.PENDING, "REQUEUED": RunState.PENDING, "CONFIGURING": RunState.RUNNING,
-    "RUNNING": RunState.RUNNING, "COMPLETING": RunState.RUNNING, "SUSPENDED": RunState.RUNNING,
-    "COMPLETED": RunState.COMPLETED, "FAILED": RunState.FAILED, "TIMEOUT": RunState.TIMEOUT,
-    "CANCELLED": RunState.CANCELLED, "NODE_FAIL": RunState.NODE_FAIL, "OUT_OF_MEMORY": RunState.OUT_OF_MEMORY,
-    "BOOT_FAIL": RunState.NODE_FAIL, "DEADLINE": RunState.TIMEOUT, "PREEMPTED": RunState.FAILED,
+    "PENDING": RunState.PENDING,
+    "REQUEUED": RunState.PENDING,
+    "CONFIGURING": RunState.RUNNING,
+    "RUNNING": RunState.RUNNING,
+    "COMPLETING": RunState.RUNNING,
+    "SUSPENDED": RunState.RUNNING,
+    "COMPLETED": RunState.COMPLETED,
+    "FAILED": RunState.FAILED,
+    "TIMEOUT": RunState.TIMEOUT,
+    "CANCELLED": RunState.CANCELLED,
+    "NODE_FAIL": RunState.NODE_FAIL,
+    "OUT_OF_MEMORY": RunState.OUT_OF_MEMORY,
+    "BOOT_FAIL": RunState.NODE_FAIL,
+    "DEADLINE": RunState.TIMEOUT,
+    "PREEMPTED": RunState.FAILED,
 }
 
 
@@ -35,9 +45,15 @@ def batch_script(spec: RunSpec, python: str) -> str:
         raise LaunchError(f"ranks: {spec.ranks} do not divide evenly over {nodes} nodes")
     out = spec.output_dir
     q = shlex.quote
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={q('sw-' + spec.run_id)}", f"#SBATCH --nodes={nodes}",
-             f"#SBATCH --ntasks-per-node={per_node}", f"#SBATCH --time={_time_limit(spec.time_limit_s)}",
-             f"#SBATCH --output={q(str(out / 'logs' / 'slurm-%j.out'))}", "#SBATCH --kill-on-invalid-dep=yes"]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={q('sw-' + spec.run_id)}",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks-per-node={per_node}",
+        f"#SBATCH --time={_time_limit(spec.time_limit_s)}",
+        f"#SBATCH --output={q(str(out / 'logs' / 'slurm-%j.out'))}",
+        "#SBATCH --kill-on-invalid-dep=yes",
+    ]
     if spec.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
     if spec.partition:
@@ -57,9 +73,19 @@ def batch_script(spec: RunSpec, python: str) -> str:
         "trap 'kill -TERM $RDV 2>/dev/null' EXIT",
         f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; sleep 0.1; done",
         f"[ -s {q(str(addr_file))} ] || {{ echo 'rendezvous did not start' >&2; exit 70; }}",
-        "srun --kill-on-bad-exit=1 --output=" + q(str(out / "logs" / "rank%t.log")) + " "
-        + shlex.join([*rank_argv(spec, python)[:3], "--slot-from", "slurm", "--rendezvous-file", str(addr_file),
-                      *rank_argv(spec, python)[3:]]),
+        "srun --kill-on-bad-exit=1 --output="
+        + q(str(out / "logs" / "rank%t.log"))
+        + " "
+        + shlex.join(
+            [
+                *rank_argv(spec, python)[:3],
+                "--slot-from",
+                "slurm",
+                "--rendezvous-file",
+                str(addr_file),
+                *rank_argv(spec, python)[3:],
+            ]
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -91,8 +117,13 @@ class SlurmLauncher:
         job_id = done.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise LaunchError(f"sbatch returned no job id: {done.stdout!r}")
-        return {"backend": self.name, "run_id": spec.run_id, "output_dir": str(spec.output_dir), "job_id": job_id,
-                "ranks": spec.ranks}
+        return {
+            "backend": self.name,
+            "run_id": spec.run_id,
+            "output_dir": str(spec.output_dir),
+            "job_id": job_id,
+            "ranks": spec.ranks,
+        }
 
     def poll(self, handle: Handle) -> tuple[RunState, str]:
         job = handle["job_id"]
@@ -104,7 +135,10 @@ class SlurmLauncher:
             parts = acct.stdout.strip().splitlines()[0].split("|") if acct.stdout.strip() else []
             if not parts:
                 return RunState.FAILED, f"job {job} unknown to scontrol and sacct"
-            raw, fields = parts[0].split()[0], {"ExitCode": parts[1], "Reason": parts[2] if len(parts) > 2 else ""}
+            raw, fields = (
+                parts[0].split()[0],
+                {"ExitCode": parts[1], "Reason": parts[2] if len(parts) > 2 else ""},
+            )
         state = SLURM_STATES.get(raw, RunState.FAILED)
         reason = f"slurm {raw}"
         if state.finished and state != RunState.COMPLETED:

@@ -29,9 +29,17 @@ class SshOptions(BaseModel):
         name = host.host if isinstance(host, HostSlots) else host
         port = host.port if isinstance(host, HostSlots) and host.port != 22 else self.port
         user = (host.user if isinstance(host, HostSlots) else None) or self.user
-        args = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout_s}",
-                "-o", f"StrictHostKeyChecking={'yes' if self.strict_host_key_checking else 'accept-new'}",
-                "-o", "LogLevel=ERROR"]
+        args = [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout_s}",
+            "-o",
+            f"StrictHostKeyChecking={'yes' if self.strict_host_key_checking else 'accept-new'}",
+            "-o",
+            "LogLevel=ERROR",
+        ]
         if self.config_file:
             args += ["-F", str(self.config_file)]
         if self.known_hosts_file:
@@ -48,10 +56,18 @@ class SshOptions(BaseModel):
         """`true` on every host first: a clear error naming the host before anything launches."""
         for host in hosts:
             try:
-                done = subprocess.run(self.argv(host, "true"), capture_output=True, text=True,
-                                      stdin=subprocess.DEVNULL, timeout=self.connect_timeout_s + 15, check=False)
+                done = subprocess.run(
+                    self.argv(host, "true"),
+                    capture_output=True,
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                    timeout=self.connect_timeout_s + 15,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
-                raise LaunchError(f"host {host.host}: ssh did not answer within {self.connect_timeout_s + 15}s") from None
+                raise LaunchError(
+                    f"host {host.host}: ssh did not answer within {self.connect_timeout_s + 15}s"
+                ) from None
             if done.returncode != 0:
                 detail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
                 raise LaunchError(f"host {host.host}: ssh check failed: {detail}")

@@ -32,8 +32,17 @@ def write_state(out: Path, **fields) -> None:
 
 def rank_argv(spec: RunSpec, python: str) -> list[str]:
     train = spec.train.model_copy(update={"metrics_out": spec.output_dir / "metrics"})
-    return [python, "-m", "bench.launch.rank", "--tag", spec.run_id, "--out", str(spec.output_dir),
-            "--", *train.to_argv()]
+    return [
+        python,
+        "-m",
+        "bench.launch.rank",
+        "--tag",
+        spec.run_id,
+        "--out",
+        str(spec.output_dir),
+        "--",
+        *train.to_argv(),
+    ]
 
 
 class Supervisor:
@@ -60,13 +69,26 @@ class Supervisor:
         argv = rank_argv(self.spec, python)
         log = (self.out / "logs" / f"rank{slot.rank}.log").open("ab")
         if self.backend == "local":
-            return subprocess.Popen(argv, env=os.environ | env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            return subprocess.Popen(
+                argv,
+                env=os.environ | env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         assert self.ssh is not None
-        remote = "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
+        remote = (
+            "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
+        )
         host = next(h for h in self.spec.hosts if h.host == slot.hostname)
-        return subprocess.Popen(self.ssh.argv(host, remote), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            self.ssh.argv(host, remote),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def _stop_all(self) -> None:
         for proc in self.procs.values():
@@ -75,8 +97,13 @@ class Supervisor:
         if self.backend == "ssh" and self.ssh is not None:
             for host in self.spec.hosts:  # the remote side outlives a killed ssh client: end it there
                 pattern = f"bench.launch.rank --tag {self.spec.run_id}"
-                subprocess.run(self.ssh.argv(host, "pkill -TERM -f -- " + shlex.quote(pattern) + " || true"),
-                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+                subprocess.run(
+                    self.ssh.argv(host, "pkill -TERM -f -- " + shlex.quote(pattern) + " || true"),
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=30,
+                    check=False,
+                )
         deadline = time.monotonic() + GRACE_S
         for proc in self.procs.values():
             try:
@@ -118,8 +145,7 @@ class Supervisor:
             self._stop_all()
             rendezvous.stop()
             exit_codes = {r: p.returncode for r, p in self.procs.items()}
-            write_state(self.out, state=state, pid=os.getpid(), reason=reason, exit_codes=exit_codes,
-                        hosts=self.hosts)
+            write_state(self.out, state=state, pid=os.getpid(), reason=reason, exit_codes=exit_codes, hosts=self.hosts)
         return 0 if state == "COMPLETED" else 1
 
     def _on_term(self, *_args) -> None:

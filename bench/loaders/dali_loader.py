@@ -66,8 +66,17 @@ class _DaliLoader:
 
 
 class DaliCocoLoader(_DaliLoader):
-    def __init__(self, ds: CocoDataset, anchors_cxcywh: torch.Tensor, shard: Shard, batch_size: int,
-                 image_size: int, threads: int, seed: int, device: torch.device):
+    def __init__(
+        self,
+        ds: CocoDataset,
+        anchors_cxcywh: torch.Tensor,
+        shard: Shard,
+        batch_size: int,
+        image_size: int,
+        threads: int,
+        seed: int,
+        device: torch.device,
+    ):
         fn, pipeline_def, types = _dali()
         gpu = device.type == "cuda"
         a = anchors_cxcywh
@@ -76,37 +85,69 @@ class DaliCocoLoader(_DaliLoader):
         @pipeline_def
         def pipe():
             jpegs, boxes, labels, image_ids = fn.readers.coco(
-                file_root=str(ds.root / "images"), annotations_file=str(ds.annotations_file),
-                shard_id=shard.rank, num_shards=shard.world, ratio=True, ltrb=True,
-                shuffle_after_epoch=True, image_ids=True, skip_empty=False, name="Reader", seed=seed,
+                file_root=str(ds.root / "images"),
+                annotations_file=str(ds.annotations_file),
+                shard_id=shard.rank,
+                num_shards=shard.world,
+                ratio=True,
+                ltrb=True,
+                shuffle_after_epoch=True,
+                image_ids=True,
+                skip_empty=False,
+                name="Reader",
+                seed=seed,
             )
             begin, size, boxes, labels = fn.random_bbox_crop(
-                boxes, labels, aspect_ratio=[0.5, 2.0], thresholds=[0, 0.1, 0.3, 0.5, 0.7, 0.9],
-                scaling=[0.3, 1.0], bbox_layout="xyXY", allow_no_crop=True, num_attempts=50,
+                boxes,
+                labels,
+                aspect_ratio=[0.5, 2.0],
+                thresholds=[0, 0.1, 0.3, 0.5, 0.7, 0.9],
+                scaling=[0.3, 1.0],
+                bbox_layout="xyXY",
+                allow_no_crop=True,
+                num_attempts=50,
             )
-            images = fn.decoders.image_slice(jpegs, begin, size, device="mixed" if gpu else "cpu",
-                                             output_type=types.RGB)
+            images = fn.decoders.image_slice(
+                jpegs, begin, size, device="mixed" if gpu else "cpu", output_type=types.RGB
+            )
             flip = fn.random.coin_flip(probability=0.5)
             boxes = fn.bb_flip(boxes, ltrb=True, horizontal=flip)
             images = fn.resize(images, resize_x=image_size, resize_y=image_size)
-            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
-                                              mean=list(MEAN), std=list(STD), mirror=flip)
-            boxes, labels = fn.box_encoder(boxes, labels, criteria=0.5, anchors=anchors_ltrb,
-                                           offset=True, stds=[0.1, 0.1, 0.2, 0.2], scale=1.0)
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.FLOAT, output_layout="CHW", mean=list(MEAN), std=list(STD), mirror=flip
+            )
+            boxes, labels = fn.box_encoder(
+                boxes,
+                labels,
+                criteria=0.5,
+                anchors=anchors_ltrb,
+                offset=True,
+                stds=[0.1, 0.1, 0.2, 0.2],
+                scale=1.0,
+            )
             if gpu:
                 boxes, labels = boxes.gpu(), labels.gpu()
             return images, boxes, labels, image_ids
 
-        super().__init__(pipe(batch_size=batch_size, num_threads=threads, device_id=device.index if gpu else None,
-                              seed=seed, prefetch_queue_depth=2),
-                         ds.sizes, shard, batch_size, device)
+        super().__init__(
+            pipe(
+                batch_size=batch_size,
+                num_threads=threads,
+                device_id=device.index if gpu else None,
+                seed=seed,
+                prefetch_queue_depth=2,
+            ),
+            ds.sizes,
+            shard,
+            batch_size,
+            device,
+        )
         self._id_to_index = {i + 1: i for i in range(len(ds.files))}  # generated ids are index + 1
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
         for _ in range(self.steps_per_epoch):
             images, boxes, labels, ids = self.pipe.run()
-            self._account(np.array([self._id_to_index.get(int(i), 0) for i in
-                                    np.array(ids.as_array()).reshape(-1)]))
+            self._account(np.array([self._id_to_index.get(int(i), 0) for i in np.array(ids.as_array()).reshape(-1)]))
             yield {
                 "images": _to_torch(images, self.device),
                 "boxes": _to_torch(boxes, self.device),
@@ -115,8 +156,16 @@ class DaliCocoLoader(_DaliLoader):
 
 
 class DaliSegmentationLoader(_DaliLoader):
-    def __init__(self, ds: SegmentationDataset, shard: Shard, batch_size: int, image_size: int,
-                 threads: int, seed: int, device: torch.device):
+    def __init__(
+        self,
+        ds: SegmentationDataset,
+        shard: Shard,
+        batch_size: int,
+        image_size: int,
+        threads: int,
+        seed: int,
+        device: torch.device,
+    ):
         fn, pipeline_def, types = _dali()
         gpu = device.type == "cuda"
         images = [str(ds.root / p) for p in ds.images]
@@ -139,16 +188,41 @@ class DaliSegmentationLoader(_DaliLoader):
             mask = fn.resize(mask, resize_x=side, resize_y=side, interp_type=types.INTERP_NN)
             px, py = fn.random.uniform(range=[0.0, 1.0]), fn.random.uniform(range=[0.0, 1.0])
             flip = fn.random.coin_flip(probability=0.5)
-            img = fn.crop_mirror_normalize(img, crop=(image_size, image_size), crop_pos_x=px, crop_pos_y=py,
-                                           mirror=flip, dtype=types.FLOAT, output_layout="CHW",
-                                           mean=list(MEAN), std=list(STD))
-            mask = fn.crop_mirror_normalize(mask, crop=(image_size, image_size), crop_pos_x=px, crop_pos_y=py,
-                                            mirror=flip, dtype=types.UINT8, output_layout="HWC")
+            img = fn.crop_mirror_normalize(
+                img,
+                crop=(image_size, image_size),
+                crop_pos_x=px,
+                crop_pos_y=py,
+                mirror=flip,
+                dtype=types.FLOAT,
+                output_layout="CHW",
+                mean=list(MEAN),
+                std=list(STD),
+            )
+            mask = fn.crop_mirror_normalize(
+                mask,
+                crop=(image_size, image_size),
+                crop_pos_x=px,
+                crop_pos_y=py,
+                mirror=flip,
+                dtype=types.UINT8,
+                output_layout="HWC",
+            )
             return img, mask, idx
 
-        super().__init__(pipe(batch_size=batch_size, num_threads=threads, device_id=device.index if gpu else None,
-                              seed=seed, prefetch_queue_depth=2),
-                         ds.sizes, shard, batch_size, device)
+        super().__init__(
+            pipe(
+                batch_size=batch_size,
+                num_threads=threads,
+                device_id=device.index if gpu else None,
+                seed=seed,
+                prefetch_queue_depth=2,
+            ),
+            ds.sizes,
+            shard,
+            batch_size,
+            device,
+        )
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
         for _ in range(self.steps_per_epoch):

@@ -20,19 +20,20 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
         if cfg.loader == "dali":
             from bench.loaders.dali_loader import DaliCocoLoader
 
-            return DaliCocoLoader(ds, model.anchors, shard, cfg.batch_size, cfg.image_size,
-                                  cfg.loader_threads, cfg.seed, device)
+            return DaliCocoLoader(
+                ds, model.anchors, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device
+            )
         from bench.loaders.torch_loader import coco_loader
 
-        return coco_loader(ds, model.anchors, shard, cfg.batch_size, cfg.image_size,
-                           cfg.loader_threads, cfg.seed, device)
+        return coco_loader(
+            ds, model.anchors, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device
+        )
     ds = load_segmentation(cfg.data)
     check_jpegs(ds.root, ds.images)
     if cfg.loader == "dali":
         from bench.loaders.dali_loader import DaliSegmentationLoader
 
-        return DaliSegmentationLoader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads,
-                                      cfg.seed, device)
+        return DaliSegmentationLoader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
     from bench.loaders.torch_loader import segmentation_loader
 
     return segmentation_loader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)

@@ -65,8 +65,12 @@ class _CocoFiles(Dataset):
             rgb = rgb[:, ::-1]
             boxes = np.stack([1 - boxes[:, 2], boxes[:, 1], 1 - boxes[:, 0], boxes[:, 3]], 1) if len(boxes) else boxes
         loc, cls = encode(torch.from_numpy(np.ascontiguousarray(boxes)), torch.from_numpy(labels), self.anchors)
-        return {"images": _normalise(np.ascontiguousarray(rgb)), "boxes": loc, "labels": cls,
-                "index": torch.tensor(index)}
+        return {
+            "images": _normalise(np.ascontiguousarray(rgb)),
+            "boxes": loc,
+            "labels": cls,
+            "index": torch.tensor(index),
+        }
 
 
 def _random_bbox_crop(rng: np.random.Generator, boxes: np.ndarray) -> tuple[float, float, float, float]:
@@ -102,13 +106,24 @@ class _SegmentationFiles(Dataset):
         rgb, mask = rgb[y : y + self.size, x : x + self.size], mask[y : y + self.size, x : x + self.size]
         if rng.random() < 0.5:
             rgb, mask = rgb[:, ::-1], mask[:, ::-1]
-        return {"images": _normalise(np.ascontiguousarray(rgb)),
-                "masks": torch.from_numpy(np.ascontiguousarray(mask)).long(), "index": torch.tensor(index)}
+        return {
+            "images": _normalise(np.ascontiguousarray(rgb)),
+            "masks": torch.from_numpy(np.ascontiguousarray(mask)).long(),
+            "index": torch.tensor(index),
+        }
 
 
 class TorchLoader:
-    def __init__(self, dataset: Dataset, sizes: tuple[int, ...], shard: Shard, batch_size: int,
-                 threads: int, seed: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        sizes: tuple[int, ...],
+        shard: Shard,
+        batch_size: int,
+        threads: int,
+        seed: int,
+        device: torch.device,
+    ) -> None:
         sampler = EpochShardSampler(len(sizes), shard, seed)
         self.steps_per_epoch = len(sampler) // batch_size
         if self.steps_per_epoch == 0:
@@ -116,9 +131,15 @@ class TorchLoader:
                 f"--batch-size {batch_size}: larger than this rank's shard of {len(sampler)} samples "
                 f"({len(sizes)} in the dataset over {shard.world} ranks)"
             )
-        self.loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
-                                 num_workers=threads, persistent_workers=threads > 0,
-                                 pin_memory=device.type == "cuda")
+        self.loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=sampler,
+            drop_last=True,
+            num_workers=threads,
+            persistent_workers=threads > 0,
+            pin_memory=device.type == "cuda",
+        )
         self.sizes, self.device, self.stats = sizes, device, LoaderStats()
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -133,16 +154,31 @@ class TorchLoader:
         del self.loader
 
 
-def coco_loader(ds: CocoDataset, anchors: torch.Tensor, shard: Shard, batch_size: int, image_size: int,
-                threads: int, seed: int, device: torch.device) -> TorchLoader:
-    return TorchLoader(_CocoFiles(ds, anchors.cpu(), image_size, seed), ds.sizes, shard, batch_size,
-                       threads, seed, device)
+def coco_loader(
+    ds: CocoDataset,
+    anchors: torch.Tensor,
+    shard: Shard,
+    batch_size: int,
+    image_size: int,
+    threads: int,
+    seed: int,
+    device: torch.device,
+) -> TorchLoader:
+    return TorchLoader(
+        _CocoFiles(ds, anchors.cpu(), image_size, seed), ds.sizes, shard, batch_size, threads, seed, device
+    )
 
 
-def segmentation_loader(ds: SegmentationDataset, shard: Shard, batch_size: int, image_size: int,
-                        threads: int, seed: int, device: torch.device) -> TorchLoader:
-    return TorchLoader(_SegmentationFiles(ds, image_size, seed), ds.sizes, shard, batch_size,
-                       threads, seed, device)
+def segmentation_loader(
+    ds: SegmentationDataset,
+    shard: Shard,
+    batch_size: int,
+    image_size: int,
+    threads: int,
+    seed: int,
+    device: torch.device,
+) -> TorchLoader:
+    return TorchLoader(_SegmentationFiles(ds, image_size, seed), ds.sizes, shard, batch_size, threads, seed, device)
 
 
 def resize_nearest(mask: torch.Tensor, size: int) -> torch.Tensor:

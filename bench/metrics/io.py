@@ -59,8 +59,16 @@ def epoch_io(
     peak = float(rates.max()) / MB if len(rates) else 0.0
     hit = None if bytes_consumed <= 0 else max(0.0, 1.0 - served / bytes_consumed)
     distorted = bytes_consumed > 0 and served < CACHE_DISTORTED_BELOW * bytes_consumed
-    return EpochIo(epoch, seconds, served, bytes_consumed, served / seconds / MB, max(peak, served / seconds / MB),
-                   hit, distorted)
+    return EpochIo(
+        epoch,
+        seconds,
+        served,
+        bytes_consumed,
+        served / seconds / MB,
+        max(peak, served / seconds / MB),
+        hit,
+        distorted,
+    )
 
 
 def cache_risk(dataset_bytes: int, aggregate_ram_bytes: int, factor: float = 5.0) -> bool:

@@ -15,7 +15,8 @@ from bench.report.svg import Series, line_chart
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}
 td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:right}th{background:#f4f4f4}
 .pass{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}.warn{color:#9a6700}
-figure{display:inline-block;margin:8px;border:1px solid #ddd}figcaption{font-weight:bold}.grid{display:flex;flex-wrap:wrap}"""
+figure{display:inline-block;margin:8px;border:1px solid #ddd}figcaption{font-weight:bold}
+.grid{display:flex;flex-wrap:wrap}"""
 
 
 def _num(v, digits: int = 3) -> str:
@@ -31,16 +32,42 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
         xs = g["gpus"].astype(float).tolist()
         base = g[g["gpus"] == g["baseline_gpus"]]
         thr = g["throughput_img_s"].tolist()
-        ideal = [float(base["throughput_img_s"].iloc[0]) * x / float(base["gpus"].iloc[0]) if not base.empty and
-                 pd.notna(base["throughput_img_s"].iloc[0]) else None for x in xs]
-        charts.append(line_chart(f"{workload}: images/s vs GPUs", [Series("measured", xs, thr),
-                                 Series("ideal linear", xs, ideal, dashed=True)], "GPUs (ranks)", "images/s"))
-        charts.append(line_chart(f"{workload}: time per epoch", [Series("epoch", xs, g["epoch_time_s"].tolist()),
-                                 Series("1st epoch", xs, g["first_epoch_time_s"].tolist(), dashed=True)],
-                                 "GPUs (ranks)", "seconds"))
-        charts.append(line_chart(f"{workload}: 1st-epoch read bandwidth", [
-            Series("average", xs, g["avg_read_mb_s"].tolist()),
-            Series("peak", xs, g["peak_read_mb_s"].tolist(), dashed=True)], "GPUs (ranks)", "MB/s"))
+        ideal = [
+            float(base["throughput_img_s"].iloc[0]) * x / float(base["gpus"].iloc[0])
+            if not base.empty and pd.notna(base["throughput_img_s"].iloc[0])
+            else None
+            for x in xs
+        ]
+        charts.append(
+            line_chart(
+                f"{workload}: images/s vs GPUs",
+                [Series("measured", xs, thr), Series("ideal linear", xs, ideal, dashed=True)],
+                "GPUs (ranks)",
+                "images/s",
+            )
+        )
+        charts.append(
+            line_chart(
+                f"{workload}: time per epoch",
+                [
+                    Series("epoch", xs, g["epoch_time_s"].tolist()),
+                    Series("1st epoch", xs, g["first_epoch_time_s"].tolist(), dashed=True),
+                ],
+                "GPUs (ranks)",
+                "seconds",
+            )
+        )
+        charts.append(
+            line_chart(
+                f"{workload}: 1st-epoch read bandwidth",
+                [
+                    Series("average", xs, g["avg_read_mb_s"].tolist()),
+                    Series("peak", xs, g["peak_read_mb_s"].tolist(), dashed=True),
+                ],
+                "GPUs (ranks)",
+                "MB/s",
+            )
+        )
     return charts
 
 
@@ -71,8 +98,14 @@ def _timeline_charts(runs: list[dict]) -> list[str]:
                 cpu.append(s.get("cpu_util"))
                 gpu.append(s.get("gpu_util"))
             last[rank] = (s["t"], rb)
-        charts.append(line_chart(f"{workload} on {run['gpus']} ranks: read bandwidth", [Series("read MB/s (est.)", xs, mb)],
-                                 "seconds", "MB/s"))
+        charts.append(
+            line_chart(
+                f"{workload} on {run['gpus']} ranks: read bandwidth",
+                [Series("read MB/s (est.)", xs, mb)],
+                "seconds",
+                "MB/s",
+            )
+        )
         util = [Series("CPU %", xs, cpu)]
         if any(v is not None for v in gpu):
             util.append(Series("GPU %", xs, gpu))
@@ -92,43 +125,78 @@ def _history_chart(history: pd.DataFrame) -> list[str]:
     for (workload, gpus), g in h.groupby(["workload", "gpus"]):
         if (g["gpus"] == g["gpus"].min()).all() and g["scaling_efficiency"].eq(1).all():
             continue  # the baseline is 1 by definition
-        series.append(Series(f"{workload} @{gpus}", [index[r] for r in g["started_at"]], g["scaling_efficiency"].tolist()))
+        series.append(
+            Series(f"{workload} @{gpus}", [index[r] for r in g["started_at"]], g["scaling_efficiency"].tolist())
+        )
     labels = [str(r)[:10] for r in runs]
-    return [line_chart("scaling efficiency history", series, "suite run", "efficiency", x_labels=labels)] if series else []
+    return (
+        [line_chart("scaling efficiency history", series, "suite run", "efficiency", x_labels=labels)] if series else []
+    )
 
 
 def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: pd.DataFrame, cfg) -> Path:
     frame = ev.frame
     verdict = '<span class="pass">PASSED</span>' if ev.passed else '<span class="fail">FAILED</span>'
-    cols = ["workload", "gpus", "state", "throughput_img_s", "scaling_efficiency", "epoch_time_s", "avg_read_mb_s",
-            "peak_read_mb_s", "bandwidth_efficiency", "cache_risk", "bandwidth_valid", "gpu_util", "gpu_mem_util",
-            "cpu_util", "mem_util", "passed"]
-    table = "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td>{_num(r.get(c))}</td>" for c in cols) + "</tr>" for r in frame.to_dict("records")
-    ) + "</table>"
-    fail_rows = "".join(f"<li class=fail>{escape(f['workload'])} @ {f['gpus']} GPUs: {escape(f['metric'])} = "
-                        f"{_num(f['value'])} (bound {_num(f['bound'])}; {escape(f['expectation'])})"
-                        f"{' — ' + escape(f.get('reason', '')) if f.get('reason') else ''}</li>" for f in ev.failures)
-    warn_rows = "".join(f"<li class=warn>{escape(w['workload'])} @ {w['gpus']} GPUs: bandwidth figure is cache-"
-                        f"distorted (dataset fits in page cache or was served from it); not reported as storage "
-                        f"bandwidth</li>" for w in ev.warnings)
+    cols = [
+        "workload",
+        "gpus",
+        "state",
+        "throughput_img_s",
+        "scaling_efficiency",
+        "epoch_time_s",
+        "avg_read_mb_s",
+        "peak_read_mb_s",
+        "bandwidth_efficiency",
+        "cache_risk",
+        "bandwidth_valid",
+        "gpu_util",
+        "gpu_mem_util",
+        "cpu_util",
+        "mem_util",
+        "passed",
+    ]
+    table = (
+        "<table><tr>"
+        + "".join(f"<th>{c}</th>" for c in cols)
+        + "</tr>"
+        + "".join(
+            "<tr>" + "".join(f"<td>{_num(r.get(c))}</td>" for c in cols) + "</tr>" for r in frame.to_dict("records")
+        )
+        + "</table>"
+    )
+    fail_rows = "".join(
+        f"<li class=fail>{escape(f['workload'])} @ {f['gpus']} GPUs: {escape(f['metric'])} = "
+        f"{_num(f['value'])} (bound {_num(f['bound'])}; {escape(f['expectation'])})"
+        f"{' — ' + escape(f.get('reason', '')) if f.get('reason') else ''}</li>"
+        for f in ev.failures
+    )
+    warn_rows = "".join(
+        f"<li class=warn>{escape(w['workload'])} @ {w['gpus']} GPUs: bandwidth figure is cache-"
+        f"distorted (dataset fits in page cache or was served from it); not reported as storage "
+        f"bandwidth</li>"
+        for w in ev.warnings
+    )
     charts = _scaling_charts(frame) + _timeline_charts(runs) + _history_chart(history)
     docs = ""
     if ev.data_docs:
-        docs = f'<p>Great Expectations Data Docs: <a href="{escape(os.path.relpath(ev.data_docs, path.parent))}">' \
-               f"{escape(ev.data_docs)}</a></p>"
+        docs = (
+            f'<p>Great Expectations Data Docs: <a href="{escape(os.path.relpath(ev.data_docs, path.parent))}">'
+            f"{escape(ev.data_docs)}</a></p>"
+        )
+    th = cfg.thresholds
     html = f"""<!doctype html><html><head><meta charset="utf-8"><title>scalewatch {escape(suite_run_id)}</title>
 <style>{CSS}</style></head><body>
 <h1>scalewatch suite run {escape(suite_run_id)}: {verdict}</h1>
-<p>launcher {escape(cfg.launcher)}, cluster {escape(cfg.cluster)}, workloads {escape(', '.join(cfg.workloads))},
-GPU counts {escape(', '.join(map(str, sorted(cfg.gpus))))}; bounds: scaling efficiency ≥ {cfg.thresholds.min_scaling_efficiency},
-bandwidth efficiency ≥ {cfg.thresholds.min_bandwidth_efficiency}, regression tolerance {cfg.thresholds.regression_tolerance}
-over the last {cfg.thresholds.history_runs} accepted runs. Generated {datetime.now().isoformat(timespec="seconds")}.</p>
+<p>launcher {escape(cfg.launcher)}, cluster {escape(cfg.cluster)}, workloads {escape(", ".join(cfg.workloads))},
+GPU counts {escape(", ".join(map(str, sorted(cfg.gpus))))};
+bounds: scaling efficiency ≥ {th.min_scaling_efficiency}, bandwidth efficiency ≥ {th.min_bandwidth_efficiency},
+regression tolerance {th.regression_tolerance} over the last {th.history_runs} accepted runs.
+Generated {datetime.now().isoformat(timespec="seconds")}.</p>
 <h2>Failures</h2><ul>{fail_rows or "<li class=pass>none</li>"}</ul>
 <h2>Inconclusive</h2><ul>{warn_rows or "<li>none</li>"}</ul>
 {docs}
 <h2>Results</h2>{table}
-<h2>Figures</h2><div class="grid">{''.join(charts)}</div>
+<h2>Figures</h2><div class="grid">{"".join(charts)}</div>
 </body></html>"""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

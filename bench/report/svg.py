@@ -29,8 +29,15 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [start + i * step for i in range(int((hi - start) / step) + 2) if start + i * step <= hi + step * 0.01]
 
 
-def line_chart(title: str, series: list[Series], x_label: str, y_label: str, width: int = 520, height: int = 300,
-               x_labels: list[str] | None = None) -> str:
+def line_chart(
+    title: str,
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    width: int = 520,
+    height: int = 300,
+    x_labels: list[str] | None = None,
+) -> str:
     pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys, strict=True) if y is not None and math.isfinite(y)]
     if not pts:
         return f'<figure><figcaption>{escape(title)}</figcaption><p class="empty">no data</p></figure>'
@@ -40,32 +47,45 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str, wid
     x1 = x1 if x1 > x0 else x0 + 1
     sx = lambda x: left + (x - x0) / (x1 - x0) * (width - left - right)  # noqa: E731
     sy = lambda y: height - bottom - y / y1 * (height - top - bottom)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-           f'aria-label="{escape(title)}"><rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{width / 2}" y="18" text-anchor="middle" font-weight="bold">{escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}"><rect width="100%" height="100%" fill="white"/>',
+        f'<text x="{width / 2}" y="18" text-anchor="middle" font-weight="bold">{escape(title)}</text>',
+    ]
     for t in _ticks(0, y1):
-        out.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 5}" y="{sy(t) + 4:.1f}" text-anchor="end" font-size="11">{t:g}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#eee"/>'
+            f'<text x="{left - 5}" y="{sy(t) + 4:.1f}" text-anchor="end" font-size="11">{t:g}</text>'
+        )
     xticks = sorted({p[0] for p in pts}) if len({p[0] for p in pts}) <= 12 else _ticks(x0, x1)
     for i, t in enumerate(xticks):
         label = x_labels[i] if x_labels and i < len(x_labels) else f"{t:g}"
-        out.append(f'<text x="{sx(t):.1f}" y="{height - bottom + 15}" text-anchor="middle" font-size="11">'
-                   f'{escape(label)}</text>')
-    out.append(f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle" font-size="12">{escape(x_label)}</text>'
-               f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle" '
-               f'font-size="12">{escape(y_label)}</text>'
-               f'<line x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}" stroke="#333"/>'
-               f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" stroke="#333"/>')
+        out.append(
+            f'<text x="{sx(t):.1f}" y="{height - bottom + 15}" text-anchor="middle" font-size="11">'
+            f"{escape(label)}</text>"
+        )
+    out.append(
+        f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle" font-size="12">{escape(x_label)}</text>'
+        f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle" '
+        f'font-size="12">{escape(y_label)}</text>'
+        f'<line x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}" stroke="#333"/>'
+        f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" stroke="#333"/>'
+    )
     for i, s in enumerate(series):
         colour = PALETTE[i % len(PALETTE)]
         xy = [(sx(x), sy(y)) for x, y in zip(s.xs, s.ys, strict=True) if y is not None and math.isfinite(y)]
         if not xy:
             continue
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="'
-                   + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + '"/>')
+        out.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="'
+            + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+            + '"/>'
+        )
         if len(xy) <= 30:
             out += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in xy]
-        out.append(f'<text x="{left + 10}" y="{top + 14 + 14 * i}" font-size="11" fill="{colour}">{escape(s.label)}</text>')
+        out.append(
+            f'<text x="{left + 10}" y="{top + 14 + 14 * i}" font-size="11" fill="{colour}">{escape(s.label)}</text>'
+        )
     out.append("</svg>")
     return f"<figure>{''.join(out)}</figure>"

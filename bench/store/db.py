@@ -18,25 +18,60 @@ from bench.analysis.frame import COLUMNS, KEY, METRICS
 
 metadata = sa.MetaData()
 
-schema_table = sa.Table("scalewatch_schema", metadata, sa.Column("version", sa.Integer, primary_key=True),
-                        sa.Column("applied_at", sa.DateTime(timezone=True), server_default=sa.func.now()))
+schema_table = sa.Table(
+    "scalewatch_schema",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+)
 
-_TEXT = {"suite_run_id", "workload", "state", "drop_caches", "launcher", "cluster", "started_at", "reason", "versions"}
+_TEXT = {
+    "suite_run_id",
+    "workload",
+    "state",
+    "drop_caches",
+    "launcher",
+    "cluster",
+    "started_at",
+    "reason",
+    "versions",
+}
 _BOOL = {"valid", "cache_risk", "bandwidth_valid", "accepted"}
 
 results_table = sa.Table(
-    "results", metadata,
-    *(sa.Column(c, sa.Integer if c in ("gpus", "schema_version") else sa.Boolean if c in _BOOL else
-                sa.Text if c in _TEXT else sa.Float, primary_key=c in KEY, nullable=c not in KEY)
-      for c in COLUMNS),
-    sa.Column("scaling_efficiency", sa.Float), sa.Column("bandwidth_efficiency", sa.Float),
-    sa.Column("passed", sa.Boolean), sa.Column("failed_expectations", sa.Text), sa.Column("accepted", sa.Boolean),
+    "results",
+    metadata,
+    *(
+        sa.Column(
+            c,
+            sa.Integer
+            if c in ("gpus", "schema_version")
+            else sa.Boolean
+            if c in _BOOL
+            else sa.Text
+            if c in _TEXT
+            else sa.Float,
+            primary_key=c in KEY,
+            nullable=c not in KEY,
+        )
+        for c in COLUMNS
+    ),
+    sa.Column("scaling_efficiency", sa.Float),
+    sa.Column("bandwidth_efficiency", sa.Float),
+    sa.Column("passed", sa.Boolean),
+    sa.Column("failed_expectations", sa.Text),
+    sa.Column("accepted", sa.Boolean),
 )
 
 suite_runs_table = sa.Table(
-    "suite_runs", metadata, sa.Column("suite_run_id", sa.Text, primary_key=True),
-    sa.Column("started_at", sa.Text), sa.Column("cluster", sa.Text), sa.Column("passed", sa.Boolean),
-    sa.Column("report_path", sa.Text), sa.Column("config", sa.Text),
+    "suite_runs",
+    metadata,
+    sa.Column("suite_run_id", sa.Text, primary_key=True),
+    sa.Column("started_at", sa.Text),
+    sa.Column("cluster", sa.Text),
+    sa.Column("passed", sa.Boolean),
+    sa.Column("report_path", sa.Text),
+    sa.Column("config", sa.Text),
 )
 
 
@@ -47,7 +82,9 @@ def _m1(conn: Connection) -> None:
 
 def _m2(conn: Connection) -> None:
     # Plain DDL: an sa.Index would attach itself to the shared Table and be created by migration 1 too.
-    conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_results_history ON results (workload, gpus, cluster, started_at)"))
+    conn.execute(
+        sa.text("CREATE INDEX IF NOT EXISTS ix_results_history ON results (workload, gpus, cluster, started_at)")
+    )
 
 
 MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2]
@@ -89,8 +126,10 @@ class ResultsStore:
             # rows of this suite run that the rerun no longer has (a scale removed) go too
             for sid in ids:
                 keep = [(r["workload"], r["gpus"]) for r in rows if r["suite_run_id"] == sid]
-                stale = sa.and_(results_table.c.suite_run_id == sid,
-                                sa.not_(sa.tuple_(results_table.c.workload, results_table.c.gpus).in_(keep)))
+                stale = sa.and_(
+                    results_table.c.suite_run_id == sid,
+                    sa.not_(sa.tuple_(results_table.c.workload, results_table.c.gpus).in_(keep)),
+                )
                 conn.execute(results_table.delete().where(stale))
         return len(rows)
 
@@ -115,11 +154,19 @@ class ResultsStore:
         out = pd.Series(np.nan, index=frame.index, dtype=float)
         with self.engine.connect() as conn:
             for idx, row in frame.iterrows():
-                q = (sa.select(t.c.throughput_img_s)
-                     .where(t.c.workload == row["workload"], t.c.gpus == int(row["gpus"]),
-                            t.c.cluster == row["cluster"], t.c.accepted.is_(True),
-                            t.c.suite_run_id != exclude_suite, t.c.throughput_img_s.is_not(None))
-                     .order_by(t.c.started_at.desc()).limit(runs))
+                q = (
+                    sa.select(t.c.throughput_img_s)
+                    .where(
+                        t.c.workload == row["workload"],
+                        t.c.gpus == int(row["gpus"]),
+                        t.c.cluster == row["cluster"],
+                        t.c.accepted.is_(True),
+                        t.c.suite_run_id != exclude_suite,
+                        t.c.throughput_img_s.is_not(None),
+                    )
+                    .order_by(t.c.started_at.desc())
+                    .limit(runs)
+                )
                 values = list(conn.execute(q).scalars())
                 if values:
                     out[idx] = float(np.median(values))

@@ -79,8 +79,12 @@ def train(cfg: TrainConfig) -> dict | None:
     out = cfg.metrics_out
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    sources = build_sources(None if cfg.synthetic else cfg.data, dist.device.index if dist.device.type == "cuda" else None)
-    sampler = Sampler(sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank)
+    sources = build_sources(
+        None if cfg.synthetic else cfg.data, dist.device.index if dist.device.type == "cuda" else None
+    )
+    sampler = Sampler(
+        sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank
+    )
     drop = drop_page_cache(dist) if cfg.drop_caches else "not_requested"
 
     per_epoch = loader.steps_per_epoch
@@ -95,8 +99,11 @@ def train(cfg: TrainConfig) -> dict | None:
     epoch_marks: list[dict] = []
     step = 0
     sampler.start() if cfg.sampler else sampler.sample_now()
-    scaler_ctx = torch.autocast(dist.device.type, dtype=torch.bfloat16 if dist.device.type == "cpu" else torch.float16,
-                                enabled=cfg.amp)
+    scaler_ctx = torch.autocast(
+        dist.device.type,
+        dtype=torch.bfloat16 if dist.device.type == "cpu" else torch.float16,
+        enabled=cfg.amp,
+    )
     model.train()
     for epoch in range(1, epochs + 1):
         dist.barrier()
@@ -130,13 +137,18 @@ def train(cfg: TrainConfig) -> dict | None:
         seconds = time.perf_counter() - t_epoch
         dist.barrier()
         after = sampler.sample_now()
-        epoch_marks.append({
-            "epoch": epoch, "start": wall_start, "end": time.time(), "seconds": seconds,
-            "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
-            "consumed": loader.stats.bytes_consumed - consumed_before,
-            "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
-            "sample_ids": loader.stats.sample_ids[ids_before:],
-        })
+        epoch_marks.append(
+            {
+                "epoch": epoch,
+                "start": wall_start,
+                "end": time.time(),
+                "seconds": seconds,
+                "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
+                "consumed": loader.stats.bytes_consumed - consumed_before,
+                "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
+                "sample_ids": loader.stats.sample_ids[ids_before:],
+            }
+        )
         if step >= total_steps:
             break
     sampler.phase = {"epoch": epoch, "phase": "done"}
@@ -146,13 +158,19 @@ def train(cfg: TrainConfig) -> dict | None:
     measured = len(step_times)
     images_per_s = cfg.batch_size * measured / sum(step_times) if measured else 0.0
     rank_report = {
-        "rank": dist.rank, "host": dist.host, "images": cfg.batch_size * measured, "images_per_s": images_per_s,
+        "rank": dist.rank,
+        "host": dist.host,
+        "images": cfg.batch_size * measured,
+        "images_per_s": images_per_s,
         "step_time_median_s": statistics.median(step_times) if step_times else 0.0,
         "bytes_from_storage": float(sum(m["read_bytes"] for m in epoch_marks)),
-        "bytes_consumed": float(loader.stats.bytes_consumed), "samples_read": loader.stats.samples,
-        "ram_bytes": psutil.virtual_memory().total, "epoch_marks": epoch_marks,
+        "bytes_consumed": float(loader.stats.bytes_consumed),
+        "samples_read": loader.stats.samples,
+        "ram_bytes": psutil.virtual_memory().total,
+        "epoch_marks": epoch_marks,
         "samples": sampler.samples,
-        "steps_measured": measured, "losses": losses,
+        "steps_measured": measured,
+        "losses": losses,
     }
     shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
     if out is not None:
@@ -174,8 +192,14 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
     epochs = []
     for k, mark in enumerate(reports[0]["epoch_marks"]):
         marks = [r["epoch_marks"][k] for r in reports]
-        io = epoch_io([r["samples"] for r in reports], mark["epoch"], min(m["start"] for m in marks),
-                      max(m["end"] for m in marks), sum(m["consumed"] for m in marks), window)
+        io = epoch_io(
+            [r["samples"] for r in reports],
+            mark["epoch"],
+            min(m["start"] for m in marks),
+            max(m["end"] for m in marks),
+            sum(m["consumed"] for m in marks),
+            window,
+        )
         images = sum(m["images"] or 0 for m in marks)
         epochs.append({**io.as_dict(), "seconds": max(m["seconds"] for m in marks), "images": int(images)})
     hosts = sorted({r["host"] for r in reports})
@@ -184,26 +208,50 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
     aggregate_ram = int(sum(ram_per_host.values()))
     risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
     first = epochs[0] if epochs else None
-    bandwidth_valid = bool(first and not cfg.synthetic and not first["cache_distorted"] and not (risk and drop != "done"))
+    bandwidth_valid = bool(
+        first and not cfg.synthetic and not first["cache_distorted"] and not (risk and drop != "done")
+    )
     samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
     loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
     all_losses = [r["losses"] for r in reports]
-    per_rank = [{k: r[k] for k in ("rank", "host", "images", "images_per_s", "step_time_median_s",
-                                   "bytes_from_storage", "bytes_consumed", "samples_read")} for r in reports]
+    per_rank = [
+        {
+            k: r[k]
+            for k in (
+                "rank",
+                "host",
+                "images",
+                "images_per_s",
+                "step_time_median_s",
+                "bytes_from_storage",
+                "bytes_consumed",
+                "samples_read",
+            )
+        }
+        for r in reports
+    ]
     gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
     return {
-        "schema_version": SUMMARY_SCHEMA_VERSION, "valid": True, "status": "success",
-        "workload": cfg.workload, "preset": cfg.preset,
-        "loader": "synthetic" if cfg.synthetic else cfg.loader, "synthetic": cfg.synthetic,
-        "ranks": dist.size, "hosts": hosts, "device": dist.device.type,
-        "batch_size": cfg.batch_size, "image_size": cfg.image_size,
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "valid": True,
+        "status": "success",
+        "workload": cfg.workload,
+        "preset": cfg.preset,
+        "loader": "synthetic" if cfg.synthetic else cfg.loader,
+        "synthetic": cfg.synthetic,
+        "ranks": dist.size,
+        "hosts": hosts,
+        "device": dist.device.type,
+        "batch_size": cfg.batch_size,
+        "image_size": cfg.image_size,
         "measured_steps": min(r["steps_measured"] for r in reports),
         # The measured sum over ranks, never N x one rank.
         "images_per_s": float(sum(r["images_per_s"] for r in reports)),
         "images_per_s_per_rank": [float(r["images_per_s"]) for r in reports],
         "epoch_time_s": float(statistics.median(e["seconds"] for e in epochs)),
         "first_epoch_time_s": float(epochs[0]["seconds"]),
-        "epochs": epochs, "per_rank": per_rank,
+        "epochs": epochs,
+        "per_rank": per_rank,
         "utilisation": {
             "cpu_util": _mean([s.get("cpu_util") for s in samples]),
             "mem_util": _mean([s.get("mem_util") for s in samples]),
@@ -212,7 +260,9 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
             "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
         },
         "storage": {
-            "dataset_bytes": ds_bytes, "aggregate_ram_bytes": aggregate_ram, "cache_risk": risk,
+            "dataset_bytes": ds_bytes,
+            "aggregate_ram_bytes": aggregate_ram,
+            "cache_risk": risk,
             "drop_caches": drop,
             "first_epoch_avg_read_mb_s": None if cfg.synthetic else first["avg_read_mb_s"],
             "first_epoch_peak_read_mb_s": None if cfg.synthetic else first["peak_read_mb_s"],
@@ -220,5 +270,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         },
         "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
         "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),
-        "versions": _versions(), "started_at": started, "ended_at": datetime.now(UTC).isoformat(),
+        "versions": _versions(),
+        "started_at": started,
+        "ended_at": datetime.now(UTC).isoformat(),
     }

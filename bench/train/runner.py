@@ -22,8 +22,15 @@ def run_rank(cfg: TrainConfig) -> dict | None:
     except BaseException as error:
         if cfg.metrics_out is not None:
             cfg.metrics_out.mkdir(parents=True, exist_ok=True)
-            (cfg.metrics_out / f"failed-rank{rank}.json").write_text(json.dumps({
-                "valid": False, "status": "failed", "rank": int(rank), "error": f"{type(error).__name__}: {error}",
-                "traceback": traceback.format_exc(limit=5),
-            }))
+            (cfg.metrics_out / f"failed-rank{rank}.json").write_text(
+                json.dumps(
+                    {
+                        "valid": False,
+                        "status": "failed",
+                        "rank": int(rank),
+                        "error": f"{type(error).__name__}: {error}",
+                        "traceback": traceback.format_exc(limit=5),
+                    }
+                )
+            )
         raise

@@ -30,6 +30,11 @@ def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOpt
     if extra.get("known_hosts"):
         known += extra["known_hosts"].strip() + "\n"
     known_file = str(write_private(home / "known_hosts", known)) if known else None
-    opts = SshOptions(user=conn.login or None, key_file=key_file, known_hosts_file=known_file,
-                      port=conn.port or None, connect_timeout_s=int(extra.get("conn_timeout", 10)))
+    opts = SshOptions(
+        user=conn.login or None,
+        key_file=key_file,
+        known_hosts_file=known_file,
+        port=conn.port or None,
+        connect_timeout_s=int(extra.get("conn_timeout", 10)),
+    )
     return opts, conn.host or None

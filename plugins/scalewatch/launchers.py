@@ -21,5 +21,6 @@ def launcher_kwargs(kind: str, conn_id: str | None, hosts=()) -> dict:
 
 def from_kwargs(kwargs: dict):
     ssh = SshOptions.model_validate(kwargs["ssh"]) if kwargs.get("ssh") else None
-    return build_launcher(kwargs["kind"], ssh=ssh, login_host=kwargs.get("login_host"),
-                          slurm_env=kwargs.get("slurm_env"))
+    return build_launcher(
+        kwargs["kind"], ssh=ssh, login_host=kwargs.get("login_host"), slurm_env=kwargs.get("slurm_env")
+    )

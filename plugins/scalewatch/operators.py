@@ -43,17 +43,31 @@ class TrainScaleOperator(BaseOperator):
             handle = launcher.submit(spec)
         except BenchError as error:
             self.log.error("launch failed for %s: %s", spec.run_id, error)
-            return RunResult(spec.run_id, cfg.launcher, RunState.FAILED, f"launch failed: {error}",
-                             output_dir=str(spec.output_dir)).as_dict() | {"summary": None}
+            return RunResult(
+                spec.run_id,
+                cfg.launcher,
+                RunState.FAILED,
+                f"launch failed: {error}",
+                output_dir=str(spec.output_dir),
+            ).as_dict() | {"summary": None}
         self._handle = handle
-        self.log.info("submitted %s as %s job %s; output in %s", spec.run_id, cfg.launcher, handle["job_id"],
-                      spec.output_dir)
-        self.defer(trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s),
-                   method_name="execute_complete", kwargs={"handle": handle, "launcher": self._launcher_kwargs},
-                   timeout=timedelta(seconds=cfg.time_limit_s + 300))
+        self.log.info(
+            "submitted %s as %s job %s; output in %s",
+            spec.run_id,
+            cfg.launcher,
+            handle["job_id"],
+            spec.output_dir,
+        )
+        self.defer(
+            trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s),
+            method_name="execute_complete",
+            kwargs={"handle": handle, "launcher": self._launcher_kwargs},
+            timeout=timedelta(seconds=cfg.time_limit_s + 300),
+        )
 
-    def execute_complete(self, context, event: dict | None = None, handle: dict | None = None,
-                         launcher: dict | None = None) -> dict:
+    def execute_complete(
+        self, context, event: dict | None = None, handle: dict | None = None, launcher: dict | None = None
+    ) -> dict:
         from pathlib import Path
 
         from bench.launch.base import RunState, collect

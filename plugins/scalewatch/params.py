@@ -10,89 +10,194 @@ import os
 
 from airflow.sdk import Param
 
+from scalewatch import paths
+
 HOST_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,2})?$"
 NAME_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})?$"
 PATH_PATTERN = r"^/[A-Za-z0-9._/+@,=-]*$"
 CONN_PATTERN = r"^([A-Za-z0-9_.-]{1,200})?$"
 
 
-def default_home() -> str:
-    return os.environ.get("SCALEWATCH_HOME", os.path.join(os.getcwd(), "scalewatch-home"))
-
-
 def params() -> dict[str, Param]:
-    home = default_home()
+    home = paths.home()
     s_what, s_where, s_data, s_train, s_bounds, s_alert = (
-        "What to sweep", "Where to launch", "Dataset", "Training", "Bounds", "Alerts")
+        "What to sweep",
+        "Where to launch",
+        "Dataset",
+        "Training",
+        "Bounds",
+        "Alerts",
+    )
     return {
-        "workloads": Param(["ssd", "deeplabv3plus"], type="array", title="Workloads", section=s_what,
-                           description="Models to train at every scale.",
-                           items={"type": "string", "enum": ["ssd", "deeplabv3plus"]}, minItems=1, uniqueItems=True),
-        "gpus": Param([1, 2], type="array", title="GPU counts", section=s_what,
-                      description="Ranks (one per GPU) per scale; the smallest is the scaling baseline.",
-                      items={"type": "integer", "minimum": 1, "maximum": 4096}, minItems=1, uniqueItems=True),
-        "launcher": Param("local", type="string", enum=["local", "ssh", "slurm"], title="Launcher",
-                          section=s_where, description="local: ranks on the worker; ssh: host list; slurm: sbatch."),
-        "conn_id": Param("", type="string", pattern=CONN_PATTERN, title="SSH connection id", section=s_where,
-                         description="ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker)."),
-        "hosts": Param([], type="array", title="SSH hosts", section=s_where,
-                       description="host[:slots] per entry, for the ssh launcher.",
-                       items={"type": "string", "pattern": HOST_PATTERN}),
+        "workloads": Param(
+            ["ssd", "deeplabv3plus"],
+            type="array",
+            title="Workloads",
+            section=s_what,
+            description="Models to train at every scale.",
+            items={"type": "string", "enum": ["ssd", "deeplabv3plus"]},
+            minItems=1,
+            uniqueItems=True,
+        ),
+        "gpus": Param(
+            [1, 2],
+            type="array",
+            title="GPU counts",
+            section=s_what,
+            description="Ranks (one per GPU) per scale; the smallest is the scaling baseline.",
+            items={"type": "integer", "minimum": 1, "maximum": 4096},
+            minItems=1,
+            uniqueItems=True,
+        ),
+        "launcher": Param(
+            "local",
+            type="string",
+            enum=["local", "ssh", "slurm"],
+            title="Launcher",
+            section=s_where,
+            description="local: ranks on the worker; ssh: host list; slurm: sbatch.",
+        ),
+        "conn_id": Param(
+            "",
+            type="string",
+            pattern=CONN_PATTERN,
+            title="SSH connection id",
+            section=s_where,
+            description="ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker).",
+        ),
+        "hosts": Param(
+            [],
+            type="array",
+            title="SSH hosts",
+            section=s_where,
+            description="host[:slots] per entry, for the ssh launcher.",
+            items={"type": "string", "pattern": HOST_PATTERN},
+        ),
         "partition": Param("", type="string", pattern=NAME_PATTERN, title="Slurm partition", section=s_where),
         "account": Param("", type="string", pattern=NAME_PATTERN, title="Slurm account", section=s_where),
         "gpus_per_node": Param(0, type="integer", minimum=0, maximum=16, title="GPUs per node", section=s_where),
-        "ranks_per_node": Param(0, type="integer", minimum=0, maximum=256, title="Ranks per node (0: all on one)",
-                                section=s_where),
-        "dataset_path": Param(os.path.join(home, "data"), type="string", pattern=PATH_PATTERN,
-                              title="Dataset path on the storage under test", section=s_data),
-        "dataset_images": Param(64, type="integer", minimum=1, maximum=100_000_000, title="Images to generate",
-                                section=s_data, description="Synthetic dataset size per workload."),
-        "stage_from": Param("", type="string", pattern=r"^(/[A-Za-z0-9._/+@,=-]*)?$", title="Stage from (optional)",
-                            section=s_data, description="Copy an existing dataset instead of generating one."),
+        "ranks_per_node": Param(
+            0, type="integer", minimum=0, maximum=256, title="Ranks per node (0: all on one)", section=s_where
+        ),
+        "dataset_path": Param(
+            os.path.join(home, "data"),
+            type="string",
+            pattern=PATH_PATTERN,
+            title="Dataset path on the storage under test",
+            section=s_data,
+        ),
+        "dataset_images": Param(
+            64,
+            type="integer",
+            minimum=1,
+            maximum=100_000_000,
+            title="Images to generate",
+            section=s_data,
+            description="Synthetic dataset size per workload.",
+        ),
+        "stage_from": Param(
+            "",
+            type="string",
+            pattern=r"^(/[A-Za-z0-9._/+@,=-]*)?$",
+            title="Stage from (optional)",
+            section=s_data,
+            description="Copy an existing dataset instead of generating one.",
+        ),
         "steps": Param(6, type="integer", minimum=1, maximum=10_000_000, title="Measured steps", section=s_train),
         "batch_size": Param(8, type="integer", minimum=1, maximum=4096, title="Batch size per rank", section=s_train),
         "image_size": Param(128, type="integer", minimum=32, maximum=2048, title="Image size", section=s_train),
         "loader": Param("dali", type="string", enum=["dali", "torch"], title="Input pipeline", section=s_train),
-        "preset": Param("tiny", type="string", enum=["tiny", "small", "production"], title="Model preset",
-                        section=s_train),
-        "min_scaling_efficiency": Param(0.4, type="number", minimum=0, maximum=1.5, section=s_bounds,
-                                        title="Min scaling efficiency",
-                                        description="Per scale vs the baseline. 0.8 on GPU clusters; 0.4 is the 2-core CPU default (measured 0.50-0.56 at 1->2 ranks)."),
-        "min_bandwidth_efficiency": Param(0.4, type="number", minimum=0, maximum=1.5, section=s_bounds,
-                                          title="Min bandwidth efficiency"),
-        "min_gpu_util": Param(None, type=["null", "number"], minimum=0, maximum=100, section=s_bounds,
-                              title="Min GPU utilisation % (empty: not checked)"),
-        "regression_tolerance": Param(0.1, type="number", minimum=0, maximum=1, section=s_bounds,
-                                      title="Regression tolerance", description="Allowed drop vs the history median."),
+        "preset": Param(
+            "tiny", type="string", enum=["tiny", "small", "production"], title="Model preset", section=s_train
+        ),
+        "min_scaling_efficiency": Param(
+            0.4,
+            type="number",
+            minimum=0,
+            maximum=1.5,
+            section=s_bounds,
+            title="Min scaling efficiency",
+            description="Per scale vs the baseline. 0.8 on GPU clusters; 0.4 is the 2-core CPU default "
+            "(measured 0.50-0.56 at 1->2 ranks).",
+        ),
+        "min_bandwidth_efficiency": Param(
+            0.4, type="number", minimum=0, maximum=1.5, section=s_bounds, title="Min bandwidth efficiency"
+        ),
+        "min_gpu_util": Param(
+            None,
+            type=["null", "number"],
+            minimum=0,
+            maximum=100,
+            section=s_bounds,
+            title="Min GPU utilisation % (empty: not checked)",
+        ),
+        "regression_tolerance": Param(
+            0.1,
+            type="number",
+            minimum=0,
+            maximum=1,
+            section=s_bounds,
+            title="Regression tolerance",
+            description="Allowed drop vs the history median.",
+        ),
         "history_runs": Param(8, type="integer", minimum=1, maximum=520, section=s_bounds, title="History runs (K)"),
-        "slack_conn_id": Param("", type="string", pattern=CONN_PATTERN, title="Slack webhook connection",
-                               section=s_alert),
+        "slack_conn_id": Param(
+            "", type="string", pattern=CONN_PATTERN, title="Slack webhook connection", section=s_alert
+        ),
         "smtp_conn_id": Param("", type="string", pattern=CONN_PATTERN, title="SMTP connection", section=s_alert),
-        "email_to": Param([], type="array", title="E-mail recipients", section=s_alert,
-                          items={"type": "string", "format": "email",
-                                 "pattern": r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$"}),
+        "email_to": Param(
+            [],
+            type="array",
+            title="E-mail recipients",
+            section=s_alert,
+            items={
+                "type": "string",
+                "format": "email",
+                "pattern": r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$",
+            },
+        ),
     }
 
 
-def to_sweep(p: dict, home: str | None = None) -> dict:
+def to_sweep(p: dict) -> dict:
     """Params -> SweepConfig fields (validated by the caller with bench.config.parse)."""
-    home = home or default_home()
     none = lambda v: v or None  # noqa: E731  (empty form strings mean "not set")
     return {
-        "workloads": p["workloads"], "gpus": p["gpus"], "launcher": p["launcher"], "conn_id": none(p["conn_id"]),
+        "workloads": p["workloads"],
+        "gpus": p["gpus"],
+        "launcher": p["launcher"],
+        "conn_id": none(p["conn_id"]),
         "hosts": [{"host": h.partition(":")[0], "slots": int(h.partition(":")[2] or 1)} for h in p["hosts"]],
-        "partition": none(p["partition"]), "account": none(p["account"]), "gpus_per_node": p["gpus_per_node"],
+        "partition": none(p["partition"]),
+        "account": none(p["account"]),
+        "gpus_per_node": p["gpus_per_node"],
         "ranks_per_node": p["ranks_per_node"] or None,
-        "dataset_path": p["dataset_path"], "dataset_images": p["dataset_images"], "stage_from": none(p["stage_from"]),
-        "train": {"workload": p["workloads"][0], "steps": p["steps"], "batch_size": p["batch_size"],
-                  "image_size": p["image_size"], "loader": p["loader"], "preset": p["preset"],
-                  "data": p["dataset_path"], "sample_interval_s": 0.25},
-        "thresholds": {"min_scaling_efficiency": p["min_scaling_efficiency"],
-                       "min_bandwidth_efficiency": p["min_bandwidth_efficiency"], "min_gpu_util": p["min_gpu_util"],
-                       "regression_tolerance": p["regression_tolerance"], "history_runs": p["history_runs"]},
-        "alerts": {"slack_conn_id": none(p["slack_conn_id"]), "smtp_conn_id": none(p["smtp_conn_id"]),
-                   "email_to": p["email_to"]},
-        "results_url": os.environ.get("SCALEWATCH_RESULTS_URL", f"sqlite:///{home}/results.db"),
-        "output_dir": os.environ.get("SCALEWATCH_OUTPUT_DIR", os.path.join(home, "runs")),
+        "dataset_path": p["dataset_path"],
+        "dataset_images": p["dataset_images"],
+        "stage_from": none(p["stage_from"]),
+        "train": {
+            "workload": p["workloads"][0],
+            "steps": p["steps"],
+            "batch_size": p["batch_size"],
+            "image_size": p["image_size"],
+            "loader": p["loader"],
+            "preset": p["preset"],
+            "data": p["dataset_path"],
+            "sample_interval_s": 0.25,
+        },
+        "thresholds": {
+            "min_scaling_efficiency": p["min_scaling_efficiency"],
+            "min_bandwidth_efficiency": p["min_bandwidth_efficiency"],
+            "min_gpu_util": p["min_gpu_util"],
+            "regression_tolerance": p["regression_tolerance"],
+            "history_runs": p["history_runs"],
+        },
+        "alerts": {
+            "slack_conn_id": none(p["slack_conn_id"]),
+            "smtp_conn_id": none(p["smtp_conn_id"]),
+            "email_to": p["email_to"],
+        },
+        "results_url": paths.results_url(),
+        "output_dir": paths.output_dir(),
         "cluster": os.environ.get("SCALEWATCH_CLUSTER", "local"),
     }

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from html import escape
-from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
-REPORTS_ENV = "SCALEWATCH_OUTPUT_DIR"
-
-
-def reports_root() -> Path:
-    return Path(os.environ.get(REPORTS_ENV, Path.cwd() / "scalewatch-home" / "runs")).resolve()
-
+from scalewatch.paths import reports_root
 
 app = FastAPI(title="scalewatch reports")
 

@@ -27,8 +27,11 @@ def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
         from bench.pipeline import run_spec
 
         spec = run_spec(cfg, suite_run_id, item["workload"], item["gpus"])
-        result = by_run.get(spec.run_id) or {"state": "FAILED", "reason": "training task did not return a result",
-                                             "output_dir": str(spec.output_dir)}
+        result = by_run.get(spec.run_id) or {
+            "state": "FAILED",
+            "reason": "training task did not return a result",
+            "output_dir": str(spec.output_dir),
+        }
         runs.append({**item, "result": _summary(result)})
     started = context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
     store = ResultsStore(cfg.results_url)
@@ -36,10 +39,25 @@ def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
     ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
     ev.frame.to_csv(suite_dir / "results.csv", index=False)
     report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
-    store.upsert(ev.frame, {"suite_run_id": suite_run_id, "started_at": started, "cluster": cfg.cluster,
-                            "passed": ev.passed, "report_path": str(report), "config": cfg.model_dump_json()})
-    return {"passed": ev.passed, "failures": ev.failures, "warnings": ev.warnings, "report": str(report),
-            "data_docs": ev.data_docs, "results_csv": str(suite_dir / "results.csv")}
+    store.upsert(
+        ev.frame,
+        {
+            "suite_run_id": suite_run_id,
+            "started_at": started,
+            "cluster": cfg.cluster,
+            "passed": ev.passed,
+            "report_path": str(report),
+            "config": cfg.model_dump_json(),
+        },
+    )
+    return {
+        "passed": ev.passed,
+        "failures": ev.failures,
+        "warnings": ev.warnings,
+        "report": str(report),
+        "data_docs": ev.data_docs,
+        "results_csv": str(suite_dir / "results.csv"),
+    }
 
 
 def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
@@ -51,8 +69,16 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
     cfg = SweepConfig.model_validate(plan["sweep"])
     suite_run_id = plan["suite_run_id"]
     if outcome is None:
-        failures = [{"workload": "*", "gpus": "*", "metric": "pipeline", "value": "failed", "bound": "completed",
-                     "expectation": "an upstream task failed before evaluation"}]
+        failures = [
+            {
+                "workload": "*",
+                "gpus": "*",
+                "metric": "pipeline",
+                "value": "failed",
+                "bound": "completed",
+                "expectation": "an upstream task failed before evaluation",
+            }
+        ]
         report = None
     elif outcome["passed"]:
         return []

@@ -15,8 +15,10 @@ class RunStateTrigger(BaseTrigger):
         self.handle, self.launcher, self.poll_s = handle, launcher, poll_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("scalewatch.triggers.RunStateTrigger",
-                {"handle": self.handle, "launcher": self.launcher, "poll_s": self.poll_s})
+        return (
+            "scalewatch.triggers.RunStateTrigger",
+            {"handle": self.handle, "launcher": self.launcher, "poll_s": self.poll_s},
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from scalewatch.launchers import from_kwargs
@@ -25,7 +27,8 @@ class RunStateTrigger(BaseTrigger):
         while True:
             state, reason = await asyncio.to_thread(launcher.poll, self.handle)
             if state.finished:
-                yield TriggerEvent({"state": str(state), "reason": reason, "handle": self.handle,
-                                    "launcher": self.launcher})
+                yield TriggerEvent(
+                    {"state": str(state), "reason": reason, "handle": self.handle, "launcher": self.launcher}
+                )
                 return
             await asyncio.sleep(self.poll_s)

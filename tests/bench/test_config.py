@@ -7,11 +7,25 @@ from hypothesis import strategies as st
 from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig, parse
 from bench.errors import ConfigError
 
-SHELL = ["a;touch /tmp/pwned", "$(reboot)", "`id`", "a b", "x|y", "../etc", "a&&b", "host\nname", "-oProxyCommand=x"]
+SHELL = [
+    "a;touch /tmp/pwned",
+    "$(reboot)",
+    "`id`",
+    "a b",
+    "x|y",
+    "../etc",
+    "a&&b",
+    "host\nname",
+    "-oProxyCommand=x",
+]
 
 
 def sweep(**over) -> dict:
-    base = {"dataset_path": "/data/x", "output_dir": "/out", "train": {"workload": "ssd", "steps": 2, "data": "/data/x"}}
+    base = {
+        "dataset_path": "/data/x",
+        "output_dir": "/out",
+        "train": {"workload": "ssd", "steps": 2, "data": "/data/x"},
+    }
     return base | over
 
 

@@ -32,8 +32,11 @@ def train_pids(output_dir: Path, rank: int | None = None) -> list[int]:
 
 
 def any_pids(pattern: bytes) -> list[int]:
-    return [int(e) for e in os.listdir("/proc") if e.isdigit() and pattern in _read(f"/proc/{e}/cmdline")
-            and int(e) != os.getpid()]
+    return [
+        int(e)
+        for e in os.listdir("/proc")
+        if e.isdigit() and pattern in _read(f"/proc/{e}/cmdline") and int(e) != os.getpid()
+    ]
 
 
 def wait_for(predicate, timeout: float = 60, interval: float = 0.2):

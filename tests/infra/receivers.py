@@ -14,7 +14,7 @@ class WebhookReceiver:
         received = self.posts
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append({"path": self.path, "json": json.loads(body)})
                 self.send_response(200)
@@ -44,9 +44,14 @@ class SmtpReceiver:
         messages = self.messages
 
         class Handler:
-            async def handle_DATA(self, server, session, envelope):  # noqa: N802
-                messages.append({"from": envelope.mail_from, "to": envelope.rcpt_tos,
-                                 "data": envelope.content.decode(errors="replace")})
+            async def handle_DATA(self, server, session, envelope):
+                messages.append(
+                    {
+                        "from": envelope.mail_from,
+                        "to": envelope.rcpt_tos,
+                        "data": envelope.content.decode(errors="replace"),
+                    }
+                )
                 return "250 OK"
 
         with socket.socket() as s:  # aiosmtpd probes its own port, so it cannot be 0
@@ -63,8 +68,13 @@ class SmtpReceiver:
                 logins.append(auth_data.login.decode())
             return AuthResult(success=ok)
 
-        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, authenticator=authenticator,
-                                     auth_require_tls=False)
+        self.controller = Controller(
+            Handler(),
+            hostname="127.0.0.1",
+            port=self.port,
+            authenticator=authenticator,
+            auth_require_tls=False,
+        )
 
     def __enter__(self) -> SmtpReceiver:
         self.controller.start()

@@ -40,19 +40,37 @@ class SlurmCluster:
     def write_conf(self) -> None:
         ctl_port = _free_port()
         lines = [
-            "ClusterName=scalewatch-test", f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
-            f"SlurmctldPort={ctl_port}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core", f"StateSaveLocation={self.root}/state",
-            f"SlurmdSpoolDir={self.root}/spool/%n", f"SlurmctldPidFile={self.root}/slurmctld.pid",
-            f"SlurmdPidFile={self.root}/slurmd-%n.pid", f"SlurmctldLogFile={self.root}/slurmctld.log",
-            f"SlurmdLogFile={self.root}/slurmd-%n.log", "MinJobAge=86400", "ReturnToService=2",
-            "SlurmdTimeout=10", "InactiveLimit=0", "KillWait=5", "MpiDefault=none",
-            "JobCompType=jobcomp/none", "SchedulerType=sched/backfill", "MaxJobCount=10000",
+            "ClusterName=scalewatch-test",
+            f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
+            f"SlurmctldPort={ctl_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            f"StateSaveLocation={self.root}/state",
+            f"SlurmdSpoolDir={self.root}/spool/%n",
+            f"SlurmctldPidFile={self.root}/slurmctld.pid",
+            f"SlurmdPidFile={self.root}/slurmd-%n.pid",
+            f"SlurmctldLogFile={self.root}/slurmctld.log",
+            f"SlurmdLogFile={self.root}/slurmd-%n.log",
+            "MinJobAge=86400",
+            "ReturnToService=2",
+            "SlurmdTimeout=10",
+            "InactiveLimit=0",
+            "KillWait=5",
+            "MpiDefault=none",
+            "JobCompType=jobcomp/none",
+            "SchedulerType=sched/backfill",
+            "MaxJobCount=10000",
         ]
-        for i, name in enumerate(self.node_names(), start=1):
-            lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} "
-                         f"CPUs={self.cpus} RealMemory=1000 State=UNKNOWN")
+        for name in self.node_names():
+            lines.append(
+                f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} "
+                f"CPUs={self.cpus} RealMemory=1000 State=UNKNOWN"
+            )
         lines.append(f"PartitionName=test Nodes={','.join(self.node_names())} Default=YES MaxTime=INFINITE State=UP")
         lines.append(f"PartitionName=other Nodes={self.node_names()[0]} Default=NO State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
@@ -62,8 +80,13 @@ class SlurmCluster:
             (self.root / d).mkdir(parents=True, exist_ok=True)
         self.write_conf()
         self._start_munge()
-        self.procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(self.conf)],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.procs.append(
+            subprocess.Popen(
+                ["slurmctld", "-D", "-i", "-f", str(self.conf)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         for name in self.node_names():
             self.start_node(name)
         self.wait_idle()
@@ -71,8 +94,11 @@ class SlurmCluster:
 
     def start_node(self, name: str) -> subprocess.Popen:
         (self.root / "spool" / name).mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(["slurmd", "-D", "-N", name, "-f", str(self.conf)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            ["slurmd", "-D", "-N", name, "-f", str(self.conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.procs.append(proc)
         setattr(self, f"_slurmd_{name}", proc)
         return proc
@@ -90,9 +116,18 @@ class SlurmCluster:
         key = self.root / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        subprocess.run(["munged", f"--key-file={key}", f"--socket={MUNGE_SOCKET_DIR}/munge.socket.2",
-                        f"--pid-file={self.root}/munged.pid", f"--log-file={self.root}/munged.log",
-                        f"--seed-file={self.root}/munged.seed", "--force"], check=True)
+        subprocess.run(
+            [
+                "munged",
+                f"--key-file={key}",
+                f"--socket={MUNGE_SOCKET_DIR}/munge.socket.2",
+                f"--pid-file={self.root}/munged.pid",
+                f"--log-file={self.root}/munged.log",
+                f"--seed-file={self.root}/munged.seed",
+                "--force",
+            ],
+            check=True,
+        )
         self._owns_munge = True
 
     def _munge_ok(self) -> bool:

@@ -67,20 +67,54 @@ class SshHosts:
             if not host_key.exists():
                 sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key))
             conf = self.root / f"sshd{i}.conf"
-            conf.write_text("\n".join([
-                "Port 22", f"ListenAddress {self.ip(i)}", f"HostKey {host_key}", f"PidFile {self.root}/sshd{i}.pid",
-                f"AuthorizedKeysFile {authorized}", "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no", "StrictModes no", "UsePAM no", "PermitUserEnvironment no",
-                "MaxStartups 50", "MaxSessions 50",
-            ]) + "\n")
-            self.procs.append(subprocess.Popen(
-                # Own hostname and /etc/hosts, as a real host has: Horovod 0.28's process-set Gloo
-                # context resolves the hostname and ignores HOROVOD_GLOO_IFACE.
-                ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "--mount", "sh", "-c",
-                 f"hostname host{i} && mount --bind {hosts_file} /etc/hosts && exec /usr/sbin/sshd -D -e -f {conf}"],
-                stdout=subprocess.DEVNULL, stderr=(self.root / f"sshd{i}.log").open("w")))
-            known.append(known_hosts_line(self.ip(i), 22, (self.root / f"host{i}_ed25519.pub").read_text()
-                                          .split(" ")[0] + " " + (self.root / f"host{i}_ed25519.pub").read_text().split(" ")[1]))
+            conf.write_text(
+                "\n".join(
+                    [
+                        "Port 22",
+                        f"ListenAddress {self.ip(i)}",
+                        f"HostKey {host_key}",
+                        f"PidFile {self.root}/sshd{i}.pid",
+                        f"AuthorizedKeysFile {authorized}",
+                        "PermitRootLogin prohibit-password",
+                        "PasswordAuthentication no",
+                        "KbdInteractiveAuthentication no",
+                        "StrictModes no",
+                        "UsePAM no",
+                        "PermitUserEnvironment no",
+                        "MaxStartups 50",
+                        "MaxSessions 50",
+                    ]
+                )
+                + "\n"
+            )
+            self.procs.append(
+                subprocess.Popen(
+                    # Own hostname and /etc/hosts, as a real host has: Horovod 0.28's process-set Gloo
+                    # context resolves the hostname and ignores HOROVOD_GLOO_IFACE.
+                    [
+                        "nsenter",
+                        f"--net=/run/netns/{ns}",
+                        "unshare",
+                        "--uts",
+                        "--mount",
+                        "sh",
+                        "-c",
+                        f"hostname host{i} && mount --bind {hosts_file} /etc/hosts && "
+                        f"exec /usr/sbin/sshd -D -e -f {conf}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=(self.root / f"sshd{i}.log").open("w"),
+                )
+            )
+            known.append(
+                known_hosts_line(
+                    self.ip(i),
+                    22,
+                    (self.root / f"host{i}_ed25519.pub").read_text().split(" ")[0]
+                    + " "
+                    + (self.root / f"host{i}_ed25519.pub").read_text().split(" ")[1],
+                )
+            )
         self.known_hosts = self.root / "known_hosts"
         self.known_hosts.write_text("".join(known))
         self.wait_ready()

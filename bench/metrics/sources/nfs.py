@@ -12,9 +12,9 @@ def nfs_mount_of(path: Path, mounts: str = "/proc/self/mounts") -> str | None:
     with open(mounts) as f:
         for line in f:
             _, mountpoint, fstype, *_ = line.split()
-            if fstype.startswith("nfs") and (real == mountpoint or real.startswith(mountpoint.rstrip("/") + "/")):
-                if best is None or len(mountpoint) > len(best):
-                    best = mountpoint
+            inside = real == mountpoint or real.startswith(mountpoint.rstrip("/") + "/")
+            if fstype.startswith("nfs") and inside and (best is None or len(mountpoint) > len(best)):
+                best = mountpoint
     return best
 
 

@@ -46,6 +46,5 @@ class ProcIoSource:
                     self._gone[key] += last.get(key, 0)
         self._last = seen
         return {
-            key: float(self._gone[key] + sum(io.get(key, 0) for io in seen.values()))
-            for key in ("read_bytes", "rchar")
+            key: float(self._gone[key] + sum(io.get(key, 0) for io in seen.values())) for key in ("read_bytes", "rchar")
         }

@@ -6,8 +6,8 @@ from bench.config import AlertTargets
 
 
 def notifiers(targets: AlertTargets, subject: str, text: str) -> list:
-    from scalewatch.notifiers.smtp_mail import SmtpAlert
     from scalewatch.notifiers.slack import SlackWebhookAlert
+    from scalewatch.notifiers.smtp_mail import SmtpAlert
 
     out: list = []
     if targets.slack_conn_id:

@@ -29,8 +29,12 @@ class SlackWebhookAlert(BaseNotifier):
         from airflow.sdk import BaseHook
 
         url = webhook_url(BaseHook.get_connection(self.conn_id))
-        request = urllib.request.Request(url, data=json.dumps({"text": self.text}).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
+        request = urllib.request.Request(
+            url,
+            data=json.dumps({"text": self.text}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             if response.status >= 300:
                 raise RuntimeError(f"slack webhook ({self.conn_id}) answered HTTP {response.status}")

@@ -21,13 +21,23 @@ def write(tmp_path, text: str):
 
 
 def test_evaluate_linear_passes_and_json_shape(tmp_path):
-    p = write(tmp_path, "model,gpus,throughput_img_s,avg_read_mb_s\nssd,4,400,100\nssd,16,1580,395\nssd,32,3150,790\n")
+    p = write(
+        tmp_path,
+        "model,gpus,throughput_img_s,avg_read_mb_s\nssd,4,400,100\nssd,16,1580,395\nssd,32,3150,790\n",
+    )
     done = run("evaluate", str(p), "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["passed"] is True
     assert [r["gpus"] for r in doc["rows"]] == [4, 16, 32]
-    assert set(doc["rows"][0]) == {"model", "gpus", "scaling_efficiency", "bandwidth_efficiency", "passed", "failed"}
+    assert set(doc["rows"][0]) == {
+        "model",
+        "gpus",
+        "scaling_efficiency",
+        "bandwidth_efficiency",
+        "passed",
+        "failed",
+    }
     assert doc["rows"][2]["scaling_efficiency"] == pytest.approx(3150 / 400 / 8)
 
 
@@ -47,16 +57,19 @@ def test_evaluate_from_epoch_time_and_baseline(tmp_path):
     assert eff[16] == pytest.approx(52 / 40 / 2)
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("", "empty"),
-    ("model,throughput_img_s\nssd,1\n", "'gpus'"),
-    ("model,gpus\nssd,1\nssd,2\n", "throughput_img_s"),
-    ("model,gpus,throughput_img_s\nssd,1,10\nssd,two,20\n", "column 'gpus' row 3"),
-    ("model,gpus,throughput_img_s\nssd,1,10\nssd,0,20\n", "row 3"),
-    ("model,gpus,throughput_img_s\nssd,1,10\nssd,1,20\n", "duplicate"),
-    ("model,gpus,throughput_img_s\nssd,1,10\n", "one scale only"),
-    ("model,gpus,throughput_img_s\nssd,1,10\nssd,2,fast\n", "column 'throughput_img_s' row 3"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("", "empty"),
+        ("model,throughput_img_s\nssd,1\n", "'gpus'"),
+        ("model,gpus\nssd,1\nssd,2\n", "throughput_img_s"),
+        ("model,gpus,throughput_img_s\nssd,1,10\nssd,two,20\n", "column 'gpus' row 3"),
+        ("model,gpus,throughput_img_s\nssd,1,10\nssd,0,20\n", "row 3"),
+        ("model,gpus,throughput_img_s\nssd,1,10\nssd,1,20\n", "duplicate"),
+        ("model,gpus,throughput_img_s\nssd,1,10\n", "one scale only"),
+        ("model,gpus,throughput_img_s\nssd,1,10\nssd,2,fast\n", "column 'throughput_img_s' row 3"),
+    ],
+)
 def test_evaluate_bad_input_exit_2(tmp_path, text, needle):
     done = run("evaluate", str(write(tmp_path, text)))
     assert done.returncode == 2

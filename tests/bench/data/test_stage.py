@@ -41,12 +41,38 @@ def test_stage_manifest_skip_and_verify(tmp_path, datasets):
 
 
 def test_stage_cli_runs_gx_checks(tmp_path, datasets):
-    done = subprocess.run([BENCH, "dataset", "stage", "--from", str(datasets["segmentation"]), "--to",
-                           str(tmp_path / "d"), "--expect-images", "32"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            BENCH,
+            "dataset",
+            "stage",
+            "--from",
+            str(datasets["segmentation"]),
+            "--to",
+            str(tmp_path / "d"),
+            "--expect-images",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["checks"]["success"] is True
-    bad = subprocess.run([BENCH, "dataset", "stage", "--from", str(datasets["segmentation"]), "--to",
-                          str(tmp_path / "d"), "--expect-images", "33"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            BENCH,
+            "dataset",
+            "stage",
+            "--from",
+            str(datasets["segmentation"]),
+            "--to",
+            str(tmp_path / "d"),
+            "--expect-images",
+            "33",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "manifest checks failed" in bad.stderr
 
 
@@ -77,3 +103,12 @@ def test_rerun_after_interruption_completes(tmp_path, datasets):
     next((tmp_path / "d" / "images").iterdir()).unlink()
     result = stage(src, tmp_path / "d")
     assert result.copied == 1 and verify(tmp_path / "d") == []
+
+
+def test_regenerating_smaller_and_restaging_mirrors_the_spec(tmp_path):
+    generate(GenerateSpec("coco", tmp_path / "src", images=10))
+    stage(tmp_path / "src", tmp_path / "dst")
+    generate(GenerateSpec("coco", tmp_path / "src", images=6))
+    result = stage(tmp_path / "src", tmp_path / "dst")
+    assert len(list((tmp_path / "dst" / "images").iterdir())) == 6 == len(list((tmp_path / "src" / "images").iterdir()))
+    assert result.files == 7 and verify(tmp_path / "dst") == []

@@ -12,8 +12,9 @@ pytestmark = pytest.mark.slow
 
 
 def spec(tmp_path, datasets, **over) -> RunSpec:
-    train = TrainConfig(workload="ssd", data=datasets["coco"], steps=over.pop("steps", 4), batch_size=4,
-                        sample_interval_s=0.2)
+    train = TrainConfig(
+        workload="ssd", data=datasets["coco"], steps=over.pop("steps", 4), batch_size=4, sample_interval_s=0.2
+    )
     return RunSpec(run_id=over.pop("run_id", "loc"), train=train, ranks=2, output_dir=tmp_path / "run", **over)
 
 

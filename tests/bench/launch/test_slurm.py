@@ -25,11 +25,23 @@ def cluster(tmp_path_factory):
 
 
 def spec(tmp_path, datasets, **over) -> RunSpec:
-    train = TrainConfig(workload=over.pop("workload", "ssd"), data=over.pop("data", datasets["coco"]),
-                        steps=over.pop("steps", 4), batch_size=4, sample_interval_s=0.2)
-    return RunSpec(run_id=over.pop("run_id", "sl"), train=train, ranks=2, ranks_per_node=1,
-                   partition=over.pop("partition", "test"),
-                   output_dir=tmp_path / "run", python=Path(sys.executable), **over)
+    train = TrainConfig(
+        workload=over.pop("workload", "ssd"),
+        data=over.pop("data", datasets["coco"]),
+        steps=over.pop("steps", 4),
+        batch_size=4,
+        sample_interval_s=0.2,
+    )
+    return RunSpec(
+        run_id=over.pop("run_id", "sl"),
+        train=train,
+        ranks=2,
+        ranks_per_node=1,
+        partition=over.pop("partition", "test"),
+        output_dir=tmp_path / "run",
+        python=Path(sys.executable),
+        **over,
+    )
 
 
 def test_two_node_training_job(cluster, tmp_path, datasets):

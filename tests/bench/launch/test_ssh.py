@@ -25,9 +25,15 @@ def hosts(tmp_path_factory):
 
 def spec(hosts, tmp_path, datasets, host_list=None) -> RunSpec:
     train = TrainConfig(workload="ssd", data=datasets["coco"], steps=4, batch_size=4, sample_interval_s=0.2)
-    return RunSpec(run_id="ssh", train=train, ranks=2, output_dir=tmp_path / "run", python=Path(sys.executable),
-                   hosts=host_list or (HostSlots(host=hosts.ip(0)), HostSlots(host=hosts.ip(1))),
-                   rendezvous_addr=hosts.gateway)
+    return RunSpec(
+        run_id="ssh",
+        train=train,
+        ranks=2,
+        output_dir=tmp_path / "run",
+        python=Path(sys.executable),
+        hosts=host_list or (HostSlots(host=hosts.ip(0)), HostSlots(host=hosts.ip(1))),
+        rendezvous_addr=hosts.gateway,
+    )
 
 
 def test_two_host_training(hosts, tmp_path, datasets):

@@ -24,13 +24,34 @@ def store(request, tmp_path):
 
 
 def frame(suite: str, thr: float, started: str, gpus=(1, 2)) -> pd.DataFrame:
-    rows = [{"suite_run_id": suite, "workload": "ssd", "gpus": g, "state": "COMPLETED", "valid": True,
-             "throughput_img_s": thr * g, "cluster": "c", "started_at": started, "launcher": "local",
-             "reason": "", "versions": "{}", "schema_version": 1, "cache_risk": False, "bandwidth_valid": True,
-             "drop_caches": "done"} for g in gpus]
+    rows = [
+        {
+            "suite_run_id": suite,
+            "workload": "ssd",
+            "gpus": g,
+            "state": "COMPLETED",
+            "valid": True,
+            "throughput_img_s": thr * g,
+            "cluster": "c",
+            "started_at": started,
+            "launcher": "local",
+            "reason": "",
+            "versions": "{}",
+            "schema_version": 1,
+            "cache_risk": False,
+            "bandwidth_valid": True,
+            "drop_caches": "done",
+        }
+        for g in gpus
+    ]
     f = build_frame(rows)
-    return f.assign(accepted=True, passed=True, failed_expectations="[]", scaling_efficiency=1.0,
-                    bandwidth_efficiency=np.nan)
+    return f.assign(
+        accepted=True,
+        passed=True,
+        failed_expectations="[]",
+        scaling_efficiency=1.0,
+        bandwidth_efficiency=np.nan,
+    )
 
 
 def test_migrations_recorded(store):

@@ -17,16 +17,35 @@ KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 
 
 def horovodrun(np_: int, *args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([HOROVODRUN, "-np", str(np_), "--gloo", "-H", f"localhost:{np_}", BENCH, "train", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [HOROVODRUN, "-np", str(np_), "--gloo", "-H", f"localhost:{np_}", BENCH, "train", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("workload", ["ssd", "deeplabv3plus"])
 def test_two_rank_run_learns_and_shards_disjointly(workload, datasets, tmp_path):
     out = tmp_path / "m"
     # A fixed tiny set, several epochs: the loss must fall.
-    done = horovodrun(2, "--workload", workload, "--data", str(datasets[KIND[workload]]), "--epochs", "6",
-                      "--batch-size", "4", "--lr", "0.05", "--metrics-out", str(out), "--sample-interval", "0.2")
+    done = horovodrun(
+        2,
+        "--workload",
+        workload,
+        "--data",
+        str(datasets[KIND[workload]]),
+        "--epochs",
+        "6",
+        "--batch-size",
+        "4",
+        "--lr",
+        "0.05",
+        "--metrics-out",
+        str(out),
+        "--sample-interval",
+        "0.2",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     validate_summary(summary)
@@ -42,8 +61,12 @@ def test_two_rank_run_learns_and_shards_disjointly(workload, datasets, tmp_path)
 
 
 def test_synthetic_runs_without_data(tmp_path):
-    done = subprocess.run([BENCH, "train", "--workload", "ssd", "--synthetic", "--steps", "3",
-                           "--metrics-out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [BENCH, "train", "--workload", "ssd", "--synthetic", "--steps", "3", "--metrics-out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["loader"] == "synthetic" and summary["storage"]["first_epoch_avg_read_mb_s"] is None
@@ -58,8 +81,14 @@ def test_dali_and_torch_loaders_agree_on_shapes_and_dtypes(workload, datasets):
     model = build(workload, "tiny", 64).model
     batches = {}
     for kind in ("dali", "torch"):
-        cfg = TrainConfig(workload=workload, data=datasets[KIND[workload]], steps=1, batch_size=4, loader=kind,
-                          loader_threads=1)
+        cfg = TrainConfig(
+            workload=workload,
+            data=datasets[KIND[workload]],
+            steps=1,
+            batch_size=4,
+            loader=kind,
+            loader_threads=1,
+        )
         loader = build_loader(cfg, model, Shard(0, 1), torch.device("cpu"))
         batches[kind] = next(iter(loader.epoch()))
         loader.close()

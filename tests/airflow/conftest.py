@@ -1,0 +1,128 @@
+"""A real running Airflow (api-server, scheduler, dag-processor, triggerer as separate processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.dags.conftest import airflow_env
+
+PASSWORD = "sw-test-pw"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunningAirflow:
+    def __init__(self, home: Path) -> None:
+        self.home, self.port = home, _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        passwords = home / "passwords.json"
+        passwords.write_text(json.dumps({"admin": PASSWORD}))
+        self.env = (
+            os.environ
+            | airflow_env(home)
+            | {
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+                "AIRFLOW__API_AUTH__JWT_SECRET": "test-jwt-secret-not-for-production",
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "SCALEWATCH_SCHEDULE": "none",  # only the runs a test triggers
+            }
+        )
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start_component(self, name: str, *args: str) -> None:
+        airflow = str(Path(sys.executable).with_name("airflow"))
+        log = (self.home / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen(
+            [airflow, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def stop_component(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+    def start(self) -> RunningAirflow:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        self.start_component("api-server", "api-server", "--port", str(self.port), "--host", "127.0.0.1")
+        for name in ("scheduler", "dag-processor", "triggerer"):
+            self.start_component(name, name)
+        self.wait_for(lambda: httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).status_code == 200, 180)
+        self.token = httpx.post(
+            f"{self.url}/auth/token", json={"username": "admin", "password": PASSWORD}, timeout=30
+        ).json()["access_token"]
+        self.wait_for(lambda: self.get("/api/v2/dags/scaling_regression").status_code == 200, 180)
+        return self
+
+    def wait_for(self, predicate, timeout: float):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                value = predicate()
+                if value:
+                    return value
+            except httpx.HTTPError as error:
+                last = error
+            time.sleep(1)
+        raise TimeoutError(f"airflow not ready: {last}; see {self.home}/*.log")
+
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self.headers(), timeout=30)
+
+    def post(self, path: str, body: dict) -> httpx.Response:
+        return httpx.post(self.url + path, headers=self.headers(), json=body, timeout=30)
+
+    def trigger(self, conf: dict) -> httpx.Response:
+        return self.post("/api/v2/dags/scaling_regression/dagRuns", {"logical_date": None, "conf": conf})
+
+    def wait_run(self, run_id: str, timeout: float = 400) -> str:
+        def finished():
+            state = self.get(f"/api/v2/dags/scaling_regression/dagRuns/{run_id}").json()["state"]
+            return state if state in ("success", "failed") else None
+
+        return self.wait_for(finished, timeout)
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            self.stop_component(name)
+
+
+@pytest.fixture(scope="session")
+def running_airflow(tmp_path_factory):
+    af = RunningAirflow(tmp_path_factory.mktemp("airflow-live")).start()
+    yield af
+    af.stop()
