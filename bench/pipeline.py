@@ -121,11 +121,12 @@ def evaluate(
 ) -> Evaluation:
     """Results frame from run results, derived figures, history, then the GX suite."""
     from bench.analysis.expectations import prepare, validate
-    from bench.analysis.frame import build_frame, row_from_result
+    from bench.analysis.frame import build_frame, config_key, row_from_result
     from bench.analysis.scaling import derive
 
+    key = config_key(cfg.train)
     rows = [
-        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at)
+        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
         for r in runs
     ]
     frame = derive(build_frame(rows), cfg.thresholds.baseline_gpus)

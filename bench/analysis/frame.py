@@ -34,6 +34,7 @@ COLUMNS = (
     "bandwidth_valid",
     "drop_caches",
     "launcher",
+    "config_key",
     "cluster",
     "started_at",
     "reason",
@@ -42,8 +43,21 @@ COLUMNS = (
 )
 
 
+def config_key(train) -> str:
+    """What must match for two runs' throughput to be comparable: history is matched on it."""
+    source = "synthetic" if train.synthetic else train.loader
+    return f"{train.preset}/{source}/bs{train.batch_size}/img{train.image_size}/amp{int(train.amp)}"
+
+
 def row_from_result(
-    suite_run_id: str, workload: str, gpus: int, result: dict, launcher: str, cluster: str, started_at: str
+    suite_run_id: str,
+    workload: str,
+    gpus: int,
+    result: dict,
+    launcher: str,
+    cluster: str,
+    started_at: str,
+    key: str = "",
 ) -> dict:
     """A frame row from a RunResult dict; a failed run keeps its state and reason, metrics stay NaN."""
     s = result.get("summary") if result.get("state") == "COMPLETED" else None
@@ -57,6 +71,7 @@ def row_from_result(
         cache_risk=False,
         bandwidth_valid=False,
         drop_caches="not_requested",
+        config_key=key,
         launcher=launcher,
         cluster=cluster,
         started_at=started_at,

@@ -26,6 +26,7 @@ schema_table = sa.Table(
 )
 
 _TEXT = {
+    "config_key",
     "suite_run_id",
     "workload",
     "state",
@@ -87,7 +88,14 @@ def _m2(conn: Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2]
+def _m3(conn: Connection) -> None:
+    # History compares like with like: runs that differ in preset, batch, image size or loader do not mix.
+    columns = {c["name"] for c in sa.inspect(conn).get_columns("results")}
+    if "config_key" not in columns:
+        conn.execute(sa.text("ALTER TABLE results ADD COLUMN config_key TEXT"))
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2, _m3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -160,6 +168,7 @@ class ResultsStore:
                         t.c.workload == row["workload"],
                         t.c.gpus == int(row["gpus"]),
                         t.c.cluster == row["cluster"],
+                        t.c.config_key == row["config_key"],
                         t.c.accepted.is_(True),
                         t.c.suite_run_id != exclude_suite,
                         t.c.throughput_img_s.is_not(None),

@@ -1,6 +1,6 @@
 """The DAG's typed trigger form (Params) and the one mapping from Params to bench's SweepConfig.
 
-The form's JSON schema refuses wrong types and values before a run is created (UI and REST API
+Optional strings are ["null", "string"]: the UI form sends an empty field as null. The form's JSON schema refuses wrong types and values before a run is created (UI and REST API
 alike); SweepConfig then checks what a schema cannot (patterns, cross-field rules).
 """
 
@@ -13,9 +13,9 @@ from airflow.sdk import Param
 from scalewatch import paths
 
 HOST_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,2})?$"
-NAME_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})?$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 PATH_PATTERN = r"^/[A-Za-z0-9._/+@,=-]*$"
-CONN_PATTERN = r"^([A-Za-z0-9_.-]{1,200})?$"
+CONN_PATTERN = r"^[A-Za-z0-9_.-]{1,200}$"
 
 
 def params() -> dict[str, Param]:
@@ -58,8 +58,8 @@ def params() -> dict[str, Param]:
             description="local: ranks on the worker; ssh: host list; slurm: sbatch.",
         ),
         "conn_id": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             pattern=CONN_PATTERN,
             title="SSH connection id",
             section=s_where,
@@ -73,8 +73,10 @@ def params() -> dict[str, Param]:
             description="host[:slots] per entry, for the ssh launcher.",
             items={"type": "string", "pattern": HOST_PATTERN},
         ),
-        "partition": Param("", type="string", pattern=NAME_PATTERN, title="Slurm partition", section=s_where),
-        "account": Param("", type="string", pattern=NAME_PATTERN, title="Slurm account", section=s_where),
+        "partition": Param(
+            None, type=["null", "string"], pattern=NAME_PATTERN, title="Slurm partition", section=s_where
+        ),
+        "account": Param(None, type=["null", "string"], pattern=NAME_PATTERN, title="Slurm account", section=s_where),
         "gpus_per_node": Param(0, type="integer", minimum=0, maximum=16, title="GPUs per node", section=s_where),
         "ranks_per_node": Param(
             0, type="integer", minimum=0, maximum=256, title="Ranks per node (0: all on one)", section=s_where
@@ -96,9 +98,9 @@ def params() -> dict[str, Param]:
             description="Synthetic dataset size per workload.",
         ),
         "stage_from": Param(
-            "",
-            type="string",
-            pattern=r"^(/[A-Za-z0-9._/+@,=-]*)?$",
+            None,
+            type=["null", "string"],
+            pattern=PATH_PATTERN,
             title="Stage from (optional)",
             section=s_data,
             description="Copy an existing dataset instead of generating one.",
@@ -142,9 +144,11 @@ def params() -> dict[str, Param]:
         ),
         "history_runs": Param(8, type="integer", minimum=1, maximum=520, section=s_bounds, title="History runs (K)"),
         "slack_conn_id": Param(
-            "", type="string", pattern=CONN_PATTERN, title="Slack webhook connection", section=s_alert
+            None, type=["null", "string"], pattern=CONN_PATTERN, title="Slack webhook connection", section=s_alert
         ),
-        "smtp_conn_id": Param("", type="string", pattern=CONN_PATTERN, title="SMTP connection", section=s_alert),
+        "smtp_conn_id": Param(
+            None, type=["null", "string"], pattern=CONN_PATTERN, title="SMTP connection", section=s_alert
+        ),
         "email_to": Param(
             [],
             type="array",

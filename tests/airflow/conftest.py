@@ -24,8 +24,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+SECRET_TOKEN = "services/T0SECRET/B0SECRET/liveSECRETtoken"
+SMTP_PASSWORD = "smtpSECRETpw"
+
+
 class RunningAirflow:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, webhook_port: int = 9, smtp_port: int = 25) -> None:
         self.home, self.port = home, _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         passwords = home / "passwords.json"
@@ -45,6 +49,18 @@ class RunningAirflow:
                 "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 "SCALEWATCH_SCHEDULE": "none",  # only the runs a test triggers
+                "AIRFLOW_CONN_SW_SLACK": json.dumps(
+                    {"conn_type": "http", "host": f"http://127.0.0.1:{webhook_port}", "password": SECRET_TOKEN}
+                ),
+                "AIRFLOW_CONN_SW_SMTP": json.dumps(
+                    {
+                        "conn_type": "smtp",
+                        "host": "127.0.0.1",
+                        "port": smtp_port,
+                        "login": "alerts",
+                        "password": SMTP_PASSWORD,
+                    }
+                ),
             }
         )
         self.procs: dict[str, subprocess.Popen] = {}
@@ -122,7 +138,16 @@ class RunningAirflow:
 
 
 @pytest.fixture(scope="session")
-def running_airflow(tmp_path_factory):
-    af = RunningAirflow(tmp_path_factory.mktemp("airflow-live")).start()
+def receivers():
+    from tests.infra.receivers import SmtpReceiver, WebhookReceiver
+
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        yield webhook, smtp
+
+
+@pytest.fixture(scope="session")
+def running_airflow(tmp_path_factory, receivers):
+    webhook, smtp = receivers
+    af = RunningAirflow(tmp_path_factory.mktemp("airflow-live"), webhook.port, smtp.port).start()
     yield af
     af.stop()

@@ -7,6 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.airflow.conftest import SECRET_TOKEN, SMTP_PASSWORD
+
 pytestmark = pytest.mark.slow
 
 SMALL = {
@@ -58,3 +60,26 @@ def test_triggered_run_succeeds_and_report_is_served(running_airflow):
     assert log.status_code == 200 and "finished COMPLETED" in log.text
     index = httpx.get(f"{running_airflow.url}/scalewatch/reports/", timeout=30)
     assert index.status_code == 200 and "report.html" in index.text
+
+
+def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receivers):
+    webhook, smtp = receivers
+    conf = SMALL | {
+        "gpus": [1, 6],
+        "dataset_images": 96,  # every one of 6 shards must hold a batch
+        "min_scaling_efficiency": 0.6,
+        "slack_conn_id": "sw_slack",
+        "smtp_conn_id": "sw_smtp",
+        "email_to": ["oncall@example.com"],
+    }
+    response = running_airflow.trigger(conf)
+    assert response.status_code == 200, response.text
+    assert running_airflow.wait_run(response.json()["dag_run_id"]) == "failed"
+    texts = [p["json"]["text"] for p in webhook.posts]
+    assert any("ssd @ 6 GPUs: scaling_efficiency" in t for t in texts), texts
+    assert any("oncall@example.com" in m["to"] for m in smtp.messages)
+    logs = [p for p in (running_airflow.home / "logs").rglob("*") if p.is_file()]
+    text = "\n".join(p.read_text(errors="replace") for p in logs)
+    assert "scaling check failed" in text  # the logs we search are the run's real task logs
+    for secret in (SECRET_TOKEN, SMTP_PASSWORD, "SECRET"):
+        assert secret not in text

@@ -41,6 +41,7 @@ def frame(suite: str, thr: float, started: str, gpus=(1, 2)) -> pd.DataFrame:
             "cache_risk": False,
             "bandwidth_valid": True,
             "drop_caches": "done",
+            "config_key": "tiny/dali/bs8/img128/amp0",
         }
         for g in gpus
     ]
@@ -93,3 +94,27 @@ def test_concurrent_writers_lose_nothing(store):
     assert not errors
     rows = store.frame()
     assert len(rows) == 16 and rows.duplicated(["suite_run_id", "workload", "gpus"]).sum() == 0
+
+
+def test_history_ignores_runs_with_another_config(store):
+    store.upsert(frame("old", 100, "2026-01-01").assign(config_key="tiny/dali/bs32/img300/amp0"))
+    assert store.history_median(frame("now", 10, "2026-02-01"), runs=4, exclude_suite="now").isna().all()
+
+
+def test_migration_adds_column_to_a_version_2_store(tmp_path):
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # what a store written by schema version 2 looks like
+        conn.exec_driver_sql("CREATE TABLE scalewatch_schema (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)")
+        conn.exec_driver_sql("INSERT INTO scalewatch_schema (version) VALUES (1), (2)")
+        conn.exec_driver_sql(
+            "CREATE TABLE results (suite_run_id TEXT, workload TEXT, gpus INTEGER, throughput_img_s FLOAT, "
+            "PRIMARY KEY (suite_run_id, workload, gpus))"
+        )
+        conn.exec_driver_sql("INSERT INTO results VALUES ('w0', 'ssd', 1, 99.0)")
+    store = ResultsStore(url)
+    assert store.schema_version() == SCHEMA_VERSION
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT throughput_img_s, config_key FROM results").fetchall() == [(99.0, None)]
