@@ -9,6 +9,7 @@ import os
 from datetime import datetime
 
 from airflow.sdk import Asset, dag, task
+
 from scalewatch.operators import TrainScaleOperator
 from scalewatch.params import params
 
@@ -30,11 +31,11 @@ def scaling_regression():
     @task
     def validate_config(**context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
-        from scalewatch.params import to_sweep
 
         from bench.config import SweepConfig, parse
         from bench.errors import ConfigError
         from bench.pipeline import run_matrix
+        from scalewatch.params import to_sweep
 
         try:
             cfg = parse(SweepConfig, to_sweep(dict(context["params"])))

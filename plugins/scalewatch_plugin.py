@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
+
 from scalewatch.reports_app import app
 
 

@@ -1,6 +1,7 @@
 """The DAG's typed trigger form (Params) and the one mapping from Params to bench's SweepConfig.
 
-Optional strings are ["null", "string"]: the UI form sends an empty field as null. The form's JSON schema refuses wrong types and values before a run is created (UI and REST API
+Optional strings are ["null", "string"]: the UI form sends an empty field as null.
+The form's JSON schema refuses wrong types and values before a run is created (UI and REST API
 alike); SweepConfig then checks what a schema cannot (patterns, cross-field rules).
 """
 
