@@ -27,13 +27,23 @@ from bench.train.dist import Dist, init, wrap_optimizer
 LOSS_WINDOW = 3
 
 
-def drop_page_cache(dist: Dist) -> str:
-    """Drop the node's page cache before epoch 1 where permitted; one rank per node does it."""
+def drop_page_cache(dist: Dist, data: Path | None) -> str:
+    """Evict the dataset's pages from this node's page cache before epoch 1 (one rank per node).
+
+    Per file (POSIX_FADV_DONTNEED), not the global drop_caches: dropping everything also evicts the
+    framework's shared libraries, whose page-ins during epoch 1 would then count as dataset reads.
+    A storage server's own cache (NAS) is out of the client's reach: cache_risk covers that.
+    """
     status = "done"
-    if dist.local_rank == 0:
+    if dist.local_rank == 0 and data is not None:
         try:
-            os.sync()
-            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+            for path in data.rglob("*"):
+                if path.is_file():
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    finally:
+                        os.close(fd)
         except OSError:
             status = "not_permitted"
     statuses = dist.allgather(status)
@@ -85,7 +95,7 @@ def train(cfg: TrainConfig) -> dict | None:
     sampler = Sampler(
         sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank
     )
-    drop = drop_page_cache(dist) if cfg.drop_caches else "not_requested"
+    drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
 
     per_epoch = loader.steps_per_epoch
     if cfg.steps is not None:

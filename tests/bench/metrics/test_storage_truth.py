@@ -1,0 +1,94 @@
+"""Storage figures against real I/O: true bytes, cache detection, and a real cgroup-v1 blkio throttle."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.data.generate import GenerateSpec, generate
+from tests.conftest import BENCH
+
+pytestmark = pytest.mark.slow
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+@pytest.fixture(scope="module")
+def big_dataset(tmp_path_factory) -> tuple[Path, int]:
+    root = tmp_path_factory.mktemp("big") / "coco"
+    generate(GenerateSpec("coco", root, images=240, min_side=700, max_side=900, seed=6))
+    return root, sum(p.stat().st_size for p in (root / "images").iterdir())
+
+
+def train(data: Path, out: Path, *extra: str, prefix: str = "") -> dict:
+    cmd = [
+        BENCH,
+        "train",
+        "--workload",
+        "ssd",
+        "--data",
+        str(data),
+        "--batch-size",
+        "8",
+        "--loader",
+        "dali",
+        "--metrics-out",
+        str(out),
+        "--sample-interval",
+        "0.25",
+        *extra,
+    ]
+    if prefix:
+        done = subprocess.run(["sh", "-c", f'{prefix} && exec "$@"', "sh", *cmd], capture_output=True, text=True)
+    else:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_cold_epoch_reports_true_bytes_and_warm_epoch_is_flagged(big_dataset, tmp_path):
+    data, true_bytes = big_dataset
+    train(data, tmp_path / "warmup", "--steps", "2")  # libraries warm, as on any node that ran before
+    summary = train(data, tmp_path / "m", "--epochs", "2", "--drop-caches")
+    first, second = summary["epochs"]
+    assert summary["storage"]["drop_caches"] == "done"
+    assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
+    assert first["bytes_consumed"] == true_bytes and not first["cache_distorted"]
+    assert second["bytes_from_storage"] < 0.02 * true_bytes
+    assert second["cache_hit_ratio"] > 0.98 and second["cache_distorted"]
+    assert summary["storage"]["cache_risk"] is True  # 60 MB against this machine's RAM
+    assert summary["storage"]["bandwidth_valid"] is True  # epoch 1 was cold: a real storage figure
+
+
+def test_warm_first_epoch_is_never_reported_as_storage_bandwidth(big_dataset, tmp_path):
+    data, _ = big_dataset
+    train(data, tmp_path / "prime", "--epochs", "1")
+    summary = train(data, tmp_path / "m", "--epochs", "1")  # no drop: epoch 1 comes from cache
+    assert summary["epochs"][0]["cache_distorted"] is True
+    assert summary["storage"]["bandwidth_valid"] is False
+
+
+def test_measured_average_matches_a_blkio_throttle(big_dataset, tmp_path):
+    data, true_bytes = big_dataset
+    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
+        pytest.fail("cgroup-v1 blkio controller is not mounted at /sys/fs/cgroup/blkio")
+    st = os.stat(data)
+    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    group = BLKIO / f"scalewatch-test-{os.getpid()}"
+    group.mkdir()
+    rate = 20 * 1024 * 1024
+    try:
+        (group / "blkio.throttle.read_bps_device").write_text(f"{device} {rate}\n")
+        summary = train(
+            data, tmp_path / "m", "--epochs", "1", "--drop-caches", prefix=f"echo $$ > {group}/cgroup.procs"
+        )
+    finally:
+        (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
+        group.rmdir()
+    first = summary["epochs"][0]
+    assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
+    assert first["avg_read_mb_s"] == pytest.approx(rate / 1e6, rel=0.10)
+    assert first["peak_read_mb_s"] >= first["avg_read_mb_s"]
