@@ -83,3 +83,27 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
     assert "scaling check failed" in text  # the logs we search are the run's real task logs
     for secret in (SECRET_TOKEN, SMTP_PASSWORD, "SECRET"):
         assert secret not in text
+
+
+def test_triggerer_restart_mid_run_resumes_and_collects_once(running_airflow):
+    conf = SMALL | {"steps": 150, "image_size": 64}  # long enough to restart the triggerer under it
+    response = running_airflow.trigger(conf)
+    assert response.status_code == 200, response.text
+    run_id = response.json()["dag_run_id"]
+    path = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
+
+    def deferred():
+        tis = running_airflow.get(path).json()["task_instances"]
+        return [t for t in tis if t["task_id"] == "train" and t["state"] == "deferred"]
+
+    running_airflow.wait_for(deferred, 180)
+    running_airflow.stop_component("triggerer")
+    running_airflow.start_component("triggerer", "triggerer")
+    assert running_airflow.wait_run(run_id) == "success"
+    trains = [t for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]
+    assert len(trains) == 2 and all(t["try_number"] == 1 and t["state"] == "success" for t in trains)
+    from bench.store.db import ResultsStore
+
+    rows = ResultsStore(f"sqlite:///{running_airflow.home}/sw/results.db").frame()
+    mine = rows[rows["suite_run_id"] == run_id]
+    assert sorted(mine["gpus"]) == [1, 2]  # collected exactly once per scale

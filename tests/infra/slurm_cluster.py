@@ -63,6 +63,7 @@ class SlurmCluster:
             "KillWait=5",
             "MpiDefault=none",
             "JobCompType=jobcomp/none",
+            "JobRequeue=0",
             "SchedulerType=sched/backfill",
             "MaxJobCount=10000",
         ]

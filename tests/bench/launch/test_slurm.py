@@ -96,3 +96,21 @@ def test_script_quotes_everything(tmp_path, datasets):
     assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --nodes=2" in script
     syntax = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
     assert syntax.returncode == 0, syntax.stderr
+
+
+def test_slurmd_stopped_mid_job_surfaces_node_failure(cluster, tmp_path, datasets):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    s = spec(tmp_path, datasets, steps=100000, run_id="slnode")
+    handle = launcher.submit(s)
+    wait_for(lambda: len(train_pids(s.output_dir)) == 2, 120)
+    cluster.stop_node("node2")
+    try:
+        state, reason = wait(launcher, handle, 240, 1.0)
+        assert state in (RunState.NODE_FAIL, RunState.FAILED), reason
+        assert state != RunState.COMPLETED and collect(handle, state, reason, 2).summary is None
+        assert wait_for(lambda: not cluster.queue(), 120)
+        wait_for(lambda: not train_pids(s.output_dir), 60)
+    finally:
+        cluster.start_node("node2")
+        cluster.run("scontrol", "update", "nodename=node2", "state=resume", check=False)
+        cluster.wait_idle(90)
