@@ -108,9 +108,10 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
             result.state, result.reason = RunState.FAILED, "; ".join(problems)
     if result.state == RunState.COMPLETED:
         result.summary, result.summary_path = summary, str(summary_path)
-    elif failures and not result.reason:
+    elif failures:  # say why, in the rank's own words, not only which rank exited
         first = _read_json(failures[0]) or {}
-        result.reason = f"rank {first.get('rank')}: {first.get('error')}"
+        why = f"rank {first.get('rank')}: {first.get('error')}"
+        result.reason = f"{result.reason}; {why}" if result.reason else why
     return result
 
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from tests.dags.conftest import ROOT, airflow_env
@@ -101,3 +102,22 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home):
     assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
     assert smtp.logins == ["alerts"]
     assert "ssd @ 6 GPUs: scaling_efficiency" in smtp.messages[0]["data"]
+
+
+@pytest.mark.slow
+def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
+    # 8 ranks over 24 images: each shard is smaller than a batch, so the 8-rank run fails in its ranks.
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        run, states = run_dag(
+            airflow_home, {"gpus": [1, 8], "dataset_images": 24, "min_scaling_efficiency": 0.1}, webhook, smtp
+        )
+    assert run.state == "failed" and states["verdict"] == "failed"
+    text = webhook.posts[0]["json"]["text"]
+    assert "ssd @ 8 GPUs: state = FAILED" in text and "--batch-size 8: larger than this rank" in text
+    from bench.store.db import ResultsStore
+    from scalewatch import paths
+
+    rows = ResultsStore(paths.results_url()).frame()
+    row = rows[(rows["suite_run_id"] == run.run_id) & (rows["gpus"] == 8)].iloc[0]
+    assert row["state"] == "FAILED" and not row["valid"] and not row["accepted"]
+    assert pd.isna(row["throughput_img_s"])
