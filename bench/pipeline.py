@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.config import RunSpec, SweepConfig
-from bench.launch.base import RunResult, RunState, collect, wait
+from bench.launch.base import RunResult, collect, launch_failed, wait
 
 DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 
@@ -89,13 +89,7 @@ def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: 
     try:
         handle = launcher.submit(spec)
     except BenchError as error:
-        return RunResult(
-            spec.run_id,
-            launcher.name,
-            RunState.FAILED,
-            f"launch failed: {error}",
-            output_dir=str(spec.output_dir),
-        )
+        return launch_failed(spec, launcher.name, error)
     state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
     if hasattr(launcher, "fetch"):
         launcher.fetch(handle, spec.output_dir)
@@ -153,8 +147,6 @@ def new_suite_run_id() -> str:
 def sweep(cfg: SweepConfig, suite_run_id: str | None = None, log=print) -> dict:
     """The whole suite without Airflow: what the README's first command runs."""
     from bench.launch.registry import build_launcher
-    from bench.report.html import write_report
-    from bench.store.db import ResultsStore
 
     suite_run_id = suite_run_id or new_suite_run_id()
     started = datetime.now(UTC).isoformat()
@@ -168,26 +160,33 @@ def sweep(cfg: SweepConfig, suite_run_id: str | None = None, log=print) -> dict:
         result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
+    return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started)}
+
+
+def finish(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str) -> dict:
+    """evaluate -> report -> store, once for `bench sweep` and the DAG alike; a small outcome dict."""
+    from bench.report.html import write_report
+    from bench.store.db import ResultsStore
+
     store = ResultsStore(cfg.results_url)
     suite_dir = cfg.output_dir / _safe(suite_run_id)
     ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
+    ev.frame.to_csv(suite_dir / "results.csv", index=False)
     report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
-    store.upsert(
-        ev.frame,
-        {
-            "suite_run_id": suite_run_id,
-            "started_at": started,
-            "cluster": cfg.cluster,
-            "passed": ev.passed,
-            "report_path": str(report),
-            "config": cfg.model_dump_json(),
-        },
-    )
-    return {
+    suite = {
         "suite_run_id": suite_run_id,
+        "started_at": started,
+        "cluster": cfg.cluster,
+        "passed": ev.passed,
+        "report_path": str(report),
+        "config": cfg.model_dump_json(),
+    }
+    store.upsert(ev.frame, suite)
+    return {
         "passed": ev.passed,
         "failures": ev.failures,
         "warnings": ev.warnings,
         "report": str(report),
         "data_docs": ev.data_docs,
+        "results_csv": str(suite_dir / "results.csv"),
     }

@@ -8,12 +8,9 @@ from bench.errors import ResultsInputError
 
 
 def read_history_csv(path, metric: str) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path)
-    except FileNotFoundError:
-        raise ResultsInputError(f"{path}: no such file") from None
-    except pd.errors.EmptyDataError:
-        raise ResultsInputError(f"{path}: empty file") from None
+    from bench.analysis.frame import read_csv
+
+    frame = read_csv(path)
     for col in ("timestamp", "model", "gpus", metric):
         if col not in frame.columns:
             raise ResultsInputError(f"{path}: missing column '{col}' (need timestamp,model,gpus,{metric})")

@@ -110,16 +110,21 @@ def build_frame(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["workload", "gpus"]).reset_index(drop=True)
 
 
-def read_results_csv(path) -> pd.DataFrame:
-    """`bench evaluate` input: model,gpus and throughput_img_s or epoch_time_s; validated, named errors."""
+def read_csv(path) -> pd.DataFrame:
+    """A user's CSV, or a ResultsInputError naming the file and what is wrong with it."""
     try:
-        frame = pd.read_csv(path)
+        return pd.read_csv(path)
     except FileNotFoundError:
         raise ResultsInputError(f"{path}: no such file") from None
     except pd.errors.EmptyDataError:
         raise ResultsInputError(f"{path}: empty file") from None
     except pd.errors.ParserError as error:
         raise ResultsInputError(f"{path}: not valid CSV ({error})") from None
+
+
+def read_results_csv(path) -> pd.DataFrame:
+    """`bench evaluate` input: model,gpus and throughput_img_s or epoch_time_s; validated, named errors."""
+    frame = read_csv(path)
     if frame.empty:
         raise ResultsInputError(f"{path}: no rows")
     for col in ("model", "gpus"):

@@ -73,6 +73,11 @@ class Launcher(Protocol):
     def cancel(self, handle: Handle) -> None: ...
 
 
+def launch_failed(spec: RunSpec, backend: str, error: Exception) -> RunResult:
+    """A run that never started is still a result: FAILED, with why, so the suite records and alerts it."""
+    return RunResult(spec.run_id, backend, RunState.FAILED, f"launch failed: {error}", output_dir=str(spec.output_dir))
+
+
 def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResult:
     """Read what the ranks left in the output folder; a run without a valid summary is not COMPLETED."""
     from bench.metrics.schema import validate_summary

@@ -32,6 +32,13 @@ class LoaderStats:
     samples: int = 0
     sample_ids: list[int] = field(default_factory=list)
 
+    def record(self, ids, sizes: tuple[int, ...]) -> None:
+        """Count samples handed out, by dataset index, with their file sizes."""
+        for i in ids:
+            self.sample_ids.append(int(i))
+            self.bytes_consumed += sizes[int(i)]
+            self.samples += 1
+
 
 class Loader(Protocol):
     stats: LoaderStats

@@ -56,10 +56,7 @@ class _DaliLoader:
         self.stats = LoaderStats()
 
     def _account(self, ids: np.ndarray) -> None:
-        for i in ids.reshape(-1).tolist():
-            self.stats.sample_ids.append(int(i))
-            self.stats.bytes_consumed += self.sizes[int(i)]
-            self.stats.samples += 1
+        self.stats.record(ids.reshape(-1).tolist(), self.sizes)
 
     def close(self) -> None:
         del self.pipe

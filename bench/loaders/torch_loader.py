@@ -144,10 +144,7 @@ class TorchLoader:
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
         for batch in self.loader:
-            for i in batch.pop("index").tolist():
-                self.stats.sample_ids.append(i)
-                self.stats.bytes_consumed += self.sizes[i]
-                self.stats.samples += 1
+            self.stats.record(batch.pop("index").tolist(), self.sizes)
             yield {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ class TrainScaleOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         from bench.errors import BenchError
-        from bench.launch.base import RunResult, RunState
+        from bench.launch.base import launch_failed
         from bench.pipeline import run_spec
         from scalewatch.launchers import from_kwargs, launcher_kwargs
         from scalewatch.triggers import RunStateTrigger
@@ -43,13 +43,7 @@ class TrainScaleOperator(BaseOperator):
             handle = launcher.submit(spec)
         except BenchError as error:
             self.log.error("launch failed for %s: %s", spec.run_id, error)
-            return RunResult(
-                spec.run_id,
-                cfg.launcher,
-                RunState.FAILED,
-                f"launch failed: {error}",
-                output_dir=str(spec.output_dir),
-            ).as_dict() | {"summary": None}
+            return launch_failed(spec, cfg.launcher, error).as_dict()
         self._handle = handle
         self.log.info(
             "submitted %s as %s job %s; output in %s",

@@ -15,17 +15,13 @@ def _summary(result: dict) -> dict:
 
 
 def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
-    from bench.pipeline import _safe, evaluate
-    from bench.report.html import write_report
-    from bench.store.db import ResultsStore
+    from bench.pipeline import finish, run_spec
 
     cfg = SweepConfig.model_validate(plan["sweep"])
     suite_run_id = plan["suite_run_id"]
     by_run = {(r.get("run_id") or ""): r for r in results if r}
     runs = []
     for item in plan["matrix"]:
-        from bench.pipeline import run_spec
-
         spec = run_spec(cfg, suite_run_id, item["workload"], item["gpus"])
         result = by_run.get(spec.run_id) or {
             "state": "FAILED",
@@ -34,30 +30,7 @@ def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
         }
         runs.append({**item, "result": _summary(result)})
     started = context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
-    store = ResultsStore(cfg.results_url)
-    suite_dir = cfg.output_dir / _safe(suite_run_id)
-    ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
-    ev.frame.to_csv(suite_dir / "results.csv", index=False)
-    report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
-    store.upsert(
-        ev.frame,
-        {
-            "suite_run_id": suite_run_id,
-            "started_at": started,
-            "cluster": cfg.cluster,
-            "passed": ev.passed,
-            "report_path": str(report),
-            "config": cfg.model_dump_json(),
-        },
-    )
-    return {
-        "passed": ev.passed,
-        "failures": ev.failures,
-        "warnings": ev.warnings,
-        "report": str(report),
-        "data_docs": ev.data_docs,
-        "results_csv": str(suite_dir / "results.csv"),
-    }
+    return finish(cfg, suite_run_id, runs, started)
 
 
 def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
