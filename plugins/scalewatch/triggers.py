@@ -20,6 +20,12 @@ class RunStateTrigger(BaseTrigger):
             {"handle": self.handle, "launcher": self.launcher, "poll_s": self.poll_s},
         )
 
+    async def on_kill(self) -> None:
+        """The task was marked failed/cleared while deferred: the job must not outlive it (scancel etc.)."""
+        from scalewatch.launchers import from_kwargs
+
+        await asyncio.to_thread(from_kwargs(self.launcher).cancel, self.handle)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from scalewatch.launchers import from_kwargs
 

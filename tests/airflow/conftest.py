@@ -146,8 +146,29 @@ def receivers():
 
 
 @pytest.fixture(scope="session")
-def running_airflow(tmp_path_factory, receivers):
+def slurm(tmp_path_factory):
+    from tests.infra.slurm_cluster import SlurmCluster
+
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-live")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def running_airflow(tmp_path_factory, receivers, slurm):
     webhook, smtp = receivers
-    af = RunningAirflow(tmp_path_factory.mktemp("airflow-live"), webhook.port, smtp.port).start()
+    af = RunningAirflow(tmp_path_factory.mktemp("airflow-live"), webhook.port, smtp.port)
+    af.env |= slurm.env  # the worker and triggerer use this cluster's Slurm CLI
+    af.start()
     yield af
     af.stop()
+
+
+def wait_until(predicate, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise TimeoutError("condition not met")

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.airflow.conftest import SECRET_TOKEN, SMTP_PASSWORD
+from tests.airflow.conftest import SECRET_TOKEN, SMTP_PASSWORD, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -107,3 +107,36 @@ def test_triggerer_restart_mid_run_resumes_and_collects_once(running_airflow):
     rows = ResultsStore(f"sqlite:///{running_airflow.home}/sw/results.db").frame()
     mine = rows[rows["suite_run_id"] == run_id]
     assert sorted(mine["gpus"]) == [1, 2]  # collected exactly once per scale
+
+
+def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, slurm):
+    conf = SMALL | {
+        "launcher": "slurm",
+        "partition": "test",
+        "gpus": [2],
+        "ranks_per_node": 1,
+        "steps": 1_000_000,
+        "image_size": 64,
+    }
+    response = running_airflow.trigger(conf)
+    assert response.status_code == 200, response.text
+    run_id = response.json()["dag_run_id"]
+    base = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
+    running_airflow.wait_for(
+        lambda: any(
+            t["task_id"] == "train" and t["state"] == "deferred"
+            for t in running_airflow.get(base).json()["task_instances"]
+        ),
+        180,
+    )
+    job = wait_until(lambda: [line.split()[0] for line in slurm.queue() if "RUNNING" in line], 120)[0]
+    patched = httpx.patch(
+        f"{running_airflow.url}/api/v2{base[7:]}/train/0",
+        headers=running_airflow.headers(),
+        json={"new_state": "failed"},
+        timeout=30,
+    )
+    assert patched.status_code == 200, patched.text
+    wait_until(lambda: not slurm.queue(), 120)
+    state = slurm.run("scontrol", "show", "job", job).stdout
+    assert "JobState=CANCELLED" in state
