@@ -112,3 +112,31 @@ def test_regenerating_smaller_and_restaging_mirrors_the_spec(tmp_path):
     result = stage(tmp_path / "src", tmp_path / "dst")
     assert len(list((tmp_path / "dst" / "images").iterdir())) == 6 == len(list((tmp_path / "src" / "images").iterdir()))
     assert result.files == 7 and verify(tmp_path / "dst") == []
+
+
+def test_file_changed_during_staging_is_refused_and_not_recorded(tmp_path):
+    import threading
+    import time
+
+    src = tmp_path / "src"
+    src.mkdir()
+    growing = src / "big.bin"
+    growing.write_bytes(b"\0" * (64 << 20))
+    stop = threading.Event()
+
+    def append():  # a real concurrent writer, as when a dataset is regenerated under a running stage
+        with growing.open("ab") as f:
+            while not stop.is_set():
+                f.write(b"x" * 4096)
+                f.flush()
+                time.sleep(0.001)
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        with pytest.raises(StagingError, match=r"big\.bin: source file changed during staging"):
+            stage(src, tmp_path / "dst")
+    finally:
+        stop.set()
+        writer.join()
+    assert not (tmp_path / "dst" / "big.bin").exists() and not (tmp_path / "dst" / MANIFEST).exists()

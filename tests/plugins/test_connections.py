@@ -1,0 +1,51 @@
+"""SSH options from a real Airflow connection (env-defined), used against real sshd hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from bench.config import HostSlots
+from bench.errors import LaunchError
+from tests.infra.ssh_hosts import SshHosts
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    h = SshHosts(tmp_path_factory.mktemp("ssh-conn")).start()
+    yield h
+    h.stop()
+
+
+def connection(conn_id: str, hosts: SshHosts, host_key: str, monkeypatch) -> None:
+    extra = {"private_key": hosts.client_key.read_text(), "host_key": host_key, "conn_timeout": 5}
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "ssh", "host": hosts.ip(0), "port": 22, "login": "root", "extra": extra}),
+    )
+
+
+def test_connection_key_and_host_key_are_used(hosts, monkeypatch):
+    from scalewatch.connections import ssh_options
+
+    pub = (hosts.root / "host0_ed25519.pub").read_text().split()
+    connection("sw_good", hosts, f"{pub[0]} {pub[1]}", monkeypatch)
+    opts, login_host = ssh_options("sw_good")
+    assert login_host == hosts.ip(0)
+    assert stat.S_IMODE(os.stat(opts.key_file).st_mode) == 0o600
+    opts.check_reachable((HostSlots(host=hosts.ip(0)),))
+
+
+def test_wrong_host_key_in_connection_is_refused(hosts, monkeypatch):
+    from scalewatch.connections import ssh_options
+
+    other = (hosts.root / "host1_ed25519.pub").read_text().split()  # a real key, of another host
+    connection("sw_bad", hosts, f"{other[0]} {other[1]}", monkeypatch)
+    opts, _ = ssh_options("sw_bad")
+    with pytest.raises(LaunchError, match=rf"host {hosts.ip(0)}.*Host key verification failed"):
+        opts.check_reachable((HostSlots(host=hosts.ip(0)),))
