@@ -85,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    done.wait()
+    parent = os.getppid()
+    # A batch script killed by Slurm (TIMEOUT, scancel) never runs its EXIT trap: outlive it by a second at most.
+    while not done.wait(1.0) and os.getppid() == parent:
+        pass
     server.stop()
     return 0
 

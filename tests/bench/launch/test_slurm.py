@@ -11,7 +11,7 @@ from bench.errors import LaunchError
 from bench.launch.base import RunState, collect, wait
 from bench.launch.registry import build_launcher
 from bench.launch.slurm import batch_script
-from tests.infra.faults import kill_rank_when_training, train_pids, wait_for
+from tests.infra.faults import any_pids, kill_rank_when_training, train_pids, wait_for
 from tests.infra.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
@@ -81,6 +81,8 @@ def test_cancel_and_timeout_states(cluster, tmp_path, datasets):
     state, reason = wait(launcher, handle, 240, 1.0)
     assert state == RunState.TIMEOUT, reason
     assert wait_for(lambda: not cluster.queue(), 90)
+    # nothing of the killed jobs outlives them: ranks, wrappers, the rendezvous server
+    wait_for(lambda: not any_pids(str(tmp_path).encode()), 30)
 
 
 def test_unknown_partition_refused_before_submit(cluster, tmp_path, datasets):
