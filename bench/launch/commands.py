@@ -26,7 +26,9 @@ class CommandRunner:
 
         if self.ssh is not None:
             assert self.login_host
-            full = self.ssh.argv(self.login_host, shlex.join(argv))
+            # sshd drops the client's environment: settings such as SLURM_CONF travel as `env K=V`.
+            remote = ["env", *(f"{k}={v}" for k, v in sorted((self.env or {}).items())), *argv] if self.env else argv
+            full = self.ssh.argv(self.login_host, shlex.join(remote))
             env = None
         else:
             full, env = argv, (os.environ | self.env) if self.env else None

@@ -103,13 +103,14 @@ class SlurmLauncher:
                 raise LaunchError(f"partition {spec.partition}: not found by sinfo ({done.stderr.strip()})")
 
     def submit(self, spec: RunSpec) -> Handle:
-        self.check(spec)
-        python = str(spec.python or "python3")
-        if not self.runner.remote:
-            (spec.output_dir / "logs").mkdir(parents=True, exist_ok=True)
-            import sys
+        import sys
 
-            python = str(spec.python or sys.executable)
+        self.check(spec)
+        # The worker's interpreter when submitting locally; on a login node, the spec's (or python3 there).
+        python = str(spec.python or ("python3" if self.runner.remote else sys.executable))
+        # slurmd opens --output before the script runs: the folders must exist where the job runs.
+        folders = [str(spec.output_dir / "logs"), str(spec.output_dir / "ranks")]
+        self.runner.run(["mkdir", "-p", *folders])
         script = batch_script(spec, python)
         if not self.runner.remote:
             (spec.output_dir / "job.sbatch").write_text(script)

@@ -146,3 +146,27 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
     from tests.infra.faults import any_pids
 
     wait_until(lambda: not any_pids(b"bench.launch.rendezvous"), 30)  # nothing of the job outlives it
+
+
+def test_scheduler_restart_mid_run_collects_once(running_airflow):
+    conf = SMALL | {"steps": 150, "image_size": 80}
+    response = running_airflow.trigger(conf)
+    assert response.status_code == 200, response.text
+    run_id = response.json()["dag_run_id"]
+    path = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
+    running_airflow.wait_for(
+        lambda: any(
+            t["task_id"] == "train" and t["state"] == "deferred"
+            for t in running_airflow.get(path).json()["task_instances"]
+        ),
+        180,
+    )
+    running_airflow.stop_component("scheduler")
+    running_airflow.start_component("scheduler", "scheduler")
+    assert running_airflow.wait_run(run_id) == "success"
+    trains = [t for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]
+    assert len(trains) == 2 and all(t["try_number"] == 1 and t["state"] == "success" for t in trains)
+    from bench.store.db import ResultsStore
+
+    rows = ResultsStore(f"sqlite:///{running_airflow.home}/sw/results.db").frame()
+    assert sorted(rows[rows["suite_run_id"] == run_id]["gpus"]) == [1, 2]

@@ -24,6 +24,7 @@ class SlurmCluster:
     root: Path
     nodes: int = 2
     cpus: int = 2
+    ctld_addr: str = "127.0.0.1"  # a bridge address makes slurmctld reachable from namespaced login nodes
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -41,7 +42,7 @@ class SlurmCluster:
         ctl_port = _free_port()
         lines = [
             "ClusterName=scalewatch-test",
-            f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
+            f"SlurmctldHost={socket.gethostname()}({self.ctld_addr})",
             f"SlurmctldPort={ctl_port}",
             "SlurmUser=root",
             "SlurmdUser=root",

@@ -135,3 +135,37 @@ def test_bad_inputs_fail_clearly_and_leave_no_valid_summary(datasets, tmp_path):
     assert done.returncode == 2 and "--batch-size 64" in done.stderr
     done = _train(datasets["coco"], "--batch-size", "0")
     assert done.returncode == 2 and "batch_size" in done.stderr
+
+
+def test_full_metrics_disk_fails_the_run_without_a_summary(datasets, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(full)]).returncode != 0:
+        pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
+    try:
+        done = subprocess.run(
+            [
+                BENCH,
+                "train",
+                "--workload",
+                "ssd",
+                "--data",
+                str(datasets["coco"]),
+                "--epochs",
+                "3",
+                "--batch-size",
+                "4",
+                "--metrics-out",
+                str(full / "m"),
+                "--sample-interval",
+                "0.05",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode != 0
+        assert "No space left on device" in done.stderr
+        assert not (full / "m" / "summary.json").exists()
+    finally:
+        subprocess.run(["umount", str(full)])

@@ -1,0 +1,70 @@
+"""Slurm driven through an SSH login node: sbatch/scontrol/scancel run on a namespaced host over ssh."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.config import RunSpec, TrainConfig
+from bench.launch.base import RunState, collect, wait
+from bench.launch.registry import build_launcher
+from tests.infra.faults import train_pids, wait_for
+from tests.infra.slurm_cluster import SlurmCluster
+from tests.infra.ssh_hosts import SshHosts
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def login_and_cluster(tmp_path_factory):
+    hosts = SshHosts(tmp_path_factory.mktemp("login"), count=1).start()
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-login"), ctld_addr=hosts.gateway)
+    try:
+        cluster.start()
+        yield hosts, cluster
+    finally:
+        cluster.stop()
+        hosts.stop()
+
+
+def launcher_for(hosts: SshHosts, cluster: SlurmCluster):
+    return build_launcher("slurm", ssh=hosts.options(), login_host=hosts.ip(0), slurm_env=cluster.env)
+
+
+def spec(tmp_path, datasets, steps: int, run_id: str) -> RunSpec:
+    train = TrainConfig(workload="ssd", data=datasets["coco"], steps=steps, batch_size=4, sample_interval_s=0.2)
+    return RunSpec(
+        run_id=run_id,
+        train=train,
+        ranks=2,
+        ranks_per_node=1,
+        partition="test",
+        output_dir=tmp_path / "run",
+        python=Path(sys.executable),
+    )
+
+
+def test_job_submitted_and_collected_through_the_login_node(login_and_cluster, tmp_path, datasets):
+    hosts, cluster = login_and_cluster
+    launcher = launcher_for(hosts, cluster)
+    s = spec(tmp_path, datasets, 4, "login")
+    handle = launcher.submit(s)
+    state, reason = wait(launcher, handle, 240, 1.0)
+    launcher.fetch(handle, s.output_dir)
+    result = collect(handle, state, reason, 2)
+    assert result.ok, (result.reason, result.log_paths)
+    assert sorted(result.rank_hosts.values()) == ["node1", "node2"]
+
+
+def test_cancel_through_the_login_node(login_and_cluster, tmp_path, datasets):
+    hosts, cluster = login_and_cluster
+    launcher = launcher_for(hosts, cluster)
+    s = spec(tmp_path, datasets, 100000, "logincancel")
+    handle = launcher.submit(s)
+    wait_for(lambda: train_pids(s.output_dir), 120)
+    launcher.cancel(handle)
+    state, _ = wait(launcher, handle, 120, 1.0)
+    assert state == RunState.CANCELLED
+    assert wait_for(lambda: not cluster.queue(), 60)
