@@ -108,16 +108,20 @@ def fio_mb_s(directory: Path, prefix: str = "") -> float:
         "--name=read",
         f"--opendir={directory}",
         "--rw=read",
-        "--bs=1M",
+        "--bs=128k",
         "--direct=1",
         "--ioengine=psync",
         "--output-format=json",
     ]
     if prefix:
         cmd = ["sh", "-c", f'{prefix} && exec "$@"', "sh", *cmd]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600)
-    report = done.stdout[done.stdout.index("{") :]  # fio prints "opendir added N files" first
-    return json.loads(report)["jobs"][0]["read"]["bw_bytes"] / 1e6
+    for _ in range(3):  # fio has been seen to report an empty job once in a while: retry, never divide by 0
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600)
+        report = done.stdout[done.stdout.index("{") :]  # fio prints "opendir added N files" first
+        read = json.loads(report)["jobs"][0]["read"]
+        if read["io_bytes"] > 0 and read["runtime"] > 0:
+            return read["io_bytes"] / (read["runtime"] / 1000) / 1e6
+    raise RuntimeError(f"fio read nothing from {directory}: {done.stdout[-500:]}")
 
 
 def throttle(device: str, rate: int):

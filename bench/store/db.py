@@ -127,10 +127,10 @@ class ResultsStore:
         rows = [_row(r) for r in frame.to_dict("records")]
         with self.engine.begin() as conn:
             ids = {r["suite_run_id"] for r in rows}
-            for row in rows:
-                conn.execute(self._upsert(results_table, row, list(KEY)))
+            if rows:  # one executemany statement: 52,000 history rows took 44 s row by row
+                conn.execute(self._upsert(results_table, rows[0], list(KEY)), rows)
             if suite is not None:
-                conn.execute(self._upsert(suite_runs_table, suite, ["suite_run_id"]))
+                conn.execute(self._upsert(suite_runs_table, suite, ["suite_run_id"]), [suite])
             # rows of this suite run that the rerun no longer has (a scale removed) go too
             for sid in ids:
                 keep = [(r["workload"], r["gpus"]) for r in rows if r["suite_run_id"] == sid]
@@ -142,11 +142,12 @@ class ResultsStore:
         return len(rows)
 
     def _upsert(self, table: sa.Table, row: dict, key: list[str]):
+        """INSERT .. ON CONFLICT (key) DO UPDATE over `row`'s columns; values are bound at execute."""
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(table).values(**row)
+        stmt = insert(table)
         return stmt.on_conflict_do_update(index_elements=key, set_={k: stmt.excluded[k] for k in row if k not in key})
 
     def frame(self, where=None) -> pd.DataFrame:
