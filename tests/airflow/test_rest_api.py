@@ -88,28 +88,36 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
         assert secret not in text
 
 
-def test_triggerer_restart_mid_run_resumes_and_collects_once(running_airflow):
-    conf = SMALL | {"steps": 150, "image_size": 64}  # long enough to restart the triggerer under it
+def start_and_wait_deferred(running_airflow, conf: dict) -> tuple[str, str]:
+    """Trigger a run and wait until a train task is deferred; returns (run id, its taskInstances path)."""
     response = running_airflow.trigger(conf)
     assert response.status_code == 200, response.text
     run_id = response.json()["dag_run_id"]
     path = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
+    running_airflow.wait_for(
+        lambda: any(
+            t["task_id"] == "train" and t["state"] == "deferred"
+            for t in running_airflow.get(path).json()["task_instances"]
+        ),
+        180,
+    )
+    return run_id, path
 
-    def deferred():
-        tis = running_airflow.get(path).json()["task_instances"]
-        return [t for t in tis if t["task_id"] == "train" and t["state"] == "deferred"]
 
-    running_airflow.wait_for(deferred, 180)
-    running_airflow.stop_component("triggerer")
-    running_airflow.start_component("triggerer", "triggerer")
+# A distinct image size per component keeps each run's history (config_key) its own.
+@pytest.mark.parametrize("component,image_size", [("triggerer", 64), ("scheduler", 80)])
+def test_component_restart_mid_run_resumes_and_collects_once(running_airflow, component, image_size):
+    # long enough to restart the component under the deferred runs
+    run_id, path = start_and_wait_deferred(running_airflow, SMALL | {"steps": 150, "image_size": image_size})
+    running_airflow.stop_component(component)
+    running_airflow.start_component(component, component)
     assert running_airflow.wait_run(run_id) == "success"
     trains = [t for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]
     assert len(trains) == 2 and all(t["try_number"] == 1 and t["state"] == "success" for t in trains)
     from bench.store.db import ResultsStore
 
     rows = ResultsStore(f"sqlite:///{running_airflow.home}/sw/results.db").frame()
-    mine = rows[rows["suite_run_id"] == run_id]
-    assert sorted(mine["gpus"]) == [1, 2]  # collected exactly once per scale
+    assert sorted(rows[rows["suite_run_id"] == run_id]["gpus"]) == [1, 2]  # collected exactly once per scale
 
 
 def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, slurm):
@@ -121,17 +129,7 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
         "steps": 1_000_000,
         "image_size": 64,
     }
-    response = running_airflow.trigger(conf)
-    assert response.status_code == 200, response.text
-    run_id = response.json()["dag_run_id"]
-    base = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
-    running_airflow.wait_for(
-        lambda: any(
-            t["task_id"] == "train" and t["state"] == "deferred"
-            for t in running_airflow.get(base).json()["task_instances"]
-        ),
-        180,
-    )
+    _, base = start_and_wait_deferred(running_airflow, conf)
     job = wait_until(lambda: [line.split()[0] for line in slurm.queue() if "RUNNING" in line], 120)[0]
     patched = httpx.patch(
         f"{running_airflow.url}/api/v2{base[7:]}/train/0",
@@ -146,27 +144,3 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
     from tests.infra.faults import any_pids
 
     wait_until(lambda: not any_pids(b"bench.launch.rendezvous"), 30)  # nothing of the job outlives it
-
-
-def test_scheduler_restart_mid_run_collects_once(running_airflow):
-    conf = SMALL | {"steps": 150, "image_size": 80}
-    response = running_airflow.trigger(conf)
-    assert response.status_code == 200, response.text
-    run_id = response.json()["dag_run_id"]
-    path = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
-    running_airflow.wait_for(
-        lambda: any(
-            t["task_id"] == "train" and t["state"] == "deferred"
-            for t in running_airflow.get(path).json()["task_instances"]
-        ),
-        180,
-    )
-    running_airflow.stop_component("scheduler")
-    running_airflow.start_component("scheduler", "scheduler")
-    assert running_airflow.wait_run(run_id) == "success"
-    trains = [t for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]
-    assert len(trains) == 2 and all(t["try_number"] == 1 and t["state"] == "success" for t in trains)
-    from bench.store.db import ResultsStore
-
-    rows = ResultsStore(f"sqlite:///{running_airflow.home}/sw/results.db").frame()
-    assert sorted(rows[rows["suite_run_id"] == run_id]["gpus"]) == [1, 2]

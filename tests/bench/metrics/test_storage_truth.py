@@ -89,6 +89,8 @@ def test_measured_average_matches_a_blkio_throttle(big_dataset, tmp_path):
         (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
         group.rmdir()
     first = summary["epochs"][0]
-    assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
+    # The whole dataset came from the throttled device (the 2% byte truth is the cold-epoch test's job;
+    # a freshly started process in the throttled group also pages in a few MB of its own code).
+    assert true_bytes <= first["bytes_from_storage"] <= 1.10 * true_bytes
     assert first["avg_read_mb_s"] == pytest.approx(rate / 1e6, rel=0.10)
     assert first["peak_read_mb_s"] >= first["avg_read_mb_s"]
