@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -43,27 +44,24 @@ class DetachedLauncher:
             )
         )
         (out / "logs").mkdir(exist_ok=True)
-        log = (out / "logs" / "supervisor.log").open("ab")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.launch.supervisor",
-                "--spec",
-                str(spec_file),
-                "--backend",
-                self.name,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+        argv = [sys.executable, "-m", "bench.launch.supervisor", "--spec", str(spec_file), "--backend", self.name]
+        log = out / "logs" / "supervisor.log"
+        # Started by a shell that exits at once, so the supervisor is reparented away from whoever
+        # launched it: an Airflow worker's (or scheduler's) teardown kills its process tree, and
+        # must not take a running training job with it.
+        starter = subprocess.run(
+            ["sh", "-c", f"{shlex.join(argv)} >>{shlex.quote(str(log))} 2>&1 </dev/null & echo $!"],
+            capture_output=True,
+            text=True,
+            check=True,
             start_new_session=True,
         )
+        pid = int(starter.stdout.strip())
         return {
             "backend": self.name,
             "run_id": spec.run_id,
             "output_dir": str(out),
-            "job_id": str(proc.pid),
+            "job_id": str(pid),
             "ranks": spec.ranks,
             "submitted": time.time(),
         }
