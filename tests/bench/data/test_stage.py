@@ -40,39 +40,16 @@ def test_stage_manifest_skip_and_verify(tmp_path, datasets):
     assert len(problems) == 1 and victim.name in problems[0]
 
 
+def stage_cli(src, dst, expect_images: int) -> subprocess.CompletedProcess:
+    argv = [BENCH, "dataset", "stage", "--from", str(src), "--to", str(dst), "--expect-images", str(expect_images)]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
 def test_stage_cli_runs_gx_checks(tmp_path, datasets):
-    done = subprocess.run(
-        [
-            BENCH,
-            "dataset",
-            "stage",
-            "--from",
-            str(datasets["segmentation"]),
-            "--to",
-            str(tmp_path / "d"),
-            "--expect-images",
-            "32",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    done = stage_cli(datasets["segmentation"], tmp_path / "d", 32)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["checks"]["success"] is True
-    bad = subprocess.run(
-        [
-            BENCH,
-            "dataset",
-            "stage",
-            "--from",
-            str(datasets["segmentation"]),
-            "--to",
-            str(tmp_path / "d"),
-            "--expect-images",
-            "33",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    bad = stage_cli(datasets["segmentation"], tmp_path / "d", 33)
     assert bad.returncode == 2 and "manifest checks failed" in bad.stderr
 
 
