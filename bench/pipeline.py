@@ -67,7 +67,7 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> R
         run_id=f"{suite_run_id}-{workload}-{gpus}".replace(":", "-").replace("+", "-"),
         train=train,
         ranks=gpus,
-        output_dir=cfg.output_dir / _safe(suite_run_id) / f"{workload}-{gpus}",
+        output_dir=suite_dir(cfg.output_dir, suite_run_id) / f"{workload}-{gpus}",
         hosts=cfg.hosts,
         partition=cfg.partition,
         account=cfg.account,
@@ -77,8 +77,9 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> R
     )
 
 
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text)
+def suite_dir(output_dir: Path, suite_run_id: str) -> Path:
+    """Where one suite run's outputs live: Airflow run ids hold ':' and '+', which stay out of paths."""
+    return output_dir / "".join(c if c.isalnum() or c in "._-" else "-" for c in suite_run_id)
 
 
 def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int) -> RunResult:
@@ -169,10 +170,10 @@ def finish(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str) 
     from bench.store.db import ResultsStore
 
     store = ResultsStore(cfg.results_url)
-    suite_dir = cfg.output_dir / _safe(suite_run_id)
-    ev = evaluate(cfg, suite_run_id, runs, started, store, suite_dir / "data-docs")
-    ev.frame.to_csv(suite_dir / "results.csv", index=False)
-    report = write_report(suite_dir / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
+    out = suite_dir(cfg.output_dir, suite_run_id)
+    ev = evaluate(cfg, suite_run_id, runs, started, store, out / "data-docs")
+    ev.frame.to_csv(out / "results.csv", index=False)
+    report = write_report(out / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
     suite = {
         "suite_run_id": suite_run_id,
         "started_at": started,
@@ -188,5 +189,5 @@ def finish(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str) 
         "warnings": ev.warnings,
         "report": str(report),
         "data_docs": ev.data_docs,
-        "results_csv": str(suite_dir / "results.csv"),
+        "results_csv": str(out / "results.csv"),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,11 @@ sys.path.insert(0, str(ROOT / "plugins"))
 PY = sys.executable
 BENCH = str(Path(PY).with_name("bench"))
 HOROVODRUN = str(Path(PY).with_name("horovodrun"))
+
+
+def oversubscribed_ranks() -> int:
+    """Three ranks per core this process may use: a scale that cannot be near-linear on this machine."""
+    return 3 * len(os.sched_getaffinity(0))
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
+from tests.conftest import oversubscribed_ranks
 from tests.dags.conftest import ROOT, airflow_env
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver
 
@@ -91,17 +92,19 @@ def test_clean_sweep_passes_without_alert(airflow_home):
 
 @pytest.mark.slow
 def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home):
-    # 6 ranks on a 2-core machine cannot scale: the suite must say so, loudly.
+    # Three ranks per core cannot scale: the suite must say so, loudly.
+    n = oversubscribed_ranks()
+    conf = {"gpus": [1, n], "dataset_images": 8 * n, "min_scaling_efficiency": 0.6}
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
-        run, states = run_dag(airflow_home, {"gpus": [1, 6], "min_scaling_efficiency": 0.6}, webhook, smtp)
+        run, states = run_dag(airflow_home, conf, webhook, smtp)
     assert run.state == "failed"
     assert states["verdict"] == "failed" and states["evaluate"] == "success" and states["alert"] == "success"
     assert len(webhook.posts) == 1 and webhook.posts[0]["path"] == "/" + TOKEN
     text = webhook.posts[0]["json"]["text"]
-    assert "ssd @ 6 GPUs: scaling_efficiency" in text and "bound 0.6" in text and "report.html" in text
+    assert f"ssd @ {n} GPUs: scaling_efficiency" in text and "bound 0.6" in text and "report.html" in text
     assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
     assert smtp.logins == ["alerts"]
-    assert "ssd @ 6 GPUs: scaling_efficiency" in smtp.messages[0]["data"]
+    assert f"ssd @ {n} GPUs: scaling_efficiency" in smtp.messages[0]["data"]
 
 
 @pytest.mark.slow
