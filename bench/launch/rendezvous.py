@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
+import time
 from pathlib import Path
 
 
@@ -82,13 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     tmp = args.port_file.with_suffix(".tmp")
     tmp.write_text(f"{addr} {server.port}\n")
     os.replace(tmp, args.port_file)
-    done = threading.Event()
+    stop = []
+
+    def on_signal(signum, _frame) -> None:
+        # Only a list append here: scancel signals both the batch script (whose EXIT trap signals us)
+        # and us, and a handler that takes a lock (Event.set) deadlocks when the second lands inside the first.
+        stop.append(signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, on_signal)
     parent = os.getppid()
     # A batch script killed by Slurm (TIMEOUT, scancel) never runs its EXIT trap: outlive it by a second at most.
-    while not done.wait(1.0) and os.getppid() == parent:
-        pass
+    while not stop and os.getppid() == parent:
+        time.sleep(0.5)
     server.stop()
     return 0
 

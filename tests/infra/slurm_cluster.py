@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -149,6 +151,21 @@ class SlurmCluster:
             time.sleep(0.5)
         raise RuntimeError(f"slurm nodes not idle: {done.stdout} {done.stderr}")
 
+    def _kill_stray_stepds(self) -> None:
+        """slurmstepd outlives a slurmd killed mid-step (the NODE_FAIL test); ours hold files under root."""
+        root = str(self.root)
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() != "slurmstepd":
+                    continue
+                fds = os.listdir(f"/proc/{pid}/fd")
+                targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds]
+            except OSError:
+                continue
+            if any(t.startswith(root) for t in targets):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
     def queue(self) -> list[str]:
         return [line for line in self.run("squeue", "-h", "-o", "%i %T").stdout.splitlines() if line.strip()]
 
@@ -161,6 +178,7 @@ class SlurmCluster:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        self._kill_stray_stepds()
         if getattr(self, "_owns_munge", False):
             pid_file = self.root / "munged.pid"
             if pid_file.exists():

@@ -1,5 +1,7 @@
 """Against a real Slurm cluster: slurmctld + 2 slurmd + munge, started here."""
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +118,22 @@ def test_slurmd_stopped_mid_job_surfaces_node_failure(cluster, tmp_path, dataset
         cluster.start_node("node2")
         cluster.run("scontrol", "update", "nodename=node2", "state=resume", check=False)
         cluster.wait_idle(90)
+
+
+def test_rendezvous_server_exits_on_a_burst_of_signals(cluster, tmp_path):
+    # scancel signals the batch script (whose EXIT trap signals the server) and the server itself:
+    # a handler that took a lock deadlocked when a second signal landed inside the first (about one
+    # burst in three hit that window, so several bursts are sent).
+    env = os.environ | cluster.env | {"SLURM_JOB_NODELIST": "node1", "SLURM_NTASKS": "1"}
+    for attempt in range(6):
+        port_file = tmp_path / f"rendezvous-{attempt}.addr"
+        argv = [sys.executable, "-m", "bench.launch.rendezvous", "--port-file", str(port_file), "--addr", "127.0.0.1"]
+        server = subprocess.Popen(argv, env=env)
+        try:
+            wait_for(port_file.exists, 60)
+            for _ in range(20000):  # the exited server stays a zombie until waited for, so kill cannot fail
+                os.kill(server.pid, signal.SIGTERM)
+            assert server.wait(15) == 0, f"burst {attempt}"
+        finally:
+            server.kill()
+            server.wait()
