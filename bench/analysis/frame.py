@@ -134,23 +134,7 @@ def read_results_csv(path) -> pd.DataFrame:
             )
     if "throughput_img_s" not in frame.columns and "epoch_time_s" not in frame.columns:
         raise ResultsInputError(f"{path}: need a 'throughput_img_s' or 'epoch_time_s' column")
-    numeric = [
-        "gpus",
-        *(
-            c
-            for c in (
-                "throughput_img_s",
-                "epoch_time_s",
-                "avg_read_mb_s",
-                "peak_read_mb_s",
-                "gpu_util",
-                "gpu_mem_util",
-                "cpu_util",
-                "mem_util",
-            )
-            if c in frame.columns
-        ),
-    ]
+    numeric = ["gpus", *(c for c in METRICS if c in frame.columns)]  # any known metric given must be a number
     for col in numeric:
         values = pd.to_numeric(frame[col], errors="coerce")
         bad = values.isna() & frame[col].notna()

@@ -8,6 +8,8 @@ from typing import Protocol
 
 import torch
 
+from bench.errors import ConfigError
+
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
@@ -22,6 +24,28 @@ class Shard:
     def indices(self, n: int) -> range:
         start = n * self.rank // self.world
         return range(start, n * (self.rank + 1) // self.world)
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """What every backend needs besides the dataset, so DALI and torch loaders are built alike."""
+
+    shard: Shard
+    batch_size: int
+    image_size: int
+    threads: int
+    seed: int
+    device: torch.device
+
+    def steps_per_epoch(self, dataset_len: int) -> int:
+        """Full batches in this rank's shard; a batch larger than the shard is a config error."""
+        shard_len = len(self.shard.indices(dataset_len))
+        if shard_len < self.batch_size:
+            raise ConfigError(
+                f"--batch-size {self.batch_size}: larger than this rank's shard of {shard_len} samples "
+                f"({dataset_len} in the dataset over {self.shard.world} ranks)"
+            )
+        return shard_len // self.batch_size
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from bench.data.dataset import CocoDataset, SegmentationDataset
-from bench.loaders.base import MEAN, STD, LoaderStats, Shard
+from bench.loaders.base import MEAN, STD, LoaderOptions, LoaderStats
 
 
 def _dali():
@@ -38,22 +38,18 @@ _TORCH_DTYPES = {
 
 
 class _DaliLoader:
-    def __init__(self, pipe, sizes: tuple[int, ...], shard: Shard, batch_size: int, device: torch.device):
-        self.pipe = pipe
+    def __init__(self, pipe_def, sizes: tuple[int, ...], opts: LoaderOptions):
+        self.steps_per_epoch = opts.steps_per_epoch(len(sizes))
+        gpu = opts.device.type == "cuda"
+        self.pipe = pipe_def(
+            batch_size=opts.batch_size,
+            num_threads=opts.threads,
+            device_id=opts.device.index if gpu else None,  # None: a CPU-only pipeline
+            seed=opts.seed,
+            prefetch_queue_depth=2,
+        )
         self.pipe.build()
-        self.device = device
-        self.batch_size = batch_size
-        self.shard_indices = shard.indices(len(sizes))
-        self.sizes = sizes
-        self.steps_per_epoch = len(self.shard_indices) // batch_size
-        if self.steps_per_epoch == 0:
-            from bench.errors import ConfigError
-
-            raise ConfigError(
-                f"--batch-size {batch_size}: larger than this rank's shard of "
-                f"{len(self.shard_indices)} samples ({len(sizes)} in the dataset over {shard.world} ranks)"
-            )
-        self.stats = LoaderStats()
+        self.device, self.sizes, self.stats = opts.device, sizes, LoaderStats()
 
     def _account(self, ids: np.ndarray) -> None:
         self.stats.record(ids.reshape(-1).tolist(), self.sizes)
@@ -63,19 +59,10 @@ class _DaliLoader:
 
 
 class DaliCocoLoader(_DaliLoader):
-    def __init__(
-        self,
-        ds: CocoDataset,
-        anchors_cxcywh: torch.Tensor,
-        shard: Shard,
-        batch_size: int,
-        image_size: int,
-        threads: int,
-        seed: int,
-        device: torch.device,
-    ):
+    def __init__(self, ds: CocoDataset, anchors_cxcywh: torch.Tensor, opts: LoaderOptions):
         fn, pipeline_def, types = _dali()
-        gpu = device.type == "cuda"
+        gpu = opts.device.type == "cuda"
+        shard, seed, image_size = opts.shard, opts.seed, opts.image_size
         a = anchors_cxcywh
         anchors_ltrb = torch.cat([a[:, :2] - a[:, 2:] / 2, a[:, :2] + a[:, 2:] / 2], 1).reshape(-1).tolist()
 
@@ -126,19 +113,7 @@ class DaliCocoLoader(_DaliLoader):
                 boxes, labels = boxes.gpu(), labels.gpu()
             return images, boxes, labels, image_ids
 
-        super().__init__(
-            pipe(
-                batch_size=batch_size,
-                num_threads=threads,
-                device_id=device.index if gpu else None,
-                seed=seed,
-                prefetch_queue_depth=2,
-            ),
-            ds.sizes,
-            shard,
-            batch_size,
-            device,
-        )
+        super().__init__(pipe, ds.sizes, opts)
         self._id_to_index = {i + 1: i for i in range(len(ds.files))}  # generated ids are index + 1
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -153,18 +128,10 @@ class DaliCocoLoader(_DaliLoader):
 
 
 class DaliSegmentationLoader(_DaliLoader):
-    def __init__(
-        self,
-        ds: SegmentationDataset,
-        shard: Shard,
-        batch_size: int,
-        image_size: int,
-        threads: int,
-        seed: int,
-        device: torch.device,
-    ):
+    def __init__(self, ds: SegmentationDataset, opts: LoaderOptions):
         fn, pipeline_def, types = _dali()
-        gpu = device.type == "cuda"
+        gpu = opts.device.type == "cuda"
+        shard, seed, image_size = opts.shard, opts.seed, opts.image_size
         images = [str(ds.root / p) for p in ds.images]
         masks = [str(ds.root / p) for p in ds.masks]
         common = dict(shard_id=shard.rank, num_shards=shard.world, shuffle_after_epoch=True, seed=seed)
@@ -183,43 +150,20 @@ class DaliSegmentationLoader(_DaliLoader):
             side = scale * image_size
             img = fn.resize(img, resize_x=side, resize_y=side)
             mask = fn.resize(mask, resize_x=side, resize_y=side, interp_type=types.INTERP_NN)
-            px, py = fn.random.uniform(range=[0.0, 1.0]), fn.random.uniform(range=[0.0, 1.0])
-            flip = fn.random.coin_flip(probability=0.5)
+            # One window and one flip, drawn once, applied to image and mask alike.
+            same_crop = dict(
+                crop=(image_size, image_size),
+                crop_pos_x=fn.random.uniform(range=[0.0, 1.0]),
+                crop_pos_y=fn.random.uniform(range=[0.0, 1.0]),
+                mirror=fn.random.coin_flip(probability=0.5),
+            )
             img = fn.crop_mirror_normalize(
-                img,
-                crop=(image_size, image_size),
-                crop_pos_x=px,
-                crop_pos_y=py,
-                mirror=flip,
-                dtype=types.FLOAT,
-                output_layout="CHW",
-                mean=list(MEAN),
-                std=list(STD),
+                img, dtype=types.FLOAT, output_layout="CHW", mean=list(MEAN), std=list(STD), **same_crop
             )
-            mask = fn.crop_mirror_normalize(
-                mask,
-                crop=(image_size, image_size),
-                crop_pos_x=px,
-                crop_pos_y=py,
-                mirror=flip,
-                dtype=types.UINT8,
-                output_layout="HWC",
-            )
+            mask = fn.crop_mirror_normalize(mask, dtype=types.UINT8, output_layout="HWC", **same_crop)
             return img, mask, idx
 
-        super().__init__(
-            pipe(
-                batch_size=batch_size,
-                num_threads=threads,
-                device_id=device.index if gpu else None,
-                seed=seed,
-                prefetch_queue_depth=2,
-            ),
-            ds.sizes,
-            shard,
-            batch_size,
-            device,
-        )
+        super().__init__(pipe, ds.sizes, opts)
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
         for _ in range(self.steps_per_epoch):

@@ -6,7 +6,7 @@ import torch
 
 from bench.config import TrainConfig
 from bench.data.dataset import check_jpegs, load_coco, load_segmentation
-from bench.loaders.base import Loader, Shard
+from bench.loaders.base import Loader, LoaderOptions, Shard
 from bench.loaders.synthetic import SyntheticLoader
 
 
@@ -14,26 +14,23 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
     if cfg.synthetic:
         return SyntheticLoader(cfg, model, device)
     assert cfg.data is not None
+    opts = LoaderOptions(shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
     if cfg.workload == "ssd":
         ds = load_coco(cfg.data)
         check_jpegs(ds.root / "images", ds.files)
         if cfg.loader == "dali":
             from bench.loaders.dali_loader import DaliCocoLoader
 
-            return DaliCocoLoader(
-                ds, model.anchors, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device
-            )
+            return DaliCocoLoader(ds, model.anchors, opts)
         from bench.loaders.torch_loader import coco_loader
 
-        return coco_loader(
-            ds, model.anchors, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device
-        )
+        return coco_loader(ds, model.anchors, opts)
     ds = load_segmentation(cfg.data)
     check_jpegs(ds.root, ds.images)
     if cfg.loader == "dali":
         from bench.loaders.dali_loader import DaliSegmentationLoader
 
-        return DaliSegmentationLoader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
+        return DaliSegmentationLoader(ds, opts)
     from bench.loaders.torch_loader import segmentation_loader
 
-    return segmentation_loader(ds, shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
+    return segmentation_loader(ds, opts)

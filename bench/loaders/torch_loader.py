@@ -11,8 +11,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from bench.data.dataset import CocoDataset, SegmentationDataset
-from bench.errors import ConfigError
-from bench.loaders.base import MEAN, STD, LoaderStats, Shard
+from bench.loaders.base import MEAN, STD, LoaderOptions, LoaderStats, Shard
 from bench.models.ssd import encode
 
 _MEAN = torch.tensor(MEAN).view(3, 1, 1)
@@ -114,33 +113,18 @@ class _SegmentationFiles(Dataset):
 
 
 class TorchLoader:
-    def __init__(
-        self,
-        dataset: Dataset,
-        sizes: tuple[int, ...],
-        shard: Shard,
-        batch_size: int,
-        threads: int,
-        seed: int,
-        device: torch.device,
-    ) -> None:
-        sampler = EpochShardSampler(len(sizes), shard, seed)
-        self.steps_per_epoch = len(sampler) // batch_size
-        if self.steps_per_epoch == 0:
-            raise ConfigError(
-                f"--batch-size {batch_size}: larger than this rank's shard of {len(sampler)} samples "
-                f"({len(sizes)} in the dataset over {shard.world} ranks)"
-            )
+    def __init__(self, dataset: Dataset, sizes: tuple[int, ...], opts: LoaderOptions) -> None:
+        self.steps_per_epoch = opts.steps_per_epoch(len(sizes))
         self.loader = DataLoader(
             dataset,
-            batch_size=batch_size,
-            sampler=sampler,
+            batch_size=opts.batch_size,
+            sampler=EpochShardSampler(len(sizes), opts.shard, opts.seed),
             drop_last=True,
-            num_workers=threads,
-            persistent_workers=threads > 0,
-            pin_memory=device.type == "cuda",
+            num_workers=opts.threads,
+            persistent_workers=opts.threads > 0,
+            pin_memory=opts.device.type == "cuda",
         )
-        self.sizes, self.device, self.stats = sizes, device, LoaderStats()
+        self.sizes, self.device, self.stats = sizes, opts.device, LoaderStats()
 
     def epoch(self) -> Iterator[dict[str, torch.Tensor]]:
         for batch in self.loader:
@@ -151,31 +135,12 @@ class TorchLoader:
         del self.loader
 
 
-def coco_loader(
-    ds: CocoDataset,
-    anchors: torch.Tensor,
-    shard: Shard,
-    batch_size: int,
-    image_size: int,
-    threads: int,
-    seed: int,
-    device: torch.device,
-) -> TorchLoader:
-    return TorchLoader(
-        _CocoFiles(ds, anchors.cpu(), image_size, seed), ds.sizes, shard, batch_size, threads, seed, device
-    )
+def coco_loader(ds: CocoDataset, anchors: torch.Tensor, opts: LoaderOptions) -> TorchLoader:
+    return TorchLoader(_CocoFiles(ds, anchors.cpu(), opts.image_size, opts.seed), ds.sizes, opts)
 
 
-def segmentation_loader(
-    ds: SegmentationDataset,
-    shard: Shard,
-    batch_size: int,
-    image_size: int,
-    threads: int,
-    seed: int,
-    device: torch.device,
-) -> TorchLoader:
-    return TorchLoader(_SegmentationFiles(ds, image_size, seed), ds.sizes, shard, batch_size, threads, seed, device)
+def segmentation_loader(ds: SegmentationDataset, opts: LoaderOptions) -> TorchLoader:
+    return TorchLoader(_SegmentationFiles(ds, opts.image_size, opts.seed), ds.sizes, opts)
 
 
 def resize_nearest(mask: torch.Tensor, size: int) -> torch.Tensor:

@@ -35,18 +35,21 @@ EPOCH = {
     },
 }
 
+RANK_FIELDS = (
+    "rank",
+    "host",
+    "images",
+    "images_per_s",
+    "step_time_median_s",
+    "bytes_from_storage",
+    "bytes_consumed",
+    "samples_read",
+)
+UTILISATION_FIELDS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")
+
 RANK = {
     "type": "object",
-    "required": [
-        "rank",
-        "host",
-        "images",
-        "images_per_s",
-        "step_time_median_s",
-        "bytes_from_storage",
-        "bytes_consumed",
-        "samples_read",
-    ],
+    "required": list(RANK_FIELDS),
     "properties": {
         "rank": {"type": "integer", "minimum": 0},
         "host": {"type": "string"},
@@ -107,10 +110,8 @@ SUMMARY_SCHEMA = {
         "per_rank": {"type": "array", "items": RANK},
         "utilisation": {
             "type": "object",
-            "required": ["cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes"],
-            "properties": {
-                k: _num_or_null for k in ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")
-            },
+            "required": list(UTILISATION_FIELDS),
+            "properties": dict.fromkeys(UTILISATION_FIELDS, _num_or_null),
         },
         "storage": {
             "type": "object",

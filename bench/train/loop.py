@@ -20,7 +20,7 @@ from bench.loaders.registry import build_loader
 from bench.metrics.io import cache_risk, epoch_io
 from bench.metrics.registry import build_sources
 from bench.metrics.sampler import Sampler
-from bench.metrics.schema import SUMMARY_SCHEMA_VERSION, validate_summary
+from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
 from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
 
@@ -224,22 +224,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
     samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
     loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
     all_losses = [r["losses"] for r in reports]
-    per_rank = [
-        {
-            k: r[k]
-            for k in (
-                "rank",
-                "host",
-                "images",
-                "images_per_s",
-                "step_time_median_s",
-                "bytes_from_storage",
-                "bytes_consumed",
-                "samples_read",
-            )
-        }
-        for r in reports
-    ]
+    per_rank = [{k: r[k] for k in RANK_FIELDS} for r in reports]
     gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
