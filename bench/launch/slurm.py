@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from bench.config import RunSpec
@@ -103,8 +104,6 @@ class SlurmLauncher:
                 raise LaunchError(f"partition {spec.partition}: not found by sinfo ({done.stderr.strip()})")
 
     def submit(self, spec: RunSpec) -> Handle:
-        import sys
-
         self.check(spec)
         # The worker's interpreter when submitting locally; on a login node, the spec's (or python3 there).
         python = str(spec.python or ("python3" if self.runner.remote else sys.executable))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def _read(path: str) -> bytes:
@@ -56,3 +61,15 @@ def kill_rank_when_training(output_dir: Path, rank: int, sig: int = signal.SIGKI
     pid = wait_for(lambda: train_pids(output_dir, rank), timeout)[0]
     os.kill(pid, sig)
     return pid
+
+
+@contextlib.contextmanager
+def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at mount_point (made here): a real disk that fills up."""
+    mount_point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)]).returncode != 0:
+        pytest.fail("cannot mount a tmpfs for a disk-full test (needs root)")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)])

@@ -8,6 +8,7 @@ from bench.data.generate import GenerateSpec, generate
 from bench.data.stage import MANIFEST, stage, verify
 from bench.errors import StagingError
 from tests.conftest import BENCH
+from tests.infra.faults import small_disk
 
 
 def test_generate_is_deterministic_and_resumable(tmp_path):
@@ -59,17 +60,11 @@ def test_unreadable_source_and_missing_source(tmp_path):
 
 
 def test_destination_full_leaves_nothing_recorded(tmp_path, datasets):
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
-        pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
-    try:
+    with small_disk(tmp_path / "small", "64k") as mnt:
         with pytest.raises(StagingError, match="destination is full"):
             stage(datasets["coco"], mnt / "d")
         assert not (mnt / "d" / MANIFEST).exists()
         assert not list((mnt / "d").rglob(".*.partial"))
-    finally:
-        subprocess.run(["umount", str(mnt)])
 
 
 def test_rerun_after_interruption_completes(tmp_path, datasets):

@@ -10,6 +10,7 @@ import torch
 from bench.loaders.base import Shard
 from bench.metrics.schema import validate_summary
 from tests.conftest import BENCH, HOROVODRUN
+from tests.infra.faults import small_disk
 
 pytestmark = pytest.mark.slow
 
@@ -98,11 +99,11 @@ def test_dali_and_torch_loaders_agree_on_shapes_and_dtypes(workload, datasets):
         assert batches["dali"][key].dtype == batches["torch"][key].dtype, key
 
 
-def _train(data, *extra, workload="ssd", out=None):
-    args = [BENCH, "train", "--workload", workload, "--data", str(data), "--steps", "2", *extra]
+def _train(data, *extra, workload="ssd", out=None, length=("--steps", "2"), timeout=120):
+    args = [BENCH, "train", "--workload", workload, "--data", str(data), *length, *extra]
     if out:
         args += ["--metrics-out", str(out)]
-    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
 
 def test_bad_inputs_fail_clearly_and_leave_no_valid_summary(datasets, tmp_path):
@@ -138,34 +139,9 @@ def test_bad_inputs_fail_clearly_and_leave_no_valid_summary(datasets, tmp_path):
 
 
 def test_full_metrics_disk_fails_the_run_without_a_summary(datasets, tmp_path):
-    full = tmp_path / "full"
-    full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(full)]).returncode != 0:
-        pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
-    try:
-        done = subprocess.run(
-            [
-                BENCH,
-                "train",
-                "--workload",
-                "ssd",
-                "--data",
-                str(datasets["coco"]),
-                "--epochs",
-                "3",
-                "--batch-size",
-                "4",
-                "--metrics-out",
-                str(full / "m"),
-                "--sample-interval",
-                "0.05",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    with small_disk(tmp_path / "full", "8k") as full:
+        args = ("--batch-size", "4", "--sample-interval", "0.05")
+        done = _train(datasets["coco"], *args, out=full / "m", length=("--epochs", "3"), timeout=300)
         assert done.returncode != 0
         assert "No space left on device" in done.stderr
         assert not (full / "m" / "summary.json").exists()
-    finally:
-        subprocess.run(["umount", str(full)])
