@@ -85,10 +85,11 @@ def suite_dir(output_dir: Path, suite_run_id: str) -> Path:
 def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int) -> RunResult:
     """Submit, wait (cancelling on timeout), collect: a failure becomes a FAILED result, not an exception."""
     from bench.errors import BenchError
+    from bench.launch.leftovers import submit_recorded
 
     spec = run_spec(cfg, suite_run_id, workload, gpus)
     try:
-        handle = launcher.submit(spec)
+        handle = submit_recorded(launcher, spec)
     except BenchError as error:
         return launch_failed(spec, launcher.name, error)
     state, reason = wait(launcher, handle, cfg.time_limit_s + 60)

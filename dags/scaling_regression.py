@@ -60,6 +60,12 @@ def scaling_regression():
         return plan["matrix"]
 
     @task(trigger_rule="all_done")
+    def cancel_leftover_runs(plan: dict | None) -> list[str]:
+        from scalewatch.suite import cancel_leftover_runs
+
+        return cancel_leftover_runs(plan) if plan else []  # no plan: nothing was launched
+
+    @task(trigger_rule="all_done")
     def evaluate(plan: dict, results: list[dict] | None, **context) -> dict:
         from scalewatch.suite import evaluate_and_report
 
@@ -96,7 +102,12 @@ def scaling_regression():
         max_active_tis_per_dag=1,
     ).expand(run=matrix(plan))
     staged >> runs
+    # A train task marked failed before its trigger ran leaves its job alive: nothing is evaluated
+    # (or left on the cluster) until every run of this suite has ended.
+    leftovers = cancel_leftover_runs(plan)
+    runs >> leftovers
     outcome = evaluate(plan, runs.output)
+    leftovers >> outcome
     alert(plan, outcome)
     verdict(outcome)
 

@@ -18,6 +18,7 @@ from bench.launch.sshopts import SshOptions
 from bench.launch.supervisor import STATE
 
 START_GRACE_S = 30
+SPEC = "spec.json"
 
 
 class DetachedLauncher:
@@ -34,7 +35,7 @@ class DetachedLauncher:
         out = spec.output_dir
         out.mkdir(parents=True, exist_ok=True)
         (out / STATE).unlink(missing_ok=True)
-        spec_file = out / "spec.json"
+        spec_file = out / SPEC
         spec_file.write_text(
             json.dumps(
                 {
@@ -74,7 +75,7 @@ class DetachedLauncher:
             doc = json.loads(state_file.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             doc = None
-        alive = _alive(pid)
+        alive = _alive(handle)
         if doc is None:
             if alive or (time.time() - handle["submitted"] < START_GRACE_S and alive):
                 return RunState.PENDING, ""
@@ -86,10 +87,10 @@ class DetachedLauncher:
 
     def cancel(self, handle: Handle) -> None:
         pid = int(handle["job_id"])
-        if _alive(pid):
+        if _alive(handle):
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 30
-            while _alive(pid) and time.monotonic() < deadline:
+            while _alive(handle) and time.monotonic() < deadline:
                 _reap(pid)
                 time.sleep(0.2)
 
@@ -110,13 +111,19 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _alive(pid: int) -> bool:
+def _alive(handle: Handle) -> bool:
+    """The handle's supervisor is running: a reused pid (a late poll or cancel) is not it."""
+    pid = int(handle["job_id"])
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:  # a zombie is not alive
+    try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
+            if f.read().split(") ", 1)[1][0] == "Z":  # a zombie is not alive
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
         return False
+    return str(Path(handle["output_dir"]) / SPEC).encode() in argv

@@ -38,6 +38,10 @@ def _time_limit(seconds: int) -> str:
     return f"{minutes // 1440}-{minutes % 1440 // 60:02d}:{minutes % 60:02d}:00"
 
 
+def job_name(run_id: str) -> str:
+    return f"sw-{run_id}"
+
+
 def batch_script(spec: RunSpec, python: str) -> str:
     """The sbatch script; every interpolated value is validated by RunSpec and shlex-quoted here."""
     nodes = len(spec.hosts) or max(1, math.ceil(spec.ranks / (spec.ranks_per_node or spec.ranks)))
@@ -48,7 +52,7 @@ def batch_script(spec: RunSpec, python: str) -> str:
     q = shlex.quote
     lines = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={q('sw-' + spec.run_id)}",
+        f"#SBATCH --job-name={q(job_name(spec.run_id))}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={per_node}",
         f"#SBATCH --time={_time_limit(spec.time_limit_s)}",
@@ -130,6 +134,9 @@ class SlurmLauncher:
         done = self.runner.run(["scontrol", "-o", "show", "job", job], check=False)
         fields = dict(t.split("=", 1) for t in done.stdout.split() if "=" in t) if done.returncode == 0 else {}
         raw = fields.get("JobState")
+        if raw is not None and fields.get("JobName") != job_name(handle["run_id"]):
+            # Job ids restart after a controller loses its state: that id is someone else's job now.
+            return RunState.FAILED, f"job {job} now names {fields.get('JobName')!r}, not this run"
         if raw is None:
             acct = self.runner.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "State,ExitCode,Reason"], check=False)
             parts = acct.stdout.strip().splitlines()[0].split("|") if acct.stdout.strip() else []

@@ -31,6 +31,7 @@ class TrainScaleOperator(BaseOperator):
     def execute(self, context) -> dict:
         from bench.errors import BenchError
         from bench.launch.base import launch_failed
+        from bench.launch.leftovers import submit_recorded
         from bench.pipeline import run_spec
         from scalewatch.launchers import from_kwargs, launcher_kwargs
         from scalewatch.triggers import RunStateTrigger
@@ -40,7 +41,7 @@ class TrainScaleOperator(BaseOperator):
         self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts)
         launcher = from_kwargs(self._launcher_kwargs)
         try:
-            handle = launcher.submit(spec)
+            handle = submit_recorded(launcher, spec)
         except BenchError as error:
             self.log.error("launch failed for %s: %s", spec.run_id, error)
             return launch_failed(spec, cfg.launcher, error).as_dict()

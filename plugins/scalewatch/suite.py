@@ -14,6 +14,17 @@ def _summary(result: dict) -> dict:
     return result
 
 
+def cancel_leftover_runs(plan: dict) -> list[str]:
+    """After the last scale: no job of this suite may outlive it (see bench.launch.leftovers)."""
+    from bench.launch.leftovers import cancel_unfinished
+    from bench.pipeline import suite_dir
+    from scalewatch.launchers import from_kwargs, launcher_kwargs
+
+    cfg = SweepConfig.model_validate(plan["sweep"])
+    launcher = from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
+    return cancel_unfinished(launcher, suite_dir(cfg.output_dir, plan["suite_run_id"]))
+
+
 def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
     from bench.pipeline import finish, run_spec
 

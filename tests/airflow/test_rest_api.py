@@ -131,27 +131,41 @@ def test_component_restart_mid_run_resumes_and_collects_once(running_airflow, co
     assert sorted(rows[rows["suite_run_id"] == run_id]["gpus"]) == [1, 2]  # collected exactly once per scale
 
 
-def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, slurm):
+# With the triggerer up, its on_kill cancels the job, unless the mark lands before the trigger
+# starts; with it down there is no trigger at all: the suite's leftover sweep must cancel the job.
+@pytest.mark.parametrize("triggerer_up", [True, False], ids=["triggerer-up", "triggerer-down"])
+def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, slurm, triggerer_up):
     conf = SMALL | {
         "launcher": "slurm",
         "partition": "test",
         "gpus": [2],
         "ranks_per_node": 1,
         "steps": 1_000_000,
-        "image_size": 64,
+        "image_size": 64 if triggerer_up else 96,
     }
-    _, base = start_and_wait_deferred(running_airflow, conf)
-    job = wait_until(lambda: [line.split()[0] for line in slurm.queue() if "RUNNING" in line], 120)[0]
-    patched = httpx.patch(
-        f"{running_airflow.url}/api/v2{base[7:]}/train/0",
-        headers=running_airflow.headers(),
-        json={"new_state": "failed"},
-        timeout=30,
-    )
-    assert patched.status_code == 200, patched.text
-    wait_until(lambda: not slurm.queue(), 120)
-    state = slurm.run("scontrol", "show", "job", job).stdout
-    assert "JobState=CANCELLED" in state
-    from tests.infra.faults import any_pids
+    if not triggerer_up:
+        running_airflow.stop_component("triggerer")
+    try:
+        run_id, base = start_and_wait_deferred(running_airflow, conf)
+        job = wait_until(lambda: [line.split()[0] for line in slurm.queue() if "RUNNING" in line], 120)[0]
+        patched = httpx.patch(
+            f"{running_airflow.url}{base}/train/0",
+            headers=running_airflow.headers(),
+            json={"new_state": "failed"},
+            timeout=30,
+        )
+        assert patched.status_code == 200, patched.text
+        wait_until(lambda: not slurm.queue(), 120)
+        state = slurm.run("scontrol", "show", "job", job).stdout
+        assert "JobState=CANCELLED" in state
+        from tests.infra.faults import any_pids
 
-    wait_until(lambda: not any_pids(b"bench.launch.rendezvous"), 30)  # nothing of the job outlives it
+        wait_until(lambda: not any_pids(b"bench.launch.rendezvous"), 30)  # nothing of the job outlives it
+        assert running_airflow.wait_run(run_id) == "failed"  # a cancelled scale is never a pass
+        if not triggerer_up:
+            sweep = running_airflow.get(f"{base}/cancel_leftover_runs/xcomEntries/return_value")
+            assert sweep.status_code == 200, sweep.text
+            assert sweep.json()["value"] == [f"{run_id}-ssd-2".replace(":", "-").replace("+", "-")]
+    finally:
+        if not triggerer_up:
+            running_airflow.start_component("triggerer", "triggerer")

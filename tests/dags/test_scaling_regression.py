@@ -29,7 +29,10 @@ def test_dag_integrity(airflow_home):
     dag = load_dag(airflow_home)
     assert dag.schedule == "0 3 * * 1" and dag.catchup is False
     ids = {t.task_id for t in dag.tasks}
-    assert {"validate_config", "stage_dataset", "train", "evaluate", "alert", "verdict"} <= ids
+    assert {"validate_config", "stage_dataset", "train", "cancel_leftover_runs", "evaluate", "alert", "verdict"} <= ids
+    sweep = dag.get_task("cancel_leftover_runs")  # runs however train ended, before anything is evaluated
+    assert sweep.trigger_rule == "all_done"
+    assert "train" in sweep.upstream_task_ids and "evaluate" in sweep.downstream_task_ids
     assert dag.get_task("stage_dataset").outlets[0].uri.startswith("scalewatch://")
     for name, param in dag.params.items():
         schema = param.schema
@@ -85,6 +88,7 @@ def test_clean_sweep_passes_without_alert(airflow_home):
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, {"gpus": [1, 2], "min_scaling_efficiency": 0.25}, webhook, smtp)
     assert run.state == "success", states
+    assert states["cancel_leftover_runs"] == "success"
     assert webhook.posts == [] and smtp.messages == []
     reports = list((airflow_home / "sw" / "runs").glob("*/report.html"))
     assert reports and "PASSED" in reports[-1].read_text()
@@ -115,6 +119,7 @@ def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
             airflow_home, {"gpus": [1, 8], "dataset_images": 24, "min_scaling_efficiency": 0.1}, webhook, smtp
         )
     assert run.state == "failed" and states["verdict"] == "failed"
+    assert states["cancel_leftover_runs"] == "success"  # the failed scale's job had already ended
     text = webhook.posts[0]["json"]["text"]
     assert "ssd @ 8 GPUs: state = FAILED" in text and "--batch-size 8: larger than this rank" in text
     from bench.store.db import ResultsStore

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import shutil
 import signal
@@ -170,6 +171,13 @@ class SlurmCluster:
         return [line for line in self.run("squeue", "-h", "-o", "%i %T").stdout.splitlines() if line.strip()]
 
     def stop(self) -> None:
+        # A job still running (a test that failed before its own cleanup) would outlive the daemons
+        # and load the machine for every later test: cancel everything while slurmd can still act.
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.run("scancel", f"--user={getpass.getuser()}")
+            deadline = time.monotonic() + 60
+            while self.queue() and time.monotonic() < deadline:
+                time.sleep(0.5)
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()

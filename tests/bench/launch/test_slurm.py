@@ -11,6 +11,7 @@ import pytest
 from bench.config import RunSpec, TrainConfig
 from bench.errors import LaunchError
 from bench.launch.base import RunState, collect, wait
+from bench.launch.leftovers import cancel_unfinished, record_handle
 from bench.launch.registry import build_launcher
 from bench.launch.slurm import batch_script
 from tests.infra.faults import any_pids, kill_rank_when_training, train_pids, wait_for
@@ -85,6 +86,22 @@ def test_cancel_and_timeout_states(cluster, tmp_path, datasets):
     assert wait_for(lambda: not cluster.queue(), 90)
     # nothing of the killed jobs outlives them: ranks, wrappers, the rendezvous server
     wait_for(lambda: not any_pids(str(tmp_path).encode()), 30)
+
+
+def test_a_job_id_now_naming_another_job_is_never_cancelled(cluster, tmp_path):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    argv = ["sbatch", "--parsable", "-p", "test", "-J", "someone-else", "-o", "/dev/null", "--wrap", "sleep 300"]
+    job = cluster.run(*argv).stdout.strip().split(";")[0]
+    try:
+        handle = {"backend": "slurm", "run_id": "ours", "output_dir": str(tmp_path / "ours"), "job_id": job}
+        record_handle(handle)
+        state, reason = launcher.poll(handle)
+        assert state == RunState.FAILED and "someone-else" in reason
+        assert cancel_unfinished(launcher, tmp_path) == []
+        assert any(line.split()[0] == job for line in cluster.queue())
+    finally:
+        cluster.run("scancel", job, check=False)
+        wait_for(lambda: not cluster.queue(), 60)
 
 
 def test_unknown_partition_refused_before_submit(cluster, tmp_path, datasets):
