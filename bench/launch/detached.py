@@ -112,7 +112,11 @@ def _reap(pid: int) -> None:
 
 
 def _alive(handle: Handle) -> bool:
-    """The handle's supervisor is running: a reused pid (a late poll or cancel) is not it."""
+    """The handle's supervisor is running: a reused pid (a late poll or cancel) is not it.
+
+    Matched as a substring of the whole command line: between fork and exec the supervisor is
+    still the starter's `sh -c '... --spec PATH ...'`, and it must read alive then too.
+    """
     pid = int(handle["job_id"])
     try:
         os.kill(pid, 0)
@@ -123,7 +127,7 @@ def _alive(handle: Handle) -> bool:
             if f.read().split(") ", 1)[1][0] == "Z":  # a zombie is not alive
                 return False
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
+            cmdline = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return str(Path(handle["output_dir"]) / SPEC).encode() in argv
+    return str(Path(handle["output_dir"]) / SPEC).encode() in cmdline
