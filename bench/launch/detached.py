@@ -17,7 +17,6 @@ from bench.launch.base import Handle, RunState
 from bench.launch.sshopts import SshOptions
 from bench.launch.supervisor import STATE
 
-START_GRACE_S = 30
 SPEC = "spec.json"
 
 
@@ -77,7 +76,7 @@ class DetachedLauncher:
             doc = None
         alive = _alive(handle)
         if doc is None:
-            if alive or (time.time() - handle["submitted"] < START_GRACE_S and alive):
+            if alive:
                 return RunState.PENDING, ""
             return RunState.FAILED, f"supervisor {pid} exited before starting (see logs/supervisor.log)"
         state = RunState(doc["state"])
