@@ -43,6 +43,7 @@ def _train_parser(sub) -> None:
     p.add_argument("--no-sampler", action="store_false", dest="sampler")
     p.add_argument("--drop-caches", action="store_true", help="drop the page cache before epoch 1 (root)")
     p.add_argument("--amp", action="store_true")
+    p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:

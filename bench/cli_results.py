@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from bench.config import Thresholds, parse
+from bench.errors import ConfigError
 
 
 def add_parsers(sub) -> None:
@@ -28,7 +29,8 @@ def add_parsers(sub) -> None:
 
 
 def _clean(v):
-    return None if isinstance(v, float) and math.isnan(v) else v
+    """JSON has no NaN or Infinity: a figure that could not be computed is null."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -70,14 +72,14 @@ def _evaluate(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        print(json.dumps({"passed": verdict.passed, "rows": rows}))
+        print(json.dumps({"passed": verdict.passed, "rows": rows}, allow_nan=False))
     else:
         print(f"{'model':<16}{'gpus':>6}{'scaling_eff':>13}{'bw_eff':>9}  result")
         for r in rows:
             se = "—" if r["scaling_efficiency"] is None else f"{r['scaling_efficiency']:.3f}"
             be = "—" if r["bandwidth_efficiency"] is None else f"{r['bandwidth_efficiency']:.3f}"
-            verdict = "pass" if r["passed"] else "FAIL " + ",".join(r["failed"])
-            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{be:>9}  {verdict}")
+            result = "pass" if r["passed"] else "FAIL " + ",".join(r["failed"])
+            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{be:>9}  {result}")
         print("PASSED" if verdict.passed else "FAILED")
     return 0 if verdict.passed else 1
 
@@ -85,6 +87,10 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _detect(args: argparse.Namespace) -> int:
     from bench.analysis.detect import change_points, read_history_csv
 
+    if not 4 <= args.window <= 10_000:
+        raise ConfigError(f"--window: {args.window} must be between 4 and 10000 (points per comparison window)")
+    if not 0 < args.max_pvalue < 1:
+        raise ConfigError(f"--max-pvalue: {args.max_pvalue} must be between 0 and 1 (exclusive)")
     history = read_history_csv(args.history, args.metric)
     found = change_points(history, args.metric, args.max_pvalue, args.window)
     if args.json:

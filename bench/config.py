@@ -42,6 +42,16 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,199}$")
 EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
 
 
+def _unique_hosts(hosts: tuple) -> tuple:
+    """Two entries for one host would give two ranks the same local rank (the same GPU and cores)."""
+    seen: set[tuple[str, int]] = set()
+    for h in hosts:
+        if (h.host, h.port) in seen:
+            raise ValueError(f"host {h.host} is listed twice; give it once with its total slots ({h.host}:N)")
+        seen.add((h.host, h.port))
+    return hosts
+
+
 def _matching(pattern: re.Pattern[str], what: str):
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
@@ -94,6 +104,7 @@ class TrainConfig(Frozen):
     sampler: bool = True
     drop_caches: bool = False
     amp: bool = False
+    run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")
     def _data_or_synthetic(self) -> TrainConfig:
@@ -128,6 +139,8 @@ class TrainConfig(Frozen):
             argv.append("--drop-caches")
         if self.amp:
             argv.append("--amp")
+        if self.run_nonce:
+            argv += ["--run-nonce", self.run_nonce]
         return argv
 
 
@@ -161,6 +174,12 @@ class RunSpec(Frozen):
     sbatch_directives: tuple[str, ...] = ()
     rendezvous_addr: Host | None = None
     python: SafePath | None = None
+    nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{0,64}$"), "nonce")] = ""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
+        return _unique_hosts(hosts)
 
     @field_validator("env")
     @classmethod
@@ -219,6 +238,11 @@ class SweepConfig(Frozen):
     output_dir: SafePath
     cluster: SlurmName = "local"
     time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
+        return _unique_hosts(hosts)
 
     @field_validator("workloads", "gpus")
     @classmethod

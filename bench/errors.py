@@ -27,3 +27,7 @@ class LaunchError(BenchError):
 
 class RunFailed(BenchError):
     """A launched run ended in a non-success state."""
+
+
+class MeasurementError(BenchError):
+    """A rank measured nothing usable (no step after warm-up, no positive rate): never a valid result."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.config import RunSpec, SweepConfig
-from bench.launch.base import RunResult, collect, launch_failed, wait
+from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 
 DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 
@@ -93,9 +93,7 @@ def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: 
     except BenchError as error:
         return launch_failed(spec, launcher.name, error)
     state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
-    if hasattr(launcher, "fetch"):
-        launcher.fetch(handle, spec.output_dir)
-    return collect(handle, state, reason, spec.ranks)
+    return fetch_and_collect(launcher, handle, state, reason)
 
 
 @dataclass

@@ -6,11 +6,26 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 
+# Weekly history of every (workload, GPUs) of a large deployment for decades fits in this; a larger
+# file is a mistake (or an attack on the worker's memory) and is refused before it is parsed whole.
+MAX_HISTORY_BYTES = 256 << 20
+MAX_HISTORY_ROWS = 1_000_000
+
 
 def read_history_csv(path, metric: str) -> pd.DataFrame:
+    import os
+
     from bench.analysis.frame import read_csv
 
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0  # read_csv names a missing file
+    if size > MAX_HISTORY_BYTES:
+        raise ResultsInputError(f"{path}: {size} bytes; history files are limited to {MAX_HISTORY_BYTES} bytes")
     frame = read_csv(path)
+    if len(frame) > MAX_HISTORY_ROWS:
+        raise ResultsInputError(f"{path}: {len(frame)} rows; history files are limited to {MAX_HISTORY_ROWS} rows")
     for col in ("timestamp", "model", "gpus", metric):
         if col not in frame.columns:
             raise ResultsInputError(f"{path}: missing column '{col}' (need timestamp,model,gpus,{metric})")

@@ -142,6 +142,16 @@ def read_results_csv(path) -> pd.DataFrame:
             row = int(bad.idxmax())
             raise ResultsInputError(f"{path}: column '{col}' row {row + 2}: {frame[col][row]!r} is not a number")
         frame[col] = values
+    judged = [c for c in ("throughput_img_s", "epoch_time_s", "avg_read_mb_s", "peak_read_mb_s") if c in frame]
+    if "throughput_img_s" in judged and "epoch_time_s" in judged:
+        judged.remove("epoch_time_s")  # scaling is judged on throughput when both are given
+    for col in judged:  # a figure a row is judged on must be there and finite: a blank never passes
+        bad = ~np.isfinite(frame[col].to_numpy(dtype=float, na_value=np.nan))
+        if bad.any():
+            row = int(bad.argmax())
+            value = frame[col][row]
+            what = "empty" if pd.isna(value) else f"{value!r} is not a finite number"
+            raise ResultsInputError(f"{path}: column '{col}' row {row + 2}: {what}")
     if frame["gpus"].isna().any():
         raise ResultsInputError(f"{path}: column 'gpus' row {int(frame['gpus'].isna().idxmax()) + 2}: empty")
     if (frame["gpus"] <= 0).any() or (frame["gpus"] % 1 != 0).any():

@@ -8,6 +8,7 @@ a complete, verified copy.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -102,11 +103,38 @@ def _read_journal(path: Path) -> dict[str, dict]:
     return done
 
 
+def owned_files(dst: Path) -> set[str]:
+    """Files under `dst` that scalewatch wrote (its manifest and journal list them); refuses a foreign tree.
+
+    Staging replaces what it staged before and nothing else: a non-empty folder that carries neither
+    a manifest nor a journal of ours is somebody's data, and is never written into.
+    """
+    if not dst.exists():
+        return set()
+    if not dst.is_dir():
+        raise StagingError(f"--to {dst}: exists and is not a directory")
+    has_manifest, has_journal = (dst / MANIFEST).is_file(), (dst / JOURNAL).is_file()
+    if not has_manifest and not has_journal:
+        if any(dst.iterdir()):
+            raise StagingError(
+                f"--to {dst}: not empty and holds no scalewatch {MANIFEST} or {JOURNAL}; refusing to stage "
+                "into a folder scalewatch did not create (pick an empty or new folder)"
+            )
+        return set()
+    owned = set(_read_journal(dst / JOURNAL))
+    if has_manifest:  # a torn manifest: only the journal's files count as ours
+        with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
+            owned |= set(json.loads((dst / MANIFEST).read_text()).get("files", {}))
+    return owned
+
+
 def stage(src: Path, dst: Path, progress: Callable[[str], None] | None = None) -> StageResult:
     files = source_files(src)
+    owned = owned_files(dst)
     dst.mkdir(parents=True, exist_ok=True)
-    (dst / MANIFEST).unlink(missing_ok=True)  # incomplete until rewritten at the end
     journal_path = dst / JOURNAL
+    journal_path.touch()  # marks the tree as ours before the manifest (which lists what we own) goes
+    (dst / MANIFEST).unlink(missing_ok=True)  # incomplete until rewritten at the end
     done = _read_journal(journal_path)
     entries: dict[str, dict] = {}
     copied = skipped = 0
@@ -138,9 +166,11 @@ def stage(src: Path, dst: Path, progress: Callable[[str], None] | None = None) -
             journal.flush()
             if progress:
                 progress(rel)
-    for path in sorted(dst.rglob("*"), reverse=True):  # mirror: what the source no longer has goes
-        rel = str(path.relative_to(dst))
-        if path.is_file() and rel not in entries and rel not in _SKIP and not path.name.startswith("."):
+    for rel in sorted(owned - set(entries)):  # what we staged before and the source no longer has
+        path = dst / rel
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            continue  # a tampered manifest never reaches outside the tree
+        if path.is_file() and not path.is_symlink():
             path.unlink()
     manifest = write_manifest(dst, entries)
     journal_path.unlink(missing_ok=True)

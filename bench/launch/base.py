@@ -21,6 +21,7 @@ from bench.config import RunSpec
 class RunState(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    UNKNOWN = "UNKNOWN"  # the poll itself failed (controller, login node or shared folder unreachable)
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     TIMEOUT = "TIMEOUT"
@@ -30,7 +31,29 @@ class RunState(StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self not in (RunState.PENDING, RunState.RUNNING)
+        return self not in (RunState.PENDING, RunState.RUNNING, RunState.UNKNOWN)
+
+
+# How long a run may stay UNKNOWN (every poll failing) before the suite gives up on it. A poll error is
+# "ask again", never a verdict: a controller restart or a login-node reboot must not fail a good run.
+UNKNOWN_PATIENCE_S = 900.0
+
+
+class PollPatience:
+    """Turns a run of UNKNOWN polls longer than `patience_s` into FAILED; any answer resets it."""
+
+    def __init__(self, patience_s: float = UNKNOWN_PATIENCE_S) -> None:
+        self.patience_s, self._since = patience_s, None
+
+    def judge(self, state: RunState, reason: str) -> tuple[RunState, str]:
+        if state != RunState.UNKNOWN:
+            self._since = None
+            return state, reason
+        now = time.monotonic()
+        self._since = self._since or now
+        if now - self._since > self.patience_s:
+            return RunState.FAILED, f"state unknown for {now - self._since:.0f}s, giving up: {reason}"
+        return state, reason
 
 
 @dataclass
@@ -107,6 +130,11 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
             if summary is None:
                 raise jsonschema.ValidationError("summary.json missing")
             validate_summary(summary)
+            if handle.get("nonce") and summary.get("run_nonce") != handle["nonce"]:
+                raise jsonschema.ValidationError(
+                    f"summary.json belongs to another attempt (nonce {summary.get('run_nonce')!r}, "
+                    f"this submit {handle['nonce']!r})"
+                )
         except jsonschema.ValidationError as error:
             problems.append(f"no valid summary ({error.message})")
         if problems:
@@ -120,6 +148,19 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
     return result
 
 
+def fetch_and_collect(launcher: Launcher, handle: Handle, state: RunState, reason: str) -> RunResult:
+    """Bring a remote run's outputs back (where the backend needs it), then collect; a failed fetch is FAILED."""
+    from bench.errors import BenchError
+
+    fetch = getattr(launcher, "fetch", None)
+    if fetch is not None:
+        try:
+            fetch(handle, Path(handle["output_dir"]))
+        except BenchError as error:
+            state, reason = RunState.FAILED, f"{reason}; {error}" if reason else str(error)
+    return collect(handle, state, reason, int(handle["ranks"]))
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -130,8 +171,9 @@ def _read_json(path: Path) -> dict | None:
 def wait(launcher: Launcher, handle: Handle, timeout_s: float, poll_s: float = 1.0) -> tuple[RunState, str]:
     """Block until the run finishes; on timeout cancel it and report TIMEOUT."""
     deadline = time.monotonic() + timeout_s
+    patience = PollPatience()
     while True:
-        state, reason = launcher.poll(handle)
+        state, reason = patience.judge(*launcher.poll(handle))
         if state.finished:
             return state, reason
         if time.monotonic() > deadline:

@@ -15,9 +15,25 @@ from pathlib import Path
 from bench.config import RunSpec
 from bench.launch.base import Handle, RunState
 from bench.launch.sshopts import SshOptions
-from bench.launch.supervisor import STATE
+from bench.launch.supervisor import CANCEL_REQUEST, HEARTBEAT_S, STATE
 
 SPEC = "spec.json"
+# The supervisor rewrites state.json every HEARTBEAT_S; a RUNNING state older than this is a dead supervisor.
+STALE_AFTER_S = 20 * HEARTBEAT_S
+# A poll that cannot see the supervisor's pid waits this long for its first state file.
+START_GRACE_S = 120.0
+
+
+def _here() -> dict[str, str]:
+    """Where this process stands: a pid means something only to a poller in the same pid namespace."""
+    import socket
+
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        ns = boot = ""
+    return {"pid_ns": ns, "boot_id": boot, "host": socket.gethostname()}
 
 
 class DetachedLauncher:
@@ -33,7 +49,8 @@ class DetachedLauncher:
         self.check(spec)
         out = spec.output_dir
         out.mkdir(parents=True, exist_ok=True)
-        (out / STATE).unlink(missing_ok=True)
+        for stale in (STATE, CANCEL_REQUEST):
+            (out / stale).unlink(missing_ok=True)
         spec_file = out / SPEC
         spec_file.write_text(
             json.dumps(
@@ -64,34 +81,62 @@ class DetachedLauncher:
             "job_id": str(pid),
             "ranks": spec.ranks,
             "submitted": time.time(),
+            "where": _here(),
         }
 
     def poll(self, handle: Handle) -> tuple[RunState, str]:
+        """The run's state from its state file (on the shared output folder), read wherever the poll runs.
+
+        The supervisor's pid is consulted only by a poller in the pid namespace that started it (a
+        triggerer in another container sees other pids); elsewhere the state file's heartbeat decides.
+        """
         state_file = Path(handle["output_dir"]) / STATE
         pid = int(handle["job_id"])
-        _reap(pid)
+        local = _same_pid_namespace(handle)
+        if local:
+            _reap(pid)
         try:
             doc = json.loads(state_file.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        except FileNotFoundError:
             doc = None
-        alive = _alive(handle)
+        except (OSError, json.JSONDecodeError) as error:
+            return RunState.UNKNOWN, f"state file {state_file} unreadable: {error}"
         if doc is None:
-            if alive:
+            if local:
+                if _alive(handle):
+                    return RunState.PENDING, ""
+                return RunState.FAILED, f"supervisor {pid} exited before starting (see logs/supervisor.log)"
+            if time.time() - float(handle.get("submitted", 0)) < START_GRACE_S:
                 return RunState.PENDING, ""
-            return RunState.FAILED, f"supervisor {pid} exited before starting (see logs/supervisor.log)"
+            return RunState.FAILED, f"no state file {START_GRACE_S:.0f}s after submit (see logs/supervisor.log)"
         state = RunState(doc["state"])
-        if not state.finished and not alive:
+        if state.finished:
+            return state, doc.get("reason", "")
+        if local and not _alive(handle):
             return RunState.FAILED, f"supervisor {pid} died while the run was {state}"
+        age = time.time() - float(doc.get("updated", 0))
+        if age > STALE_AFTER_S:
+            return RunState.FAILED, f"supervisor {pid} stopped updating {STATE} {age:.0f}s ago while {state}"
         return state, doc.get("reason", "")
 
     def cancel(self, handle: Handle) -> None:
+        """Ask the supervisor through the output folder (works from any container); signal it too where we can."""
+        out = Path(handle["output_dir"])
+        with contextlib.suppress(OSError):
+            (out / CANCEL_REQUEST).write_text(json.dumps({"requested": time.time()}))
         pid = int(handle["job_id"])
-        if _alive(handle):
+        local = _same_pid_namespace(handle)
+        if local and _alive(handle):
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while _alive(handle) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if local:
                 _reap(pid)
-                time.sleep(0.2)
+                if not _alive(handle):
+                    return
+            elif self.poll(handle)[0].finished:
+                return
+            time.sleep(0.2)
 
 
 class SshLauncher(DetachedLauncher):
@@ -103,6 +148,15 @@ class SshLauncher(DetachedLauncher):
     def check(self, spec: RunSpec) -> None:
         assert self.ssh is not None
         self.ssh.check_reachable(spec.hosts)
+
+
+def _same_pid_namespace(handle: Handle) -> bool:
+    """True where the handle's pid names the same process for us as for its submitter."""
+    where = handle.get("where")
+    if not where:  # a handle from before pid namespaces were recorded: trust /proc, as then
+        return True
+    here = _here()
+    return all(where.get(k) == here[k] and here[k] for k in ("pid_ns", "boot_id", "host"))
 
 
 def _reap(pid: int) -> None:

@@ -63,7 +63,12 @@ def cancel_unfinished(launcher: Launcher, suite_dir: Path) -> list[str]:
 
 def submit_recorded(launcher: Launcher, spec: RunSpec) -> Handle:
     """Submit one scale of a suite: leftovers of the suite (an earlier try of this scale included) go first."""
+    import uuid
+
     cancel_unfinished(launcher, spec.output_dir.parent)
+    # Each submit has its own nonce, carried into the rank summaries: collect() reads only this attempt's.
+    spec = spec.model_copy(update={"nonce": uuid.uuid4().hex})
     handle = launcher.submit(spec)
+    handle["nonce"] = spec.nonce
     record_handle(handle)
     return handle

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.launch.lifetime import die_with_parent, watch_stdin
+
 
 def iface_towards(addr: str) -> str:
     """The local interface whose address routes to `addr`: Gloo must bind there."""
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--slot-from", choices=("env", "slurm"), default="env")
     p.add_argument("--rendezvous-file", type=Path, help="file holding 'ADDR PORT' (slurm)")
+    p.add_argument("--stdin-lifeline", action="store_true", help="stop training when stdin closes (ssh)")
     p.add_argument("train_argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     env = dict(os.environ)
@@ -65,10 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = args.out / "ranks"
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    child = subprocess.Popen([sys.executable, "-m", "bench", "train", *train_argv], env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench", "train", *train_argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # a SIGKILLed wrapper takes its training process with it
+    )
     forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    if args.stdin_lifeline:
+        watch_stdin(lambda: child.poll() is None and child.terminate())
     code = child.wait()
     record = {
         "rank": int(rank),

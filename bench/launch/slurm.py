@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import subprocess
 import sys
@@ -81,16 +82,7 @@ def batch_script(spec: RunSpec, python: str) -> str:
         "srun --kill-on-bad-exit=1 --output="
         + q(str(out / "logs" / "rank%t.log"))
         + " "
-        + shlex.join(
-            [
-                *rank_argv(spec, python)[:3],
-                "--slot-from",
-                "slurm",
-                "--rendezvous-file",
-                str(addr_file),
-                *rank_argv(spec, python)[3:],
-            ]
-        ),
+        + shlex.join(rank_argv(spec, python, ["--slot-from", "slurm", "--rendezvous-file", str(addr_file)])),
     ]
     return "\n".join(lines) + "\n"
 
@@ -130,18 +122,35 @@ class SlurmLauncher:
         }
 
     def poll(self, handle: Handle) -> tuple[RunState, str]:
+        """The job's state; a failure to ask (controller down, login node unreachable) is UNKNOWN, never FAILED."""
         job = handle["job_id"]
-        done = self.runner.run(["scontrol", "-o", "show", "job", job], check=False)
+        try:
+            done = self.runner.run(["scontrol", "-o", "show", "job", job], check=False)
+        except LaunchError as error:
+            return RunState.UNKNOWN, f"scontrol: {error}"
+        if done.returncode != 0 and "invalid job id" not in done.stderr.lower():
+            return RunState.UNKNOWN, f"scontrol exit {done.returncode}: {done.stderr.strip()[:300]}"
         fields = dict(t.split("=", 1) for t in done.stdout.split() if "=" in t) if done.returncode == 0 else {}
         raw = fields.get("JobState")
         if raw is not None and fields.get("JobName") != job_name(handle["run_id"]):
             # Job ids restart after a controller loses its state: that id is someone else's job now.
             return RunState.FAILED, f"job {job} now names {fields.get('JobName')!r}, not this run"
-        if raw is None:
-            acct = self.runner.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "State,ExitCode,Reason"], check=False)
+        if raw is None:  # the controller answered and no longer knows the job: ask accounting
+            try:
+                acct = self.runner.run(
+                    ["sacct", "-n", "-P", "-X", "-j", job, "-o", "State,ExitCode,Reason,JobName"], check=False
+                )
+            except LaunchError as error:
+                return RunState.UNKNOWN, f"sacct: {error}"
+            if acct.returncode != 0:
+                if "accounting storage is disabled" in acct.stderr.lower():
+                    return RunState.FAILED, f"job {job} is gone from scontrol and this cluster keeps no accounting"
+                return RunState.UNKNOWN, f"sacct exit {acct.returncode}: {acct.stderr.strip()[:300]}"
             parts = acct.stdout.strip().splitlines()[0].split("|") if acct.stdout.strip() else []
             if not parts:
                 return RunState.FAILED, f"job {job} unknown to scontrol and sacct"
+            if len(parts) > 3 and parts[3] and parts[3] != job_name(handle["run_id"]):
+                return RunState.FAILED, f"job {job} now names {parts[3]!r}, not this run"
             raw, fields = (
                 parts[0].split()[0],
                 {"ExitCode": parts[1], "Reason": parts[2] if len(parts) > 2 else ""},
@@ -156,11 +165,47 @@ class SlurmLauncher:
         self.runner.run(["scancel", handle["job_id"]], check=False)
 
     def fetch(self, handle: Handle, local_dir: Path) -> None:
-        """Bring ranks/, metrics/ and logs/ back from a remote cluster's output folder."""
+        """Bring ranks/, metrics/ and logs/ back from a remote cluster's output folder, or fail loudly.
+
+        What an earlier attempt left locally is replaced, never read: the copy lands in a fresh folder
+        first and only a complete copy replaces the old one. A failed ssh or tar is a LaunchError.
+        """
         if not self.runner.remote:
             return
-        remote = shlex.join(["tar", "-C", handle["output_dir"], "-cf", "-", "ranks", "metrics", "logs"])
+        import shutil
+        import tempfile
+
+        parts = ("ranks", "metrics", "logs")
+        remote = shlex.join(["tar", "-C", handle["output_dir"], "-cf", "-", *parts])
         assert self.runner.ssh and self.runner.login_host
         local_dir.mkdir(parents=True, exist_ok=True)
-        with subprocess.Popen(self.runner.ssh.argv(self.runner.login_host, remote), stdout=subprocess.PIPE) as src:
-            subprocess.run(["tar", "-C", str(local_dir), "-xf", "-"], stdin=src.stdout, check=False)
+        staging = Path(tempfile.mkdtemp(prefix=".fetch-", dir=local_dir))
+        try:
+            with subprocess.Popen(
+                self.runner.ssh.argv(self.runner.login_host, remote),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+            ) as src:
+                untar = subprocess.run(
+                    ["tar", "-C", str(staging), "-xf", "-"], stdin=src.stdout, capture_output=True, check=False
+                )
+                src.stdout.close()
+                err = src.stderr.read().decode(errors="replace").strip()
+                src.wait(timeout=120)
+            if src.returncode != 0 or untar.returncode != 0:
+                raise LaunchError(
+                    f"fetching {handle['output_dir']} from {self.runner.login_host} failed "
+                    f"(ssh/tar exit {src.returncode}, local tar exit {untar.returncode}): "
+                    f"{(err or untar.stderr.decode(errors='replace')).strip()[:300]}"
+                )
+            for part in parts:
+                shutil.rmtree(local_dir / part, ignore_errors=True)
+                if (staging / part).exists():
+                    os.replace(staging / part, local_dir / part)
+        except LaunchError:
+            for part in ("metrics", "ranks"):  # nothing of an earlier attempt may pass for this one
+                shutil.rmtree(local_dir / part, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

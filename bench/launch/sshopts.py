@@ -79,8 +79,10 @@ def known_hosts_line(host: str, port: int, host_key: str) -> str:
 
 
 def write_private(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(text)
+    """Create `path` mode 0600, refusing to follow a link or reuse a file someone else put there."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
     return path

@@ -17,11 +17,20 @@ import time
 from pathlib import Path
 
 from bench.config import RunSpec
+from bench.launch.lifetime import die_with_parent
 from bench.launch.rendezvous import Rendezvous, slot_env
 from bench.launch.sshopts import SshOptions
 
 STATE = "state.json"
+CANCEL_REQUEST = "cancel.request"  # written by a cancel from any process that sees the output folder
+HEARTBEAT_S = 2.0
 GRACE_S = 10
+
+
+def rank_pattern(run_id: str) -> str:
+    """An ERE matching exactly this run's rank wrappers: run S-ssd-1 must not match S-ssd-16."""
+    literal = "".join(f"[{c}]" if c in ".+" else c for c in run_id)
+    return rf"bench[.]launch[.]rank --tag {literal}( |$)"
 
 
 def write_state(out: Path, **fields) -> None:
@@ -30,8 +39,8 @@ def write_state(out: Path, **fields) -> None:
     os.replace(tmp, out / STATE)
 
 
-def rank_argv(spec: RunSpec, python: str) -> list[str]:
-    train = spec.train.model_copy(update={"metrics_out": spec.output_dir / "metrics"})
+def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None) -> list[str]:
+    train = spec.train.model_copy(update={"metrics_out": spec.output_dir / "metrics", "run_nonce": spec.nonce or None})
     return [
         python,
         "-m",
@@ -40,6 +49,7 @@ def rank_argv(spec: RunSpec, python: str) -> list[str]:
         spec.run_id,
         "--out",
         str(spec.output_dir),
+        *(wrapper_flags or []),
         "--",
         *train.to_argv(),
     ]
@@ -76,18 +86,23 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         assert self.ssh is not None
+        argv = rank_argv(self.spec, python, ["--stdin-lifeline"])
         remote = (
             "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
         )
         host = next(h for h in self.spec.hosts if h.host == slot.hostname)
+        # stdin is a pipe we never write: when this supervisor dies, it closes, ssh sends EOF, and the
+        # remote rank wrapper (--stdin-lifeline) stops its training process.
         return subprocess.Popen(
             self.ssh.argv(host, remote),
             stdout=log,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
 
     def _stop_all(self) -> None:
@@ -96,9 +111,10 @@ class Supervisor:
                 os.killpg(proc.pid, signal.SIGTERM)
         if self.backend == "ssh" and self.ssh is not None:
             for host in self.spec.hosts:  # the remote side outlives a killed ssh client: end it there
-                pattern = f"bench.launch.rank --tag {self.spec.run_id}"
                 subprocess.run(
-                    self.ssh.argv(host, "pkill -TERM -f -- " + shlex.quote(pattern) + " || true"),
+                    self.ssh.argv(
+                        host, "pkill -TERM -f -- " + shlex.quote(rank_pattern(self.spec.run_id)) + " || true"
+                    ),
                     stdin=subprocess.DEVNULL,
                     capture_output=True,
                     timeout=30,
@@ -119,6 +135,7 @@ class Supervisor:
         deadline = time.monotonic() + self.spec.time_limit_s
         state, reason = "RUNNING", ""
         write_state(self.out, state=state, pid=os.getpid(), reason="")
+        beat = time.monotonic()
         try:
             for slot in rendezvous.plan:
                 self.procs[slot.rank] = self._start_rank(slot, rendezvous.port)
@@ -126,6 +143,11 @@ class Supervisor:
             while True:
                 codes = {r: p.poll() for r, p in self.procs.items()}
                 failed = {r: c for r, c in codes.items() if c not in (None, 0)}
+                if (self.out / CANCEL_REQUEST).exists():
+                    self.cancelled = True
+                if time.monotonic() - beat >= HEARTBEAT_S:  # pollers elsewhere read liveness from this
+                    write_state(self.out, state="RUNNING", pid=os.getpid(), reason="")
+                    beat = time.monotonic()
                 if self.cancelled:
                     state, reason = "CANCELLED", "cancelled on request"
                     break

@@ -15,6 +15,7 @@ import torch
 
 from bench import __version__
 from bench.config import TrainConfig
+from bench.errors import MeasurementError
 from bench.loaders.base import Shard
 from bench.loaders.registry import build_loader
 from bench.metrics.io import cache_risk, epoch_io
@@ -166,6 +167,11 @@ def train(cfg: TrainConfig) -> dict | None:
     loader.close()
 
     measured = len(step_times)
+    if measured == 0:
+        raise MeasurementError(
+            f"no measured step: the run ended after {step} step(s), all of them warm-up "
+            f"(--warmup-steps {cfg.warmup_steps}); give more steps or fewer warm-up steps"
+        )
     images_per_s = cfg.batch_size * measured / sum(step_times) if measured else 0.0
     rank_report = {
         "rank": dist.rank,
@@ -266,6 +272,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
         "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),
         "versions": _versions(),
+        "run_nonce": cfg.run_nonce,
         "started_at": started,
         "ended_at": datetime.now(UTC).isoformat(),
     }

@@ -1,13 +1,22 @@
-"""Airflow connections -> bench's typed options. Secrets stay in files mode 0600, never in logs."""
+"""Airflow connections -> bench's typed options. Secrets stay in private files, never in logs or XComs.
+
+Resolved in whichever process builds the launcher (worker or triggerer), so key material is there
+wherever the trigger runs; the files go to a folder created fresh and private (mkdtemp, mode 0700)
+for this process, never to a predictable shared path another local user could plant first.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import tempfile
 from pathlib import Path
 
 from bench.config import HostSlots
 from bench.launch.sshopts import SshOptions, known_hosts_line, write_private
+
+# Per process: one private folder per connection version, so each poll does not write keys anew.
+_resolved: dict[str, tuple[SshOptions, str | None]] = {}
 
 
 def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOptions, str | None]:
@@ -20,7 +29,12 @@ def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOpt
 
     conn = BaseHook.get_connection(conn_id)
     extra = conn.extra_dejson
-    home = Path(tempfile.gettempdir()) / f"scalewatch-ssh-{hashlib.sha256(conn_id.encode()).hexdigest()[:12]}"
+    version = hashlib.sha256(
+        json.dumps([conn_id, conn.host, conn.port, conn.login, extra], sort_keys=True, default=str).encode()
+    ).hexdigest()
+    if version in _resolved:
+        return _resolved[version]
+    home = Path(tempfile.mkdtemp(prefix="scalewatch-ssh-"))  # fresh, 0700, ours alone
     key_file = extra.get("key_file")
     if extra.get("private_key"):
         key_file = str(write_private(home / "id", extra["private_key"].strip() + "\n"))
@@ -37,4 +51,5 @@ def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOpt
         port=conn.port or None,
         connect_timeout_s=int(extra.get("conn_timeout", 10)),
     )
-    return opts, conn.host or None
+    _resolved[version] = (opts, conn.host or None)
+    return _resolved[version]

@@ -7,20 +7,22 @@ from bench.launch.sshopts import SshOptions
 
 
 def launcher_kwargs(kind: str, conn_id: str | None, hosts=()) -> dict:
-    """Resolve the connection once (in the worker) into plain options the trigger can carry."""
+    """What a trigger carries: the connection's id, never its key material or the paths of its files."""
     kwargs: dict = {"kind": kind}
     if kind in ("ssh", "slurm") and conn_id:
-        from scalewatch.connections import ssh_options
-
-        opts, host = ssh_options(conn_id, hosts)
-        kwargs["ssh"] = opts.model_dump(mode="json")
-        if kind == "slurm":
-            kwargs["login_host"] = host
+        kwargs["conn_id"] = conn_id
     return kwargs
 
 
 def from_kwargs(kwargs: dict):
-    ssh = SshOptions.model_validate(kwargs["ssh"]) if kwargs.get("ssh") else None
-    return build_launcher(
-        kwargs["kind"], ssh=ssh, login_host=kwargs.get("login_host"), slurm_env=kwargs.get("slurm_env")
-    )
+    """Build the launcher here, resolving the connection in this process (worker or triggerer alike)."""
+    ssh, login_host = None, kwargs.get("login_host")
+    if kwargs.get("conn_id"):
+        from scalewatch.connections import ssh_options
+
+        ssh, host = ssh_options(kwargs["conn_id"])
+        if kwargs["kind"] == "slurm":
+            login_host = host
+    elif kwargs.get("ssh"):
+        ssh = SshOptions.model_validate(kwargs["ssh"])
+    return build_launcher(kwargs["kind"], ssh=ssh, login_host=login_host, slurm_env=kwargs.get("slurm_env"))

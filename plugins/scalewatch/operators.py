@@ -65,7 +65,7 @@ class TrainScaleOperator(BaseOperator):
     ) -> dict:
         from pathlib import Path
 
-        from bench.launch.base import RunState, collect
+        from bench.launch.base import RunState, fetch_and_collect
         from scalewatch.launchers import from_kwargs
 
         handle = (event or {}).get("handle") or handle
@@ -78,9 +78,7 @@ class TrainScaleOperator(BaseOperator):
             state, reason = RunState.TIMEOUT, "deferral timed out; run cancelled"
         else:
             state, reason = RunState(event["state"]), event["reason"]
-        if hasattr(backend, "fetch"):
-            backend.fetch(handle, Path(handle["output_dir"]))
-        result = collect(handle, state, reason, int(handle["ranks"]))
+        result = fetch_and_collect(backend, handle, state, reason)
         for path in result.log_paths:
             self.log.info("---- %s (tail) ----\n%s", path, _tail(Path(path)))
         self.log.info("run %s finished %s %s", result.run_id, result.state, result.reason)

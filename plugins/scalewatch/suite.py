@@ -44,6 +44,23 @@ def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
     return finish(cfg, suite_run_id, runs, started)
 
 
+def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str | None]:
+    """The report and the DAG run as URLs a recipient can open, through the web server's public base URL."""
+    from urllib.parse import quote
+
+    from airflow.configuration import conf
+
+    from bench.pipeline import suite_dir
+
+    base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    if not base:
+        return None, None
+    report = f"{base}/scalewatch/reports/{quote(suite_dir(cfg.output_dir, suite_run_id).name)}/report.html"
+    dag_run = context.get("dag_run")
+    run = f"{base}/dags/{quote(dag_run.dag_id)}/runs/{quote(dag_run.run_id)}" if dag_run else None
+    return report, run
+
+
 def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
     from scalewatch.notifiers.message import alert_text
     from scalewatch.notifiers.registry import send
@@ -52,6 +69,7 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
         return []
     cfg = SweepConfig.model_validate(plan["sweep"])
     suite_run_id = plan["suite_run_id"]
+    inconclusive: list[dict] = []
     if outcome is None:
         failures = [
             {
@@ -64,9 +82,12 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
             }
         ]
         report = None
-    elif outcome["passed"]:
-        return []
     else:
         failures, report = outcome["failures"], outcome["report"]
-    text = alert_text(suite_run_id, failures, report)
-    return send(cfg.alerts, f"scalewatch: scaling check FAILED ({suite_run_id})", text, context)
+        inconclusive = outcome.get("inconclusive", [])
+        if not failures and not inconclusive:
+            return []
+    report_url, run_url = links(cfg, suite_run_id, context)
+    text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive)
+    verdict = "FAILED" if failures else "INCONCLUSIVE"
+    return send(cfg.alerts, f"scalewatch: scaling check {verdict} ({suite_run_id})", text, context)

@@ -27,11 +27,13 @@ class RunStateTrigger(BaseTrigger):
         await asyncio.to_thread(from_kwargs(self.launcher).cancel, self.handle)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from bench.launch.base import PollPatience
         from scalewatch.launchers import from_kwargs
 
         launcher = from_kwargs(self.launcher)
+        patience = PollPatience()
         while True:
-            state, reason = await asyncio.to_thread(launcher.poll, self.handle)
+            state, reason = patience.judge(*await asyncio.to_thread(launcher.poll, self.handle))
             if state.finished:
                 yield TriggerEvent(
                     {"state": str(state), "reason": reason, "handle": self.handle, "launcher": self.launcher}

@@ -58,6 +58,7 @@ class RunningAirflow:
                         "host": "127.0.0.1",
                         "port": smtp_port,
                         "login": "alerts",
+                        "extra": {"allow_plaintext_login": True},  # the loopback test relay has no TLS
                         "password": SMTP_PASSWORD,
                     }
                 ),

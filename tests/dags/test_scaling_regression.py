@@ -67,6 +67,7 @@ def run_dag(airflow_home, conf: dict, webhook: WebhookReceiver, smtp: SmtpReceiv
             "host": "127.0.0.1",
             "port": smtp.port,
             "login": "alerts",
+            "extra": {"allow_plaintext_login": True},  # the loopback test relay has no TLS
             "password": "smtpSECRETpw",
         }
     )

@@ -1,16 +1,34 @@
-"""The alert text: every failing (workload, GPUs, metric, value, bound) and where the report is."""
+"""The alert text: every failing (workload, GPUs, metric, value, bound), and links a recipient can open."""
 
 from __future__ import annotations
 
 
-def alert_text(suite_run_id: str, failures: list[dict], report: str | None, report_url: str | None = None) -> str:
-    lines = [f"scalewatch: scaling check FAILED for suite run {suite_run_id} ({len(failures)} failing figure(s))"]
+def alert_text(
+    suite_run_id: str,
+    failures: list[dict],
+    report: str | None,
+    report_url: str | None = None,
+    run_url: str | None = None,
+    inconclusive: list[dict] | None = None,
+) -> str:
+    inconclusive = inconclusive or []
+    verdict = "FAILED" if failures else "INCONCLUSIVE"
+    lines = [
+        f"scalewatch: scaling check {verdict} for suite run {suite_run_id} "
+        f"({len(failures)} failing figure(s), {len(inconclusive)} inconclusive row(s))"
+    ]
     for f in failures:
         reason = f" — {f['reason']}" if f.get("reason") else ""
         lines.append(
             f"• {f['workload']} @ {f['gpus']} GPUs: {f['metric']} = {f['value']} "
             f"(bound {f['bound']}; {f['expectation']}){reason}"
         )
-    if report:
-        lines.append(f"Report: {report_url or report}")
+    for i in inconclusive:
+        lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: inconclusive — {i['reason']}")
+    if report_url:
+        lines.append(f"Report: {report_url}")
+    elif report:
+        lines.append(f"Report (a path on the Airflow worker; set [api] base_url for a link): {report}")
+    if run_url:
+        lines.append(f"Airflow run: {run_url}")
     return "\n".join(lines)

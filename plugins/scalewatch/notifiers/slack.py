@@ -8,6 +8,11 @@ import urllib.request
 from airflow.sdk import BaseNotifier
 
 
+def slack_escape(text: str) -> str:
+    """Slack reads <...> as links and mentions (<!channel> pings everyone): our text is plain text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def webhook_url(conn) -> str:
     base = (conn.host or "").rstrip("/")
     if conn.schema and "://" not in base:
@@ -31,7 +36,7 @@ class SlackWebhookAlert(BaseNotifier):
         url = webhook_url(BaseHook.get_connection(self.conn_id))
         request = urllib.request.Request(
             url,
-            data=json.dumps({"text": self.text}).encode(),
+            data=json.dumps({"text": slack_escape(self.text)}).encode(),
             headers={"Content-Type": "application/json"},
             method="POST",
         )

@@ -68,6 +68,9 @@ def test_evaluate_from_epoch_time_and_baseline(tmp_path):
         ("model,gpus,throughput_img_s\nssd,1,10\nssd,1,20\n", "duplicate"),
         ("model,gpus,throughput_img_s\nssd,1,10\n", "one scale only"),
         ("model,gpus,throughput_img_s\nssd,1,10\nssd,2,fast\n", "column 'throughput_img_s' row 3"),
+        ("model,gpus,throughput_img_s\nssd,1,100\nssd,2,\n", "column 'throughput_img_s' row 3: empty"),
+        ("model,gpus,throughput_img_s\nssd,1,100\nssd,2,inf\n", "column 'throughput_img_s' row 3"),
+        ("model,gpus,throughput_img_s,avg_read_mb_s\nssd,1,100,5\nssd,2,200,\n", "column 'avg_read_mb_s' row 3"),
     ],
 )
 def test_evaluate_bad_input_exit_2(tmp_path, text, needle):
@@ -97,3 +100,46 @@ def test_detect_bad_input(tmp_path):
     path = write(tmp_path, "timestamp,model,gpus\n2024-01-01,ssd,1\n")
     done = run("detect", str(path), "--metric", "throughput_img_s")
     assert done.returncode == 2 and "'throughput_img_s'" in done.stderr
+
+
+def test_evaluate_text_mode_prints_the_table_and_exits_by_verdict(tmp_path):
+    passing = run("evaluate", str(write(tmp_path, "model,gpus,throughput_img_s\nssd,1,100\nssd,2,198\n")))
+    assert passing.returncode == 0, passing.stderr
+    assert "Traceback" not in passing.stderr
+    lines = passing.stdout.splitlines()
+    assert lines[-1] == "PASSED" and any(line.endswith("pass") and " 2 " in line for line in lines)
+    failing = run("evaluate", str(write(tmp_path, "model,gpus,throughput_img_s\nssd,1,100\nssd,2,110\n")))
+    assert failing.returncode == 1 and failing.stdout.splitlines()[-1] == "FAILED"
+    assert "FAIL ExpectScalingEfficiencyAtLeastBound" in failing.stdout
+
+
+def test_evaluate_json_is_strict_json(tmp_path):
+    done = run("evaluate", str(write(tmp_path, "model,gpus,epoch_time_s\nssd,1,100\nssd,2,50\n")), "--json")
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout, parse_constant=lambda name: pytest.fail(f"non-JSON constant {name}"))
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--window", "0"], "--window"),
+        (["--window", "-3"], "--window"),
+        (["--max-pvalue", "0"], "--max-pvalue"),
+        (["--max-pvalue", "2"], "--max-pvalue"),
+    ],
+)
+def test_detect_bad_flags_exit_2(tmp_path, args, needle):
+    path = write(tmp_path, "timestamp,model,gpus,x\n2024-01-01,ssd,1,1\n2024-01-08,ssd,1,2\n")
+    done = run("detect", str(path), "--metric", "x", *args)
+    assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr
+
+
+def test_detect_refuses_an_oversized_history(tmp_path):
+    from bench.analysis.detect import MAX_HISTORY_ROWS
+
+    path = tmp_path / "big.csv"
+    with path.open("w") as f:
+        f.write("timestamp,model,gpus,x\n")
+        f.writelines(f"2024-01-01,ssd,{i % 7 + 1},1\n" for i in range(MAX_HISTORY_ROWS + 1))
+    done = run("detect", str(path), "--metric", "x")
+    assert done.returncode == 2 and "rows" in done.stderr and str(MAX_HISTORY_ROWS) in done.stderr

@@ -70,11 +70,18 @@ def test_destination_full_leaves_nothing_recorded(tmp_path, datasets):
 def test_rerun_after_interruption_completes(tmp_path, datasets):
     src = tmp_path / "src"
     shutil.copytree(datasets["coco"], src)
-    stage(src, tmp_path / "d")
-    (tmp_path / "d" / MANIFEST).unlink()  # as if killed before the manifest
-    next((tmp_path / "d" / "images").iterdir()).unlink()
+    files = sum(1 for p in src.rglob("*") if p.is_file())
+
+    def interrupt_after_five(rel: str, seen=[]) -> None:  # noqa: B006 - counts calls across this one stage
+        seen.append(rel)
+        if len(seen) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stage(src, tmp_path / "d", progress=interrupt_after_five)
+    assert not (tmp_path / "d" / MANIFEST).exists()
     result = stage(src, tmp_path / "d")
-    assert result.copied == 1 and verify(tmp_path / "d") == []
+    assert result.copied == files - 5 and result.skipped == 5 and verify(tmp_path / "d") == []
 
 
 def test_regenerating_smaller_and_restaging_mirrors_the_spec(tmp_path):
@@ -112,3 +119,31 @@ def test_file_changed_during_staging_is_refused_and_not_recorded(tmp_path):
         stop.set()
         writer.join()
     assert not (tmp_path / "dst" / "big.bin").exists() and not (tmp_path / "dst" / MANIFEST).exists()
+
+
+def test_stage_refuses_a_foreign_non_empty_folder_and_keeps_its_files(tmp_path, datasets):
+    dst = tmp_path / "datasets-coco"
+    dst.mkdir()
+    (dst / "mine.txt").write_text("the user's own data")
+    with pytest.raises(StagingError, match=r"not empty and holds no scalewatch MANIFEST\.json"):
+        stage(datasets["coco"], dst)
+    assert (dst / "mine.txt").read_text() == "the user's own data"
+    assert sorted(p.name for p in dst.iterdir()) == ["mine.txt"]
+    done = stage_cli(datasets["coco"], dst, 32)
+    assert done.returncode == 2 and str(dst) in done.stderr and "refusing to stage" in done.stderr
+    assert sorted(p.name for p in dst.iterdir()) == ["mine.txt"]
+
+
+def test_restage_removes_only_files_the_suite_staged(tmp_path):
+    src = tmp_path / "src"
+    (src / "images").mkdir(parents=True)
+    for name in ("a.jpg", "b.jpg"):
+        (src / "images" / name).write_bytes(name.encode() * 100)
+    dst = tmp_path / "dst"
+    stage(src, dst)
+    (dst / "images" / "notes.txt").write_text("added by a person after staging")
+    (src / "images" / "b.jpg").unlink()
+    again = stage(src, dst)
+    assert again.files == 1
+    assert not (dst / "images" / "b.jpg").exists()  # staged by us, gone from the source: removed
+    assert (dst / "images" / "notes.txt").read_text() == "added by a person after staging"

@@ -145,3 +145,19 @@ def test_full_metrics_disk_fails_the_run_without_a_summary(datasets, tmp_path):
         assert done.returncode != 0
         assert "No space left on device" in done.stderr
         assert not (full / "m" / "summary.json").exists()
+
+
+def test_a_run_that_measures_no_step_is_a_failure_not_a_zero(tmp_path):
+    out = tmp_path / "m"
+    argv = ["train", "--workload", "ssd", "--synthetic", "--epochs", "1", "--warmup-steps", "60"]
+    done = subprocess.run(
+        [BENCH, *argv, "--metrics-out", str(out), "--no-sampler"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "no measured step" in done.stderr
+    assert not (out / "summary.json").exists()
+    failure = json.loads((out / "failed-rank0.json").read_text())
+    assert failure["valid"] is False and "MeasurementError" in failure["error"]

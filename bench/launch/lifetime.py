@@ -1,0 +1,43 @@
+"""Child processes that cannot outlive their parent: a SIGKILLed supervisor must not leave ranks behind.
+
+Linux's parent-death signal (prctl PR_SET_PDEATHSIG) covers processes on this machine; a rank on a
+remote host is tied to its ssh client's stdin instead (see `watch_stdin`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """For `preexec_fn`: deliver `sig` to this child when the process that forked it dies."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (AttributeError, OSError):
+        return  # not Linux: the cancel path (process group, state file) still reaches the child
+    if os.getppid() != parent:  # the parent died between fork and prctl
+        os.kill(os.getpid(), sig)
+
+
+def watch_stdin(on_eof: Callable[[], None]) -> threading.Thread:
+    """Call `on_eof` when stdin closes: over ssh, the supervisor's end of the pipe closing means it is gone."""
+
+    def run() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        on_eof()
+
+    thread = threading.Thread(target=run, name="stdin-lifeline", daemon=True)
+    thread.start()
+    return thread
