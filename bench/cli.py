@@ -41,6 +41,9 @@ def _train_parser(sub) -> None:
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--sample-interval", type=float, default=1.0, dest="sample_interval_s")
     p.add_argument("--no-sampler", action="store_false", dest="sampler")
+    p.add_argument(
+        "--min-measure-s", type=float, help="with --steps: keep going until this many seconds are measured too"
+    )
     p.add_argument("--drop-caches", action="store_true", help="drop the page cache before epoch 1 (root)")
     p.add_argument("--amp", action="store_true")
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")

@@ -79,6 +79,11 @@ RunId = Annotated[str, _matching(RUN_ID_RE, "run id")]
 Email = Annotated[str, _matching(EMAIL_RE, "e-mail address")]
 
 
+# A per-rank input batch above this cannot train on any current accelerator (its activations are many
+# times larger); a form value such as batch_size=4096 at image_size=2048 (192 GiB) is refused at the edge.
+MAX_INPUT_BATCH_BYTES = 8 * 2**30
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -101,10 +106,24 @@ class TrainConfig(Frozen):
     seed: int = Field(0, ge=0, le=2**31 - 1)
     lr: float = Field(0.01, gt=0, le=10)
     sample_interval_s: float = Field(1.0, gt=0, le=60)
+    # Measured seconds (warm-up excluded) below which a figure is noise: with `steps`, the run goes on
+    # past them until this long has been measured too (bounded by MAX_EXTENSION x min_measure_s).
+    min_measure_s: float = Field(0.0, ge=0, le=24 * 3600)
     sampler: bool = True
     drop_caches: bool = False
     amp: bool = False
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> TrainConfig:
+        batch = self.batch_size * 3 * self.image_size**2 * 4
+        if batch > MAX_INPUT_BATCH_BYTES:
+            raise ValueError(
+                f"batch_size/image_size: a {self.batch_size} x 3 x {self.image_size}^2 float32 input batch is "
+                f"{batch / 2**30:.1f} GiB per rank, above the {MAX_INPUT_BATCH_BYTES / 2**30:.0f} GiB limit "
+                "(no accelerator holds that with its activations)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _data_or_synthetic(self) -> TrainConfig:
@@ -123,6 +142,8 @@ class TrainConfig(Frozen):
         argv += ["--warmup-steps", str(self.warmup_steps), "--seed", str(self.seed)]
         argv += ["--loader", self.loader, "--loader-threads", str(self.loader_threads)]
         argv += ["--lr", repr(self.lr), "--sample-interval", repr(self.sample_interval_s)]
+        if self.min_measure_s:
+            argv += ["--min-measure-s", repr(self.min_measure_s)]
         if self.steps is not None:
             argv += ["--steps", str(self.steps)]
         if self.epochs is not None:
@@ -170,6 +191,8 @@ class RunSpec(Frozen):
     gpus_per_node: int = Field(0, ge=0, le=16)
     ranks_per_node: int | None = Field(None, ge=1, le=256)
     time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
+    cpus_per_rank: int = Field(1, ge=1, le=256)
+    oversubscribe: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     sbatch_directives: tuple[str, ...] = ()
     rendezvous_addr: Host | None = None
@@ -202,6 +225,8 @@ class RunSpec(Frozen):
 
 class Thresholds(Frozen):
     min_scaling_efficiency: float = Field(0.8, ge=0, le=1.5)
+    # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
+    max_step_time_spread: float = Field(1.0, gt=0, le=100)
     min_bandwidth_efficiency: float = Field(0.7, ge=0, le=1.5)
     min_gpu_util: float | None = Field(None, ge=0, le=100)
     regression_tolerance: float = Field(0.1, ge=0, le=1)
@@ -234,10 +259,11 @@ class SweepConfig(Frozen):
     train: TrainConfig
     thresholds: Thresholds = Thresholds()
     alerts: AlertTargets = AlertTargets()
-    results_url: str = Field("sqlite:///scalewatch-results.db", min_length=1, max_length=2000)
     output_dir: SafePath
     cluster: SlurmName = "local"
     time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
+    cpus_per_rank: int = Field(1, ge=1, le=256)
+    oversubscribe: bool = False
 
     @field_validator("hosts")
     @classmethod
@@ -253,21 +279,17 @@ class SweepConfig(Frozen):
             raise ValueError(f"values must be unique, got {list(items)}")
         return items
 
-    @field_validator("results_url")
-    @classmethod
-    def _results_url(cls, url: str) -> str:
-        if not re.match(r"^(sqlite|postgresql(\+psycopg)?)://", url):
-            raise ValueError("results_url must start with sqlite:// or postgresql[+psycopg]://")
-        return url
-
     @model_validator(mode="after")
     def _launcher_needs(self) -> SweepConfig:
         if self.launcher == "ssh" and not self.hosts:
             raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
         if self.launcher == "ssh":
             capacity = sum(h.slots for h in self.hosts)
-            if max(self.gpus) > capacity:
-                raise ValueError(f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts")
+            if max(self.gpus) > capacity and not self.oversubscribe:
+                raise ValueError(
+                    f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts "
+                    f"({', '.join(f'{h.host}:{h.slots}' for h in self.hosts)}); set oversubscribe to allow it"
+                )
         return self
 
 

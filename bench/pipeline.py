@@ -4,7 +4,7 @@ per-rank metrics -> results frame -> expectations -> store -> report -> alert.""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +38,8 @@ def stage_datasets(cfg: SweepConfig) -> dict:
             result = stage(cfg.stage_from / kind, target)
         else:
             source = cfg.dataset_path / f".source-{kind}"
-            generate(GenerateSpec(kind, source, images=cfg.dataset_images, seed=cfg.train.seed))
+            # two copies on the storage under test: the generated source and the staged tree
+            generate(GenerateSpec(kind, source, images=cfg.dataset_images, seed=cfg.train.seed), copies=2)
             result = stage(source, target)
         report = check_manifest(target, expect_images=None if cfg.stage_from else cfg.dataset_images)
         if not report["success"]:
@@ -74,6 +75,8 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> R
         gpus_per_node=cfg.gpus_per_node,
         ranks_per_node=cfg.ranks_per_node,
         time_limit_s=cfg.time_limit_s,
+        cpus_per_rank=cfg.cpus_per_rank,
+        oversubscribe=cfg.oversubscribe,
     )
 
 
@@ -103,6 +106,8 @@ class Evaluation:
     failures: list[dict]
     warnings: list[dict]
     data_docs: str | None
+    verdict: str = "PASSED"  # PASSED, FAILED or INCONCLUSIVE
+    inconclusive: list[dict] = field(default_factory=list)
 
 
 def evaluate(
@@ -113,38 +118,64 @@ def evaluate(
     store=None,
     data_docs_dir: Path | None = None,
 ) -> Evaluation:
-    """Results frame from run results, derived figures, history, then the GX suite."""
+    """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
     from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import build_frame, config_key, row_from_result
     from bench.analysis.scaling import derive
+    from bench.analysis.verdict import (
+        INCONCLUSIVE,
+        PASS,
+        measurement_problems,
+        oversubscription_note,
+        row_verdicts,
+        suite_verdict,
+        with_baseline_problems,
+    )
 
-    key = config_key(cfg.train)
+    key = config_key(cfg)
     rows = [
         row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
         for r in runs
     ]
-    frame = derive(build_frame(rows), cfg.thresholds.baseline_gpus)
+    frame = derive(build_frame(rows), cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
+    frame["inconclusive_reason"] = with_baseline_problems(frame, measurement_problems(frame, cfg.thresholds))
     history = store.history_median(frame, cfg.thresholds.history_runs, suite_run_id) if store else None
     prepared = prepare(frame, cfg.thresholds, history)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
-    prepared["passed"] = [
-        not verdict.per_row[(w, int(g))]
-        or all(n == "ExpectBandwidthNotCacheDistorted" for n in verdict.per_row[(w, int(g))])
-        for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
-    ]
+    critical = {
+        k: [n for n in names if n != "ExpectBandwidthNotCacheDistorted"] for k, names in verdict.per_row.items()
+    }
+    prepared = row_verdicts(prepared, critical)
+    prepared["passed"] = prepared["verdict"] == PASS
     prepared["failed_expectations"] = [
         json.dumps(verdict.per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
     ]
-    # History only learns from runs that completed and passed: a regression must not become the norm.
-    prepared["accepted"] = prepared["valid"].astype(bool) & prepared["passed"].astype(bool)
-    return Evaluation(prepared, verdict.passed, verdict.failures, verdict.warnings, verdict.data_docs)
+    # History learns only from conclusive, passing rows on their own slots: a regression, a short window
+    # or a contended (oversubscribed) figure must never become the norm.
+    prepared["accepted"] = (
+        prepared["valid"].astype(bool) & prepared["passed"].astype(bool) & ~prepared["oversubscribed"].astype(bool)
+    )
+    by_key = {(r["workload"], int(r["gpus"])): r for _, r in prepared.iterrows()}
+    failures = []
+    for f in verdict.failures:
+        note = oversubscription_note(by_key[(f["workload"], int(f["gpus"]))])
+        failures.append({**f, "reason": "; ".join(x for x in (f.get("reason", ""), note) if x)} if note else f)
+    inconclusive = [
+        {"workload": r["workload"], "gpus": int(r["gpus"]), "reason": r["inconclusive_reason"]}
+        for _, r in prepared.iterrows()
+        if r["verdict"] == INCONCLUSIVE
+    ]
+    outcome = suite_verdict(prepared)
+    return Evaluation(
+        prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive
+    )
 
 
 def new_suite_run_id() -> str:
     return "manual-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
 
 
-def sweep(cfg: SweepConfig, suite_run_id: str | None = None, log=print) -> dict:
+def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log=print) -> dict:
     """The whole suite without Airflow: what the README's first command runs."""
     from bench.launch.registry import build_launcher
 
@@ -160,18 +191,24 @@ def sweep(cfg: SweepConfig, suite_run_id: str | None = None, log=print) -> dict:
         result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
-    return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started)}
+    return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started, store_url)}
 
 
-def finish(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str) -> dict:
+def finish(
+    cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str, store_url: str, dag_id: str | None = None
+) -> dict:
     """evaluate -> report -> store, once for `bench sweep` and the DAG alike; a small outcome dict."""
     from bench.report.html import write_report
     from bench.store.db import ResultsStore
 
-    store = ResultsStore(cfg.results_url)
+    store = ResultsStore(store_url)
     out = suite_dir(cfg.output_dir, suite_run_id)
     ev = evaluate(cfg, suite_run_id, runs, started, store, out / "data-docs")
     ev.frame.to_csv(out / "results.csv", index=False)
+    # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
+    (out / "suite.json").write_text(
+        json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
+    )
     report = write_report(out / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
     suite = {
         "suite_run_id": suite_run_id,
@@ -184,6 +221,8 @@ def finish(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str) 
     store.upsert(ev.frame, suite)
     return {
         "passed": ev.passed,
+        "verdict": ev.verdict,
+        "inconclusive": ev.inconclusive,
         "failures": ev.failures,
         "warnings": ev.warnings,
         "report": str(report),

@@ -87,8 +87,9 @@ def scaling_regression():
             lines = [
                 f"{f['workload']}@{f['gpus']} {f['metric']}={f['value']} bound {f['bound']}"
                 for f in outcome["failures"]
-            ]
-            raise AirflowFailException("scaling check failed: " + "; ".join(lines) + f" report {outcome['report']}")
+            ] + [f"{i['workload']}@{i['gpus']} inconclusive: {i['reason']}" for i in outcome.get("inconclusive", [])]
+            what = "failed" if outcome["failures"] else "inconclusive"
+            raise AirflowFailException(f"scaling check {what}: " + "; ".join(lines) + f" report {outcome['report']}")
 
     plan = validate_config()
     staged = stage_dataset(plan)

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
 
-from scalewatch.reports_app import app
+from scalewatch.web.app import app
 
 
 class ScalewatchPlugin(AirflowPlugin):

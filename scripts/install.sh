@@ -8,6 +8,14 @@ VENV=${SCALEWATCH_VENV:-$PWD/.venv}
 WHEELS=${SCALEWATCH_WHEEL_CACHE:-$HOME/.cache/scalewatch/wheels}
 HOROVOD_VERSION=0.28.1
 
+# Everything below is skipped, silently, when this exact set of requirements was installed already.
+STAMP="$VENV/.scalewatch-install-stamp${1:-}"
+want=$(cat "$0" requirements*.txt pyproject.toml | sha256sum | cut -d" " -f1)
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && \
+   "$VENV/bin/python" -c "import torch, horovod.torch, nvidia.dali, great_expectations, pandas, airflow, bench" 2>/dev/null; then
+  exit 0
+fi
+
 apt_pkgs=(cmake g++ procps)
 if [[ "${1:-}" == "--with-test-services" ]]; then
   apt_pkgs+=(slurm-wlm munge openssh-server fio postgresql chromium iproute2 util-linux)
@@ -49,3 +57,4 @@ fi
 "$PY" -m pip install -q --no-deps -e .
 "$PY" -c "import torch, horovod.torch, nvidia.dali, great_expectations, pandas, airflow, bench; \
 print('install: ok torch', torch.__version__, 'horovod', horovod.__version__)"
+echo "$want" >"$STAMP"

@@ -1,33 +1,162 @@
-"""Run the weekly DAG once, end to end, in this process (dag.test), then print verdict and report."""
+"""Run the weekly DAG once, end to end, in this process (dag.test); print progress, a summary and the verdict.
+
+Airflow's own task logs (hundreds of lines) go to a file whose path is printed; the terminal gets one
+line per suite step and per scale, then a table a person can read. Exit 0 PASSED, 1 FAILED,
+3 INCONCLUSIVE, 2 when the run produced no result.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import os
 import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+EXIT = {"PASSED": 0, "FAILED": 1, "INCONCLUSIVE": 3}
+
+
+class Progress:
+    """Watches the metadata DB (suite steps) and the run folder (scales) and prints what changed."""
+
+    def __init__(self, out, dag_id: str, started: datetime, runs_root: Path) -> None:
+        self.out, self.dag_id, self.started, self.runs_root = out, dag_id, started, runs_root
+        self.t0 = time.monotonic()
+        self.seen: dict[str, str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def say(self, text: str) -> None:
+        self.out.write(f"[{time.monotonic() - self.t0:5.0f}s] {text}\n")
+        self.out.flush()
+
+    def _loop(self) -> None:
+        while not self.stop.wait(1.0):
+            with contextlib.suppress(Exception):  # the DB may be busy mid-write: ask again next second
+                self.poll()
+
+    def poll(self) -> None:
+        states = self._task_states()
+        for task_id, state, _ in states:
+            if task_id != "train" and self.seen.get(task_id) != state:
+                self.seen[task_id] = state
+                self.say(f"{task_id}: {state}")
+        if not states:
+            return
+        run_id = states[0][2]
+        suite = self.runs_root / "".join(c if c.isalnum() or c in "._-" else "-" for c in run_id)
+        for state_file in sorted(suite.glob("*/state.json")):
+            try:
+                doc = json.loads(state_file.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            scale = state_file.parent.name
+            if doc.get("state") not in ("PENDING", "RUNNING") and self.seen.get(scale) != doc["state"]:
+                self.seen[scale] = doc["state"]
+                workload, _, gpus = scale.rpartition("-")
+                reason = f" ({doc['reason']})" if doc.get("reason") else ""
+                self.say(f"train {workload} @ {gpus} rank(s): {doc['state']}{reason}")
+
+    def _task_states(self) -> list[tuple[str, str, str]]:
+        """Finished tasks of our run, read through a read-only connection of its own (never Airflow's engine,
+        which the DAG run is using in the other thread). Only for SQLite metadata, as the embedded default has."""
+        import sqlite3
+
+        from airflow.configuration import conf
+
+        url = conf.get("database", "sql_alchemy_conn")
+        if not url.startswith("sqlite:///"):
+            return []
+        db = sqlite3.connect(f"file:{url.removeprefix('sqlite:///')}?mode=ro", uri=True, timeout=1)
+        try:
+            rows = db.execute(
+                "SELECT ti.task_id, ti.state, ti.run_id FROM task_instance ti JOIN dag_run r "
+                "ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id WHERE r.dag_id = ? AND r.start_date >= ? "
+                "AND ti.map_index < 1 AND ti.state IN ('success', 'failed', 'skipped', 'upstream_failed')",
+                (self.dag_id, self.started.strftime("%Y-%m-%d %H:%M:%S")),
+            ).fetchall()
+        finally:
+            db.close()
+        return rows
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}g}"
+
+
+def summary_table(csv: Path) -> list[str]:
+    import pandas as pd
+
+    frame = pd.read_csv(csv)
+    head = (
+        f"{'workload':<14}{'GPUs':>5}  {'images/s [95% CI]':<24}{'efficiency [95% CI]':<24}{'MB/s avg/peak':<16}verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for r in frame.to_dict("records"):
+        thr = (
+            f"{_fmt(r['throughput_img_s'], 4)} [{_fmt(r['throughput_ci_low'], 4)}, {_fmt(r['throughput_ci_high'], 4)}]"
+        )
+        lo, hi = r.get("scaling_efficiency_ci_low"), r.get("scaling_efficiency_ci_high")
+        eff = f"{_fmt(r['scaling_efficiency'])} [{_fmt(lo)}, {_fmt(hi)}]"
+        bw = f"{_fmt(r['avg_read_mb_s'])}/{_fmt(r['peak_read_mb_s'])}"
+        verdict = str(r["verdict"])
+        if verdict == "inconclusive":
+            verdict += f": {r['inconclusive_reason']}"
+        elif verdict == "fail" and isinstance(r.get("reason"), str) and r["reason"]:
+            verdict += f": {r['reason'][:80]}"
+        if r.get("borderline") is True:
+            verdict += " (borderline: interval straddles the bound)"
+        lines.append(f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{bw:<16}{verdict}")
+    return lines
 
 
 def main() -> int:
-    from airflow.dag_processing.dagbag import DagBag
-
-    from bench.store.db import ResultsStore
+    conf = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     from scalewatch import paths
 
-    conf = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    bag = DagBag()
-    if bag.import_errors:
-        print(f"DAG import errors: {bag.import_errors}", file=sys.stderr)
-        return 2
-    run = bag.get_dag("scaling_regression").test(run_conf=conf)
+    log_path = Path(paths.home()) / "run-once.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    terminal = os.fdopen(os.dup(1), "w", buffering=1)
+    progress = Progress(terminal, "scaling_regression", datetime.now(UTC), Path(paths.output_dir()))
+    progress.say(f"running the scaling_regression DAG once (Airflow logs: {log_path})")
+    with log_path.open("w") as log:  # Airflow writes to fds 1/2 directly: redirect them, not sys.stdout
+        saved = os.dup(1), os.dup(2)
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        progress.thread.start()
+        try:
+            from airflow.dag_processing.dagbag import DagBag
+
+            bag = DagBag()
+            if bag.import_errors:
+                terminal.write(f"DAG import errors: {bag.import_errors}\n")
+                return 2
+            run = bag.get_dag("scaling_regression").test(run_conf=conf)
+        finally:
+            progress.stop.set()
+            progress.thread.join()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+    progress.poll()
+    from bench.store.db import ResultsStore
+
     runs = ResultsStore(paths.results_url()).suite_runs()
     mine = runs[runs["suite_run_id"] == run.run_id]
-    print(f"dag run {run.run_id}: {run.state}")
+    progress.say(f"dag run {run.run_id}: {run.state}")
     if mine.empty:
-        print("verdict: NO RESULT (the run failed before evaluation; see the task output above)")
-        return 1
-    row = mine.iloc[-1]
-    print(f"verdict: {'PASSED' if row['passed'] else 'FAILED'}")
-    print(f"report: {row['report_path']}")
-    return 0 if row["passed"] else 1
+        terminal.write(f"verdict: NO RESULT (the run failed before evaluation; see {log_path})\n")
+        return 2
+    report = Path(mine.iloc[-1]["report_path"])
+    suite = json.loads((report.parent / "suite.json").read_text())
+    terminal.write("\n".join(summary_table(report.parent / "results.csv")) + "\n\n")
+    terminal.write(f"verdict: {suite['verdict']}\nreport: {report}\nlog: {log_path}\n")
+    return EXIT.get(suite["verdict"], 1)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ def _classes():
     class ExpectGpuUtilisationAtLeastFloor(E.ExpectColumnValuesToBeBetween):
         """Average GPU utilisation floor (rows without a GPU report null and are not judged)."""
 
+    class ExpectMeasuredThroughputPositive(E.ExpectColumnValuesToBeBetween):
+        """Every completed run measured a positive images/s: zero measured steps is never a valid run."""
+
     class ExpectThroughputNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
         """throughput >= (1 - tolerance) x median of the last K accepted runs (same workload, GPUs, cluster)."""
 
@@ -57,6 +60,7 @@ def _classes():
             ExpectBandwidthEfficiencyAtLeastBound,
             ExpectBandwidthNotCacheDistorted,
             ExpectGpuUtilisationAtLeastFloor,
+            ExpectMeasuredThroughputPositive,
             ExpectThroughputNotRegressed,
         )
     }
@@ -93,6 +97,14 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
             None,
             "critical",
             {"column": "state", "value_set": ["COMPLETED"]},
+        ),
+        Check(
+            "ExpectMeasuredThroughputPositive",
+            "throughput_img_s",
+            "throughput_img_s",
+            None,
+            "critical",
+            {"column": "throughput_checked", "min_value": 0, "strict_min": True},
         ),
         Check(
             "ExpectScalingEfficiencyAtLeastBound",
@@ -160,12 +172,13 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
 
 
 def prepare(frame: pd.DataFrame, thresholds: Thresholds, history_median: pd.Series | None = None) -> pd.DataFrame:
-    """Add the bound columns the pair expectations compare against."""
+    """Add the bound columns the pair expectations compare against; inconclusive rows get no bound."""
     f = frame.copy()
-    f["min_scaling_efficiency"] = np.where(f["gpus"] == f["baseline_gpus"], np.nan, thresholds.min_scaling_efficiency)
-    f["min_bandwidth_efficiency"] = np.where(
-        f["gpus"] == f["baseline_gpus"], np.nan, thresholds.min_bandwidth_efficiency
-    )
+    reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
+    judged = (f["gpus"] != f["baseline_gpus"]) & (reasons.fillna("") == "")
+    f["min_scaling_efficiency"] = np.where(judged, thresholds.min_scaling_efficiency, np.nan)
+    f["min_bandwidth_efficiency"] = np.where(judged, thresholds.min_bandwidth_efficiency, np.nan)
+    f["throughput_checked"] = np.where(f["valid"].astype(bool), f["throughput_img_s"], np.nan)
     has_bw = f["bandwidth_efficiency"].notna() if "bandwidth_efficiency" in f else pd.Series(False, index=f.index)
     valid_bw = f.get("bandwidth_valid", pd.Series(True, index=f.index)).fillna(False).astype(bool)
     f["bandwidth_efficiency_checked"] = np.where(valid_bw, f.get("bandwidth_efficiency", np.nan), np.nan)
@@ -173,7 +186,7 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history_median: pd.Seri
     measured = f.get("avg_read_mb_s", pd.Series(np.nan, index=f.index)).notna() | has_bw
     f["bandwidth_valid_checked"] = pd.Series(np.where(measured, valid_bw, None), index=f.index, dtype=object)
     if history_median is not None:
-        f["history_median"] = history_median.reindex(f.index)
+        f["history_median"] = history_median.reindex(f.index).where(reasons.fillna("") == "")
         f["regression_floor"] = f["history_median"] * (1 - thresholds.regression_tolerance)
     return f
 
@@ -283,7 +296,9 @@ def _plain(value):
 
 def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
     if check.bound is None:
-        return "COMPLETED" if check.name == "ExpectRunsToComplete" else "cache-free 1st epoch"
+        return {"ExpectRunsToComplete": "COMPLETED", "ExpectMeasuredThroughputPositive": "> 0"}.get(
+            check.name, "cache-free 1st epoch"
+        )
     if check.bound == "min_gpu_util":
         return thresholds.min_gpu_util
     return _plain(row.get(check.bound))

@@ -9,10 +9,15 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 
-FRAME_SCHEMA_VERSION = 1
+FRAME_SCHEMA_VERSION = 2
 KEY = ("suite_run_id", "workload", "gpus")
 METRICS = (
     "throughput_img_s",
+    "throughput_ci_low",
+    "throughput_ci_high",
+    "measured_s",
+    "min_measure_s",
+    "step_time_spread",
     "epoch_time_s",
     "first_epoch_time_s",
     "avg_read_mb_s",
@@ -33,6 +38,8 @@ COLUMNS = (
     "cache_risk",
     "bandwidth_valid",
     "drop_caches",
+    "oversubscribed",
+    "slots",
     "launcher",
     "config_key",
     "cluster",
@@ -43,10 +50,52 @@ COLUMNS = (
 )
 
 
-def config_key(train) -> str:
-    """What must match for two runs' throughput to be comparable: history is matched on it."""
+CONFIG_KEY_FIELDS = (
+    "launcher",
+    "dataset_path",
+    "hosts",
+    "partition",
+    "account",
+    "gpus_per_node",
+    "ranks_per_node",
+    "cpus_per_rank",
+    "oversubscribe",
+    "train.min_measure_s",
+    "train.preset",
+    "train.loader",
+    "train.synthetic",
+    "train.loader_threads",
+    "train.batch_size",
+    "train.image_size",
+    "train.steps",
+    "train.epochs",
+    "train.warmup_steps",
+    "train.amp",
+    "train.drop_caches",
+)
+
+
+def config_key(cfg) -> str:
+    """What must match for two runs' figures to be comparable: history is matched on it (and the cluster).
+
+    A readable prefix, then a digest of every setting in CONFIG_KEY_FIELDS (docs/schemas.md): the storage
+    under test (dataset path), the hosts, partition and launcher, and every training setting that moves
+    images/s. An NFS run and a local-NVMe run, or 20 and 200 steps, never share a history.
+    """
+    import hashlib
+
+    doc = cfg.model_dump(mode="json")
+    values = {}
+    for name in CONFIG_KEY_FIELDS:
+        value = doc
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        values[name] = value
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+    train = cfg.train
     source = "synthetic" if train.synthetic else train.loader
-    return f"{train.preset}/{source}/bs{train.batch_size}/img{train.image_size}/amp{int(train.amp)}"
+    prefix = f"{train.preset}/{source}/bs{train.batch_size}/img{train.image_size}/amp{int(train.amp)}"
+    return f"{prefix}/{cfg.launcher}#{digest}"
 
 
 def row_from_result(
@@ -71,6 +120,8 @@ def row_from_result(
         cache_risk=False,
         bandwidth_valid=False,
         drop_caches="not_requested",
+        oversubscribed=False,
+        slots="[]",
         config_key=key,
         launcher=launcher,
         cluster=cluster,
@@ -99,11 +150,34 @@ def row_from_result(
             drop_caches=s["storage"]["drop_caches"],
             versions=json.dumps(s["versions"], sort_keys=True),
         )
+        row.update(_measurement(s))
     return {k: (np.nan if v is None else v) for k, v in row.items()}
 
 
+def _measurement(s: dict) -> dict:
+    """Window, spread, interval and slots of one run summary (schema v2, docs/schemas.md)."""
+    from bench.analysis.stats import interval, step_time_spread, throughput_replicates
+
+    steps = [r["step_times_s"] for r in s["per_rank"]]
+    boot = throughput_replicates(steps, s["batch_size"])
+    low, high = interval(boot)
+    slots = [{"rank": r["rank"], "host": r["host"], **r["slot"]} for r in s["per_rank"]]
+    return {
+        "measured_s": s["measured_s"],
+        "min_measure_s": s["min_measure_s"],
+        "step_time_spread": step_time_spread(steps),
+        "throughput_ci_low": low,
+        "throughput_ci_high": high,
+        "throughput_boot": boot,  # replicates for the efficiency interval; never stored
+        "oversubscribed": any(slot["oversubscribed"] for slot in slots),
+        "slots": json.dumps(slots),
+    }
+
+
 def build_frame(rows: list[dict]) -> pd.DataFrame:
+    boot = [r.get("throughput_boot") for r in rows]
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    frame["throughput_boot"] = pd.Series([b if isinstance(b, np.ndarray) else None for b in boot], dtype=object)
     for col in METRICS:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     frame["gpus"] = frame["gpus"].astype(int)

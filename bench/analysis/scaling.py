@@ -35,6 +35,7 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFram
         g["baseline_gpus"] = base_n
         g["speedup"] = speedup
         g["scaling_efficiency"] = speedup / ratio
+        g["scaling_efficiency_ci_low"], g["scaling_efficiency_ci_high"] = _efficiency_intervals(g, base, base_n)
         if (
             "avg_read_mb_s" in g
             and not base.empty
@@ -49,6 +50,24 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFram
         g["fit_slope"], g["fit_r2"] = _fit(g["gpus"], g.get("throughput_img_s", speedup))
         out.append(g)
     return pd.concat(out).sort_values(["workload", "gpus"]).reset_index(drop=True)
+
+
+def _efficiency_intervals(g: pd.DataFrame, base: pd.DataFrame, base_n: int) -> tuple[list, list]:
+    """Bootstrap intervals where both the scale and its baseline carry step-time replicates."""
+    from bench.analysis.stats import efficiency_interval
+
+    if "throughput_boot" not in g or base.empty:
+        return [np.nan] * len(g), [np.nan] * len(g)
+    base_boot = base["throughput_boot"].iloc[0]
+    lows, highs = [], []
+    for gpus, boot in zip(g["gpus"], g["throughput_boot"], strict=True):
+        if isinstance(boot, np.ndarray) and isinstance(base_boot, np.ndarray):
+            lo, hi = efficiency_interval(boot, base_boot, gpus / base_n)
+        else:
+            lo, hi = np.nan, np.nan
+        lows.append(lo)
+        highs.append(hi)
+    return lows, highs
 
 
 def _fit(x: pd.Series, y: pd.Series) -> tuple[float, float]:

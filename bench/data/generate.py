@@ -132,8 +132,48 @@ def _write_range(spec: GenerateSpec, indices: range) -> int:
     return sum(_write_sample(spec, i) for i in indices)
 
 
-def generate(spec: GenerateSpec) -> dict:
+# The COCO/segmentation index is built in memory before it is written: about this much per image.
+INDEX_BYTES_PER_IMAGE = 1024
+
+
+def check_resources(spec: GenerateSpec, copies: int = 2) -> None:
+    """Refuse, before writing anything, a dataset this machine cannot hold (disk for `copies` trees, RAM
+    for the index): a form value of 100,000,000 images must be an error, not 41 GiB and 10 hours later."""
+    import shutil
+
+    import psutil
+
+    if spec.images is None:
+        return  # sized by total_bytes: bounded by what the user asked for, checked below per byte
+    per_image = (
+        sum(
+            len(jpeg) + (len(png) if png else 0)
+            for jpeg, png in (_render(spec, sample_layout(spec, i)) for i in range(4))
+        )
+        / 4
+    )
+    need = int(spec.images * per_image * copies)
+    where = spec.out
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    if need > free:
+        raise ConfigError(
+            f"dataset_images: {spec.images} {spec.kind} images need about {need / 1e9:.1f} GB "
+            f"({copies} copies of ~{per_image / 1e3:.0f} kB each) but {where} has {free / 1e9:.1f} GB free"
+        )
+    index = spec.images * INDEX_BYTES_PER_IMAGE
+    available = psutil.virtual_memory().available
+    if index > available // 4:
+        raise ConfigError(
+            f"dataset_images: {spec.images} images need a ~{index / 1e9:.1f} GB index in memory; this machine "
+            f"has {available / 1e9:.1f} GB available (at most a quarter of it may go to the index)"
+        )
+
+
+def generate(spec: GenerateSpec, copies: int = 1) -> dict:
     """Generate (or finish generating) a dataset; returns a summary with count and bytes."""
+    check_resources(spec, copies)
     (spec.out / "images").mkdir(parents=True, exist_ok=True)
     if spec.kind == "segmentation":
         (spec.out / "masks").mkdir(parents=True, exist_ok=True)

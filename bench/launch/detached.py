@@ -43,7 +43,11 @@ class DetachedLauncher:
         self.ssh = ssh
 
     def check(self, spec: RunSpec) -> None:
-        return None
+        """Every rank runs here: as many slots as this machine's usable cores allow."""
+        from bench.train.slots import check_capacity, usable_cpus
+
+        check_capacity("localhost", spec.ranks, spec.cpus_per_rank, spec.oversubscribe, usable_cpus())
+        _check_memory(spec)
 
     def submit(self, spec: RunSpec) -> Handle:
         self.check(spec)
@@ -148,6 +152,27 @@ class SshLauncher(DetachedLauncher):
     def check(self, spec: RunSpec) -> None:
         assert self.ssh is not None
         self.ssh.check_reachable(spec.hosts)
+
+
+# A rank's resident memory: the framework's base plus activations, rounded up from the input batch.
+RANK_BASE_BYTES = 1 << 30
+ACTIVATION_FACTOR = 32
+
+
+def _check_memory(spec: RunSpec) -> None:
+    """Every rank of a local run shares this machine's memory: refuse what cannot fit, naming the figures."""
+    import psutil
+
+    from bench.errors import LaunchError
+
+    t = spec.train
+    per_rank = RANK_BASE_BYTES + ACTIVATION_FACTOR * t.batch_size * 3 * t.image_size**2 * 4
+    available = psutil.virtual_memory().available
+    if spec.ranks * per_rank > available:
+        raise LaunchError(
+            f"host localhost: {spec.ranks} ranks x ~{per_rank / 2**30:.1f} GiB (batch_size {t.batch_size}, "
+            f"image_size {t.image_size}) exceed the {available / 2**30:.1f} GiB available"
+        )
 
 
 def _same_pid_namespace(handle: Handle) -> bool:

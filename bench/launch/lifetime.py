@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable
 
@@ -31,10 +30,12 @@ def watch_stdin(on_eof: Callable[[], None]) -> threading.Thread:
     """Call `on_eof` when stdin closes: over ssh, the supervisor's end of the pipe closing means it is gone."""
 
     def run() -> None:
+        # os.read, not sys.stdin: a daemon thread blocked inside the buffered reader holds its lock,
+        # and the interpreter aborts at exit when it cannot take that lock.
         try:
-            while sys.stdin.buffer.read(4096):
+            while os.read(0, 4096):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         on_eof()
 

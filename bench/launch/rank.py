@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from bench.launch.lifetime import die_with_parent, watch_stdin
+from bench.train.slots import SLOT_ENV, SlotError, bind, plan_slot
 
 
 def iface_towards(addr: str) -> str:
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slot-from", choices=("env", "slurm"), default="env")
     p.add_argument("--rendezvous-file", type=Path, help="file holding 'ADDR PORT' (slurm)")
     p.add_argument("--stdin-lifeline", action="store_true", help="stop training when stdin closes (ssh)")
+    p.add_argument("--cpus-per-rank", type=int, default=1, help="cores per rank on a node without GPUs")
+    p.add_argument("--oversubscribe", action="store_true", help="let ranks share cores/GPUs (rows are marked)")
     p.add_argument("train_argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     env = dict(os.environ)
@@ -68,6 +71,21 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = args.out / "ranks"
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    try:
+        slot = plan_slot(
+            env["HOROVOD_HOSTNAME"],
+            int(env["HOROVOD_LOCAL_RANK"]),
+            int(env["HOROVOD_LOCAL_SIZE"]),
+            args.cpus_per_rank,
+            args.oversubscribe,
+            scheduler_bound=args.slot_from == "slurm",
+        )
+    except SlotError as error:
+        print(f"rank {rank}: {error}", file=sys.stderr, flush=True)
+        _record(log_dir, rank, env["HOROVOD_HOSTNAME"], 70, started, None, str(error))
+        return 70
+    bind(slot)  # before the child starts: it and all its threads inherit the affinity
+    env[SLOT_ENV] = slot.to_env()
     child = subprocess.Popen(
         [sys.executable, "-m", "bench", "train", *train_argv],
         env=env,
@@ -80,17 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.stdin_lifeline:
         watch_stdin(lambda: child.poll() is None and child.terminate())
     code = child.wait()
+    _record(log_dir, rank, env["HOROVOD_HOSTNAME"], code, started, slot.as_dict())
+    return code if code >= 0 else 128 - code
+
+
+def _record(log_dir: Path, rank: str, host: str, code: int, started: float, slot: dict | None, error: str = "") -> None:
     record = {
         "rank": int(rank),
-        "host": env["HOROVOD_HOSTNAME"],
+        "host": host,
         "exit_code": code,
         "signal": -code if code < 0 else None,
         "seconds": time.time() - started,
+        "slot": slot,
+        "error": error,
     }
     tmp = log_dir / f".rank{rank}.json.tmp"
     tmp.write_text(json.dumps(record))
     os.replace(tmp, log_dir / f"rank{rank}.json")
-    return code if code >= 0 else 128 - code
 
 
 if __name__ == "__main__":

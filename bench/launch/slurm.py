@@ -56,12 +56,16 @@ def batch_script(spec: RunSpec, python: str) -> str:
         f"#SBATCH --job-name={q(job_name(spec.run_id))}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={per_node}",
+        f"#SBATCH --cpus-per-task={spec.cpus_per_rank}",
         f"#SBATCH --time={_time_limit(spec.time_limit_s)}",
         f"#SBATCH --output={q(str(out / 'logs' / 'slurm-%j.out'))}",
         "#SBATCH --kill-on-invalid-dep=yes",
     ]
     if spec.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
+        lines.append("#SBATCH --gpus-per-task=1")  # one GPU per rank, as a slot
+    if spec.oversubscribe:
+        lines += ["#SBATCH --overcommit", "#SBATCH --oversubscribe"]
     if spec.partition:
         lines.append(f"#SBATCH --partition={q(spec.partition)}")
     if spec.account:
@@ -79,7 +83,7 @@ def batch_script(spec: RunSpec, python: str) -> str:
         "trap 'kill -TERM $RDV 2>/dev/null' EXIT",
         f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; sleep 0.1; done",
         f"[ -s {q(str(addr_file))} ] || {{ echo 'rendezvous did not start' >&2; exit 70; }}",
-        "srun --kill-on-bad-exit=1 --output="
+        "srun --kill-on-bad-exit=1 --cpu-bind=cores --output="
         + q(str(out / "logs" / "rank%t.log"))
         + " "
         + shlex.join(rank_argv(spec, python, ["--slot-from", "slurm", "--rendezvous-file", str(addr_file)])),
@@ -98,6 +102,30 @@ class SlurmLauncher:
             done = self.runner.run(["sinfo", "-h", "-p", spec.partition, "-o", "%P"], check=False)
             if done.returncode != 0 or not done.stdout.strip():
                 raise LaunchError(f"partition {spec.partition}: not found by sinfo ({done.stderr.strip()})")
+        self._check_slots(spec)
+
+    def _check_slots(self, spec: RunSpec) -> None:
+        """Ranks per node x cpus_per_rank must fit the partition's nodes, named, before sbatch."""
+        if spec.oversubscribe:
+            return
+        nodes = len(spec.hosts) or max(1, math.ceil(spec.ranks / (spec.ranks_per_node or spec.ranks)))
+        per_node = math.ceil(spec.ranks / nodes)
+        argv = ["sinfo", "-h", "-N", "-o", "%N %c"] + (["-p", spec.partition] if spec.partition else [])
+        done = self.runner.run(argv, check=False)
+        cpus = {}
+        for line in done.stdout.splitlines() if done.returncode == 0 else []:
+            name, _, count = line.partition(" ")
+            if count.strip().isdigit():
+                cpus[name] = int(count)
+        if not cpus:
+            return  # sinfo gave nothing to check against: sbatch itself refuses what cannot fit
+        largest = max(cpus, key=cpus.get)
+        slots = cpus[largest] // spec.cpus_per_rank
+        if per_node > slots:
+            raise LaunchError(
+                f"node {largest}: {per_node} ranks per node asked, but it has {slots} slot(s) "
+                f"({cpus[largest]} CPUs / cpus_per_rank {spec.cpus_per_rank}); set oversubscribe to allow it"
+            )
 
     def submit(self, spec: RunSpec) -> Handle:
         self.check(spec)

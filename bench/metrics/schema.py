@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 
 _num = {"type": "number"}
 _num_or_null = {"type": ["number", "null"]}
@@ -44,6 +44,9 @@ RANK_FIELDS = (
     "bytes_from_storage",
     "bytes_consumed",
     "samples_read",
+    "measured_s",
+    "step_times_s",
+    "slot",
 )
 UTILISATION_FIELDS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")
 
@@ -59,6 +62,19 @@ RANK = {
         "bytes_from_storage": _num,
         "bytes_consumed": _num,
         "samples_read": {"type": "integer"},
+        "measured_s": {"type": "number", "exclusiveMinimum": 0},
+        "step_times_s": {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1},
+        "slot": {
+            "type": "object",
+            "required": ["cpus", "gpu", "numa_node", "bound_by", "oversubscribed"],
+            "properties": {
+                "cpus": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+                "gpu": {"type": ["integer", "null"]},
+                "numa_node": {"type": ["integer", "null"]},
+                "bound_by": {"enum": ["scalewatch", "slurm", "none"]},
+                "oversubscribed": {"type": "boolean"},
+            },
+        },
     },
 }
 
@@ -80,6 +96,8 @@ SUMMARY_SCHEMA = {
         "batch_size",
         "image_size",
         "measured_steps",
+        "measured_s",
+        "min_measure_s",
         "images_per_s",
         "images_per_s_per_rank",
         "epoch_time_s",

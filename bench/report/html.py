@@ -113,17 +113,22 @@ def _timeline_charts(runs: list[dict]) -> list[str]:
     return charts
 
 
-def _history_chart(history: pd.DataFrame) -> list[str]:
-    if history.empty or "scaling_efficiency" not in history:
+def _history_chart(history: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """Scaling efficiency over past runs of this suite's own series: same cluster and config key only."""
+    if history.empty or "scaling_efficiency" not in history or frame.empty:
         return []
-    h = history.dropna(subset=["scaling_efficiency"])
+    mine = set(zip(frame["cluster"], frame["config_key"], strict=True))
+    matching = pd.Series(
+        [(c, k) in mine for c, k in zip(history["cluster"], history["config_key"], strict=True)], index=history.index
+    )
+    h = history[matching & history["scaling_efficiency"].notna() & history["valid"].fillna(False).astype(bool)]
     if h.empty:
         return []
     runs = sorted(h["started_at"].unique())
     index = {r: i for i, r in enumerate(runs)}
     series = []
     for (workload, gpus), g in h.groupby(["workload", "gpus"]):
-        if (g["gpus"] == g["gpus"].min()).all() and g["scaling_efficiency"].eq(1).all():
+        if (g["gpus"] == g["baseline_gpus"]).all() if "baseline_gpus" in g else g["scaling_efficiency"].eq(1).all():
             continue  # the baseline is 1 by definition
         series.append(
             Series(f"{workload} @{gpus}", [index[r] for r in g["started_at"]], g["scaling_efficiency"].tolist())
@@ -176,7 +181,7 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
         f"bandwidth</li>"
         for w in ev.warnings
     )
-    charts = _scaling_charts(frame) + _timeline_charts(runs) + _history_chart(history)
+    charts = _scaling_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
     docs = ""
     if ev.data_docs:
         docs = (

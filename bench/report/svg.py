@@ -58,8 +58,10 @@ def line_chart(
             f'<text x="{left - 5}" y="{sy(t) + 4:.1f}" text-anchor="end" font-size="11">{t:g}</text>'
         )
     xticks = sorted({p[0] for p in pts}) if len({p[0] for p in pts}) <= 12 else _ticks(x0, x1)
-    for i, t in enumerate(xticks):
-        label = x_labels[i] if x_labels and i < len(x_labels) else f"{t:g}"
+    if x_labels:  # x is an index into x_labels: label each tick by its own position, never by tick order
+        xticks = sorted({round(t) for t in xticks if 0 <= round(t) < len(x_labels) and x0 <= round(t) <= x1})
+    for t in xticks:
+        label = x_labels[int(t)] if x_labels else f"{t:g}"
         out.append(
             f'<text x="{sx(t):.1f}" y="{height - bottom + 15}" text-anchor="middle" font-size="11">'
             f"{escape(label)}</text>"

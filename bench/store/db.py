@@ -7,6 +7,7 @@ the ones it lacks, inside a transaction.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -36,8 +37,11 @@ _TEXT = {
     "started_at",
     "reason",
     "versions",
+    "slots",
+    "verdict",
+    "inconclusive_reason",
 }
-_BOOL = {"valid", "cache_risk", "bandwidth_valid", "accepted"}
+_BOOL = {"valid", "cache_risk", "bandwidth_valid", "accepted", "oversubscribed", "borderline"}
 
 results_table = sa.Table(
     "results",
@@ -58,7 +62,12 @@ results_table = sa.Table(
         for c in COLUMNS
     ),
     sa.Column("scaling_efficiency", sa.Float),
+    sa.Column("scaling_efficiency_ci_low", sa.Float),
+    sa.Column("scaling_efficiency_ci_high", sa.Float),
     sa.Column("bandwidth_efficiency", sa.Float),
+    sa.Column("verdict", sa.Text),
+    sa.Column("inconclusive_reason", sa.Text),
+    sa.Column("borderline", sa.Boolean),
     sa.Column("passed", sa.Boolean),
     sa.Column("failed_expectations", sa.Text),
     sa.Column("accepted", sa.Boolean),
@@ -95,13 +104,43 @@ def _m3(conn: Connection) -> None:
         conn.execute(sa.text("ALTER TABLE results ADD COLUMN config_key TEXT"))
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2, _m3]
+def _m4(conn: Connection) -> None:
+    # Measurement rules (frame schema 2): window, spread, intervals, slots, verdict. Old rows keep
+    # NULL there: they were stored before the suite could say whether they were conclusive.
+    have = {c["name"] for c in sa.inspect(conn).get_columns("results")}
+    for column in results_table.columns:
+        if column.name not in have:
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f'ALTER TABLE results ADD COLUMN "{column.name}" {kind}'))
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2, _m3, _m4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def shown_url(url: str) -> str:
+    """The store's URL as it may be shown or stored anywhere: never with its password."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "(unparseable results URL)"
+
+
+def check_url(url: str) -> str:
+    """Only SQLite and PostgreSQL are supported; the error shows the URL without its password."""
+    from bench.errors import ConfigError
+
+    if not re.match(r"^(sqlite|postgresql(\+psycopg)?)://", url or ""):
+        raise ConfigError(f"results URL {shown_url(url)}: must start with sqlite:// or postgresql[+psycopg]://")
+    return url
+
+
 class ResultsStore:
+    """The store's location is passed where it is used (CLI flag, environment or Airflow connection),
+    never carried in the run's config: a URL with a password must not reach XComs, logs or rows."""
+
     def __init__(self, url: str) -> None:
-        self.engine: Engine = sa.create_engine(url, future=True)
+        self.engine: Engine = sa.create_engine(check_url(url), future=True)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         self.migrate()

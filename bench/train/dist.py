@@ -21,6 +21,14 @@ class Dist:
 
         return hvd.allgather_object(obj) if self.size > 1 else [obj]
 
+    def agree_max(self, value: float) -> float:
+        """The largest of every rank's `value`: ranks decide together, so their collectives stay aligned."""
+        import horovod.torch as hvd
+
+        if self.size == 1:
+            return value
+        return float(hvd.allreduce(torch.tensor([value], dtype=torch.float64), name="agree_max", op=hvd.Max)[0])
+
     def barrier(self) -> None:
         import horovod.torch as hvd
 
@@ -33,13 +41,19 @@ def init() -> Dist:
 
     import horovod.torch as hvd
 
+    from bench.train.slots import recorded_slot
+
     hvd.init()
+    slot = recorded_slot()
+    # torch's own threads stay inside the slot: one per core of it (unless told otherwise)
+    threads = int(os.environ.get("SCALEWATCH_TORCH_THREADS", "0")) or len(slot["cpus"])
+    torch.set_num_threads(max(1, threads))
     if torch.cuda.is_available():
-        torch.cuda.set_device(hvd.local_rank())
-        device = torch.device("cuda", hvd.local_rank())
+        index = slot["gpu"] if slot["gpu"] is not None else hvd.local_rank()
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
     else:
         device = torch.device("cpu")
-        torch.set_num_threads(max(1, int(os.environ.get("SCALEWATCH_TORCH_THREADS", "1"))))
     host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
     return Dist(hvd.rank(), hvd.size(), hvd.local_rank(), host, device)
 

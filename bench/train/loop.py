@@ -24,8 +24,27 @@ from bench.metrics.sampler import Sampler
 from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
 from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
+from bench.train.slots import recorded_slot
 
 LOSS_WINDOW = 3
+MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
+MAX_EXTENSION_ROUNDS = 20  # each round adds 1.1x the missing time; a crawling rank cannot extend forever
+
+
+def _extension(dist: Dist, step_times: list[float], min_measure_s: float, round_: int) -> int:
+    """Steps to add so every rank measures at least min_measure_s; the same answer on every rank.
+
+    Decided from the slowest rank's measured time and mean step, agreed by allreduce, so all ranks
+    stop at the same step. After MAX_EXTENSION_ROUNDS (a rank that slowed to a crawl) it gives up: the
+    row is then INCONCLUSIVE for a short window, never silently short.
+    """
+    measured = sum(step_times)
+    shortest = -dist.agree_max(-measured)
+    slowest_step = dist.agree_max(statistics.fmean(step_times) if step_times else 1.0)
+    if shortest >= min_measure_s or round_ >= MAX_EXTENSION_ROUNDS:
+        return 0
+    missing = min_measure_s - shortest
+    return max(1, math.ceil(1.1 * missing / max(slowest_step, 1e-6)))
 
 
 def drop_page_cache(dist: Dist, data: Path | None) -> str:
@@ -101,10 +120,11 @@ def train(cfg: TrainConfig) -> dict | None:
     per_epoch = loader.steps_per_epoch
     if cfg.steps is not None:
         total_steps = cfg.warmup_steps + cfg.steps
-        epochs = math.ceil(total_steps / per_epoch)
+        epochs = MAX_EPOCHS
     else:
         epochs = cfg.epochs or 1
         total_steps = epochs * per_epoch
+    extensions = 0
     step_times: list[float] = []
     losses: list[float] = []
     epoch_marks: list[dict] = []
@@ -142,6 +162,9 @@ def train(cfg: TrainConfig) -> dict | None:
                 raise FloatingPointError(f"loss became {loss_value} at step {step}")
             t_prev = now
             step += 1
+            if step == total_steps and cfg.steps is not None and cfg.min_measure_s > 0:
+                total_steps += _extension(dist, step_times, cfg.min_measure_s, extensions)
+                extensions += 1
             if step >= total_steps:
                 break
         _sync(dist.device)
@@ -186,6 +209,9 @@ def train(cfg: TrainConfig) -> dict | None:
         "epoch_marks": epoch_marks,
         "samples": sampler.samples,
         "steps_measured": measured,
+        "measured_s": float(sum(step_times)),
+        "step_times_s": [round(t, 6) for t in step_times],
+        "slot": recorded_slot(),
         "losses": losses,
     }
     shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
@@ -246,6 +272,9 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "batch_size": cfg.batch_size,
         "image_size": cfg.image_size,
         "measured_steps": min(r["steps_measured"] for r in reports),
+        # The shortest rank's measured window (warm-up excluded): what min_measure_s is compared with.
+        "measured_s": float(min(r["measured_s"] for r in reports)),
+        "min_measure_s": cfg.min_measure_s,
         # The measured sum over ranks, never N x one rank.
         "images_per_s": float(sum(r["images_per_s"] for r in reports)),
         "images_per_s_per_rank": [float(r["images_per_s"]) for r in reports],

@@ -106,7 +106,41 @@ def params() -> dict[str, Param]:
             section=s_data,
             description="Copy an existing dataset instead of generating one.",
         ),
-        "steps": Param(6, type="integer", minimum=1, maximum=10_000_000, title="Measured steps", section=s_train),
+        "steps": Param(
+            20,
+            type="integer",
+            minimum=1,
+            maximum=10_000_000,
+            title="Measured steps (at least)",
+            section=s_train,
+            description="Steps measured after warm-up; the run goes on until min_measure_s is reached too.",
+        ),
+        "min_measure_s": Param(
+            10.0,
+            type="number",
+            minimum=0,
+            maximum=86400,
+            title="Min measured seconds per scale",
+            section=s_train,
+            description="Warm-up excluded. A scale measured for less is INCONCLUSIVE, never passed.",
+        ),
+        "cpus_per_rank": Param(
+            1,
+            type="integer",
+            minimum=1,
+            maximum=256,
+            title="CPU cores per rank (nodes without GPUs)",
+            section=s_where,
+            description="Each rank and its loader threads run on their own cores (GPU nodes: the GPU's NUMA cores).",
+        ),
+        "oversubscribe": Param(
+            False,
+            type="boolean",
+            title="Allow more ranks than slots",
+            section=s_where,
+            description="Off: a request above the nodes' slots is refused before launch. On: rows are marked "
+            "oversubscribed and never enter history.",
+        ),
         "batch_size": Param(8, type="integer", minimum=1, maximum=4096, title="Batch size per rank", section=s_train),
         "image_size": Param(128, type="integer", minimum=32, maximum=2048, title="Image size", section=s_train),
         "loader": Param("dali", type="string", enum=["dali", "torch"], title="Input pipeline", section=s_train),
@@ -122,6 +156,15 @@ def params() -> dict[str, Param]:
             title="Min scaling efficiency",
             description="Per scale vs the baseline. 0.8 on GPU clusters; 0.4 is the 2-core CPU default "
             "(measured 0.50-0.56 at 1->2 ranks).",
+        ),
+        "max_step_time_spread": Param(
+            1.0,
+            type="number",
+            minimum=0.01,
+            maximum=100,
+            section=s_bounds,
+            title="Max step-time spread",
+            description="(p90 - p10) / median of a rank's step times; above it a scale is INCONCLUSIVE.",
         ),
         "min_bandwidth_efficiency": Param(
             0.4, type="number", minimum=0, maximum=1.5, section=s_bounds, title="Min bandwidth efficiency"
@@ -176,6 +219,8 @@ def to_sweep(p: dict) -> dict:
         "partition": none(p["partition"]),
         "account": none(p["account"]),
         "gpus_per_node": p["gpus_per_node"],
+        "cpus_per_rank": p["cpus_per_rank"],
+        "oversubscribe": p["oversubscribe"],
         "ranks_per_node": p["ranks_per_node"] or None,
         "dataset_path": p["dataset_path"],
         "dataset_images": p["dataset_images"],
@@ -183,6 +228,8 @@ def to_sweep(p: dict) -> dict:
         "train": {
             "workload": p["workloads"][0],
             "steps": p["steps"],
+            "min_measure_s": p["min_measure_s"],
+            "loader_threads": p["cpus_per_rank"],
             "batch_size": p["batch_size"],
             "image_size": p["image_size"],
             "loader": p["loader"],
@@ -192,6 +239,7 @@ def to_sweep(p: dict) -> dict:
         },
         "thresholds": {
             "min_scaling_efficiency": p["min_scaling_efficiency"],
+            "max_step_time_spread": p["max_step_time_spread"],
             "min_bandwidth_efficiency": p["min_bandwidth_efficiency"],
             "min_gpu_util": p["min_gpu_util"],
             "regression_tolerance": p["regression_tolerance"],
@@ -202,7 +250,6 @@ def to_sweep(p: dict) -> dict:
             "smtp_conn_id": none(p["smtp_conn_id"]),
             "email_to": p["email_to"],
         },
-        "results_url": paths.results_url(),
         "output_dir": paths.output_dir(),
         "cluster": os.environ.get("SCALEWATCH_CLUSTER", "local"),
     }

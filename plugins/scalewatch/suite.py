@@ -27,6 +27,7 @@ def cancel_leftover_runs(plan: dict) -> list[str]:
 
 def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
     from bench.pipeline import finish, run_spec
+    from scalewatch.paths import results_url
 
     cfg = SweepConfig.model_validate(plan["sweep"])
     suite_run_id = plan["suite_run_id"]
@@ -41,7 +42,8 @@ def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
         }
         runs.append({**item, "result": _summary(result)})
     started = context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
-    return finish(cfg, suite_run_id, runs, started)
+    dag_id = context["dag_run"].dag_id if context.get("dag_run") else None
+    return finish(cfg, suite_run_id, runs, started, results_url(), dag_id)
 
 
 def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str | None]:

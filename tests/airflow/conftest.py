@@ -16,6 +16,7 @@ import pytest
 from tests.dags.conftest import airflow_env
 
 PASSWORD = "sw-test-pw"
+NOBODY_PASSWORD = "sw-nobody-pw"
 
 
 def _free_port() -> int:
@@ -33,13 +34,14 @@ class RunningAirflow:
         self.home, self.port = home, _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         passwords = home / "passwords.json"
-        passwords.write_text(json.dumps({"admin": PASSWORD}))
+        passwords.write_text(json.dumps({"admin": PASSWORD, "nobody": NOBODY_PASSWORD}))
         self.env = (
             os.environ
             | airflow_env(home)
             | {
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+                # "nobody" has no role: the auth manager grants it read access to no DAG at all
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,nobody:",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
                 "AIRFLOW__API_AUTH__JWT_SECRET": "test-jwt-secret-not-for-production",
                 "AIRFLOW__API__PORT": str(self.port),
@@ -117,6 +119,11 @@ class RunningAirflow:
     def headers(self) -> dict:
         return {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
 
+    def token_for(self, username: str, password: str) -> str:
+        response = httpx.post(f"{self.url}/auth/token", json={"username": username, "password": password}, timeout=30)
+        assert response.status_code in (200, 201), response.text
+        return response.json()["access_token"]
+
     def get(self, path: str) -> httpx.Response:
         return httpx.get(self.url + path, headers=self.headers(), timeout=30)
 
@@ -173,3 +180,35 @@ def wait_until(predicate, timeout: float):
             return value
         time.sleep(1)
     raise TimeoutError("condition not met")
+
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def page(running_airflow, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        yield page
+        page.screenshot(path=str(tmp_path / "last.png"), full_page=True)
+        browser.close()
+
+
+def login(page, url: str) -> None:
+    page.goto(url + "/")
+    page.locator("input[name=username]").fill("admin")
+    page.locator("input[name=password]").fill(PASSWORD)
+    page.locator("button[type=submit]").click()
+    page.wait_for_url(lambda u: "/auth/login" not in u)

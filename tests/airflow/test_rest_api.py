@@ -23,6 +23,8 @@ SMALL = {
     # bounds that cannot fail keep them independent of how loaded the machine is.
     "min_scaling_efficiency": 0.0,
     "regression_tolerance": 1.0,
+    "min_measure_s": 0,
+    "max_step_time_spread": 100,
 }
 
 
@@ -64,7 +66,7 @@ def test_triggered_run_succeeds_and_report_is_served(running_airflow):
         f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances/train/logs/1?map_index=1"
     )
     assert log.status_code == 200 and "finished COMPLETED" in log.text
-    index = httpx.get(f"{running_airflow.url}/scalewatch/reports/", timeout=30)
+    index = running_airflow.get("/scalewatch/reports/")
     assert index.status_code == 200 and "report.html" in index.text
     # Scales are measured one at a time: concurrent scales would share the cores and measure each other.
     out = suite_dir(running_airflow.home / "sw" / "runs", run_id)
@@ -80,6 +82,7 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
     n = oversubscribed_ranks()
     conf = SMALL | {
         "gpus": [1, n],
+        "oversubscribe": True,  # three ranks per core: the suite must name the contention it was told to allow
         "dataset_images": 16 * n,  # every shard must hold a batch
         "min_scaling_efficiency": 0.6,
         "slack_conn_id": "sw_slack",
@@ -90,7 +93,7 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
     assert response.status_code == 200, response.text
     assert running_airflow.wait_run(response.json()["dag_run_id"]) == "failed"
     texts = [p["json"]["text"] for p in webhook.posts]
-    assert any(f"ssd @ {n} GPUs: scaling_efficiency" in t for t in texts), texts
+    assert any(f"ssd @ {n} GPUs: scaling_efficiency" in t and "oversubscribed" in t for t in texts), texts
     assert any("oncall@example.com" in m["to"] for m in smtp.messages)
     logs = [p for p in (running_airflow.home / "logs").rglob("*") if p.is_file()]
     text = "\n".join(p.read_text(errors="replace") for p in logs)

@@ -7,40 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.airflow.conftest import PASSWORD
+from tests.airflow.conftest import login
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture
-def page(running_airflow, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        yield page
-        page.screenshot(path=str(tmp_path / "last.png"), full_page=True)
-        browser.close()
-
-
-def login(page, url: str) -> None:
-    page.goto(url + "/")
-    page.locator("input[name=username]").fill("admin")
-    page.locator("input[name=password]").fill(PASSWORD)
-    page.locator("button[type=submit]").click()
-    page.wait_for_url(lambda u: "/auth/login" not in u)
 
 
 def open_trigger_form(page, url: str):

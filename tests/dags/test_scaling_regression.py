@@ -74,6 +74,8 @@ def run_dag(airflow_home, conf: dict, webhook: WebhookReceiver, smtp: SmtpReceiv
     base = {
         "workloads": ["ssd"],
         "steps": 4,
+        "min_measure_s": 0,  # measurement rules are tested on their own; these runs exercise the DAG
+        "max_step_time_spread": 100,
         "dataset_images": 48,
         "slack_conn_id": "sw_slack",
         "smtp_conn_id": "sw_smtp",
@@ -99,7 +101,7 @@ def test_clean_sweep_passes_without_alert(airflow_home):
 def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home):
     # Three ranks per core cannot scale: the suite must say so, loudly.
     n = oversubscribed_ranks()
-    conf = {"gpus": [1, n], "dataset_images": 8 * n, "min_scaling_efficiency": 0.6}
+    conf = {"gpus": [1, n], "oversubscribe": True, "dataset_images": 8 * n, "min_scaling_efficiency": 0.6}
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, conf, webhook, smtp)
     assert run.state == "failed"

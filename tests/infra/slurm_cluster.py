@@ -85,17 +85,22 @@ class SlurmCluster:
             (self.root / d).mkdir(parents=True, exist_ok=True)
         self.write_conf()
         self._start_munge()
-        self.procs.append(
-            subprocess.Popen(
-                ["slurmctld", "-D", "-i", "-f", str(self.conf)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
+        self.start_controller()
         for name in self.node_names():
             self.start_node(name)
         self.wait_idle()
         return self
+
+    def start_controller(self) -> None:
+        """slurmctld keeps its jobs in StateSaveLocation: a restart finds them again."""
+        self._ctld = subprocess.Popen(
+            ["slurmctld", "-D", "-i", "-f", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.procs.append(self._ctld)
+
+    def stop_controller(self) -> None:
+        self._ctld.terminate()
+        self._ctld.wait(30)
 
     def start_node(self, name: str) -> subprocess.Popen:
         (self.root / "spool" / name).mkdir(parents=True, exist_ok=True)

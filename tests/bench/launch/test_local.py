@@ -59,3 +59,93 @@ def test_cancel_and_timeout(tmp_path, datasets):
     assert state == RunState.TIMEOUT and "time limit" in reason
     assert time.monotonic() - start < 60
     assert collect(handle, state, reason, 2).summary is None
+
+
+def _poll_in_new_pid_namespace(handle: dict) -> str:
+    """Poll the run from another pid namespace, as a triggerer in its own container would."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from bench.launch.registry import build_launcher; "
+        "print(build_launcher('local').poll(json.loads(sys.argv[1]))[0])"
+    )
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code, json.dumps(handle)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_poll_from_another_pid_namespace_reads_the_truth(tmp_path, datasets):
+    launcher = build_launcher("local")
+    s = spec(tmp_path, datasets, steps=60, run_id="pidns")
+    handle = launcher.submit(s)
+    wait_for(lambda: launcher.poll(handle)[0] == RunState.RUNNING, 60)
+    assert _poll_in_new_pid_namespace(handle) == "RUNNING"  # the supervisor's pid is invisible there
+    state, reason = wait(launcher, handle, 240, 0.3)
+    assert state == RunState.COMPLETED, reason
+    assert _poll_in_new_pid_namespace(handle) == "COMPLETED"
+
+
+def test_cancel_from_another_pid_namespace_reaches_the_run(tmp_path, datasets):
+    import json
+    import subprocess
+    import sys
+
+    launcher = build_launcher("local")
+    s = spec(tmp_path, datasets, steps=5000, run_id="pidnscancel")
+    handle = launcher.submit(s)
+    wait_for(lambda: train_pids(s.output_dir), 60)
+    code = "import json, sys; from bench.launch.registry import build_launcher; "
+    code += "build_launcher('local').cancel(json.loads(sys.argv[1]))"
+    subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code, json.dumps(handle)],
+        check=True,
+        timeout=120,
+    )
+    assert wait(launcher, handle, 60, 0.3)[0] == RunState.CANCELLED
+    assert wait_for(lambda: not train_pids(s.output_dir), 30)
+
+
+def test_a_sigkilled_supervisor_takes_its_ranks_with_it(tmp_path, datasets):
+    import os
+
+    launcher = build_launcher("local")
+    s = spec(tmp_path, datasets, steps=5000, run_id="orphan")
+    handle = launcher.submit(s)
+    wait_for(lambda: len(train_pids(s.output_dir)) == 2, 90)
+    os.kill(int(handle["job_id"]), signal.SIGKILL)
+    assert wait_for(lambda: not train_pids(s.output_dir), 30)
+    assert wait_for(lambda: not any_pids(b"bench.launch.rank\x00--tag\x00orphan\x00"), 30)
+    state, reason = launcher.poll(handle)
+    assert state == RunState.FAILED and "died" in reason
+
+
+def test_rank_pattern_matches_only_its_own_run():
+    import subprocess
+    import sys
+
+    from bench.launch.supervisor import rank_pattern
+
+    sleeper = "import time; time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", sleeper, "bench.launch.rank", "--tag", "S-ssd-1", "--out", "/x"])
+    other = subprocess.Popen([sys.executable, "-c", sleeper, "bench.launch.rank", "--tag", "S-ssd-16", "--out", "/y"])
+    dotted = subprocess.Popen([sys.executable, "-c", sleeper, "bench.launch.rank", "--tag", "SXssd-1", "--out", "/z"])
+    try:
+        # pkill -f matches the space-joined command line, as on the remote host
+        subprocess.run(["pkill", "-TERM", "-f", "--", rank_pattern("S-ssd-1")], check=True)
+        assert mine.wait(10) == -signal.SIGTERM
+        time.sleep(0.5)
+        assert other.poll() is None and dotted.poll() is None
+        subprocess.run(["pkill", "-TERM", "-f", "--", rank_pattern("S.ssd-1")], check=False)
+        time.sleep(0.5)
+        assert dotted.poll() is None  # '.' in a run id is a literal dot
+    finally:
+        for p in (mine, other, dotted):
+            p.kill()
+            p.wait()

@@ -154,3 +154,21 @@ def test_rendezvous_server_exits_on_a_burst_of_signals(cluster, tmp_path):
         finally:
             server.kill()
             server.wait()
+
+
+def test_controller_down_mid_poll_is_unknown_then_collected_completed(cluster, tmp_path, datasets):
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    s = spec(tmp_path, datasets, steps=40, run_id="slctld")
+    handle = launcher.submit(s)
+    wait_for(lambda: len(train_pids(s.output_dir)) == 2, 120)
+    cluster.stop_controller()
+    try:
+        state, reason = launcher.poll(handle)
+        assert state == RunState.UNKNOWN, reason  # "ask again", never a verdict
+        assert not state.finished
+        wait_for(lambda: not train_pids(s.output_dir), 180)  # the job finishes while nobody can ask
+    finally:
+        cluster.start_controller()
+    state, reason = wait(launcher, handle, 240, 1.0)
+    result = collect(handle, state, reason, 2)
+    assert result.ok, (result.reason, result.log_paths)

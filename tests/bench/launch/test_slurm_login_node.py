@@ -68,3 +68,43 @@ def test_cancel_through_the_login_node(login_and_cluster, tmp_path, datasets):
     state, _ = wait(launcher, handle, 120, 1.0)
     assert state == RunState.CANCELLED
     assert wait_for(lambda: not cluster.queue(), 60)
+
+
+def test_a_failed_fetch_fails_the_run_and_no_earlier_summary_is_read(login_and_cluster, tmp_path, datasets):
+    import subprocess
+
+    from bench.launch.base import fetch_and_collect
+
+    hosts, cluster = login_and_cluster
+    launcher = launcher_for(hosts, cluster)
+    s = spec(tmp_path, datasets, 4, "stale")
+    handle = launcher.submit(s)
+    state, reason = wait(launcher, handle, 240, 1.0)
+    first = fetch_and_collect(launcher, handle, state, reason)
+    assert first.ok, first.reason
+    # The same run collected again, with the login node refusing us: the summary on disk is from the
+    # fetch above, and must not pass for this attempt's.
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    refused = build_launcher("slurm", ssh=hosts.options(key_file=other), login_host=hosts.ip(0), slurm_env=cluster.env)
+    again = fetch_and_collect(refused, handle, RunState.COMPLETED, "slurm COMPLETED")
+    assert again.state == RunState.FAILED and "fetching" in again.reason and again.summary is None
+    assert not (s.output_dir / "metrics" / "summary.json").exists()
+
+
+def test_a_summary_of_another_attempt_is_never_collected(tmp_path):
+    import json
+
+    from bench.launch.base import collect
+
+    out = tmp_path / "run"
+    (out / "metrics").mkdir(parents=True)
+    (out / "ranks").mkdir()
+    (out / "ranks" / "rank0.json").write_text(json.dumps({"rank": 0, "host": "n1", "exit_code": 0}))
+    from tests.bench.launch.summaries import valid_summary
+
+    (out / "metrics" / "summary.json").write_text(json.dumps(valid_summary(run_nonce="aaaa")))
+    handle = {"backend": "slurm", "run_id": "x", "output_dir": str(out), "job_id": "7", "ranks": 1}
+    assert collect(handle | {"nonce": "aaaa"}, RunState.COMPLETED, "", 1).ok
+    other = collect(handle | {"nonce": "bbbb"}, RunState.COMPLETED, "", 1)
+    assert other.state == RunState.FAILED and "another attempt" in other.reason and other.summary is None

@@ -69,3 +69,41 @@ def test_no_host_key_means_no_connection(hosts):
     opts = SshOptions(user="root", key_file=hosts.client_key, known_hosts_file=Path("/dev/null"))
     with pytest.raises(LaunchError, match="Host key verification failed"):
         opts.check_reachable((HostSlots(host=hosts.ip(1)),))
+
+
+def test_a_sigkilled_supervisor_leaves_no_remote_rank(hosts, tmp_path, datasets):
+    import os
+    import signal
+
+    from bench.launch.base import RunState
+    from tests.infra.faults import train_pids, wait_for
+
+    s = spec(hosts, tmp_path, datasets).model_copy(
+        update={
+            "run_id": "sshorphan",
+            "train": spec(hosts, tmp_path, datasets).train.model_copy(update={"steps": 5000}),
+        }
+    )
+    launcher = build_launcher("ssh", ssh=hosts.options())
+    handle = launcher.submit(s)
+    wait_for(lambda: len(train_pids(s.output_dir)) == 2, 120)  # namespaces share /proc: remote ranks are visible
+    os.kill(int(handle["job_id"]), signal.SIGKILL)
+    assert wait_for(lambda: not train_pids(s.output_dir), 60)
+    assert launcher.poll(handle)[0] == RunState.FAILED
+
+
+def test_duplicate_hosts_are_refused(hosts):
+    from bench.config import SweepConfig, parse
+    from bench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"hosts: host n1 is listed twice"):
+        parse(
+            SweepConfig,
+            {
+                "launcher": "ssh",
+                "hosts": [{"host": "n1", "slots": 2}, {"host": "n1", "slots": 2}],
+                "dataset_path": "/d",
+                "output_dir": "/o",
+                "train": {"workload": "ssd", "steps": 2, "data": "/d"},
+            },
+        )

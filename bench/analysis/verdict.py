@@ -1,0 +1,103 @@
+"""Which rows the suite can stand behind, and each row's verdict: pass, fail or inconclusive.
+
+A figure measured too briefly, with unsteady steps, or scaled against a baseline that is itself not
+conclusive, is INCONCLUSIVE with its reason: neither passed nor failed, never accepted into history.
+The verdict compares the point estimate with its bound; an interval that straddles the bound only
+labels the row borderline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.config import Thresholds
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+# measured_s may fall short of min_measure_s by this much (timer granularity between ranks) and still count
+WINDOW_SLACK = 0.98
+
+
+def _finite(value) -> bool:
+    return value is not None and isinstance(value, (int, float, np.floating)) and math.isfinite(value)
+
+
+def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
+    """Why each valid row's own measurement cannot be trusted ("" where it can)."""
+    reasons = []
+    for r in frame.to_dict("records"):
+        why = ""
+        if bool(r.get("valid", False)):
+            measured, wanted = r.get("measured_s"), r.get("min_measure_s")
+            spread = r.get("step_time_spread")
+            if not _finite(r.get("throughput_img_s")) or r["throughput_img_s"] <= 0:
+                why = "no positive measured throughput"
+            elif _finite(measured) and _finite(wanted) and measured < WINDOW_SLACK * wanted:
+                why = f"measured {measured:.1f}s, shorter than min_measure_s {wanted:g}s"
+            elif _finite(spread) and spread > thresholds.max_step_time_spread:
+                why = (
+                    f"step times too unstable: spread (p90-p10)/median {spread:.2f} > "
+                    f"max_step_time_spread {thresholds.max_step_time_spread:g}"
+                )
+        reasons.append(why)
+    return pd.Series(reasons, index=frame.index, dtype=object)
+
+
+def with_baseline_problems(frame: pd.DataFrame, reasons: pd.Series) -> pd.Series:
+    """A scale compared with a baseline that is missing, failed or inconclusive cannot be judged either."""
+    out = reasons.copy()
+    for idx, r in frame.iterrows():
+        if out[idx] or not bool(r.get("valid", False)) or r["gpus"] == r.get("baseline_gpus"):
+            continue
+        base = frame[(frame["workload"] == r["workload"]) & (frame["gpus"] == r.get("baseline_gpus"))]
+        if base.empty or not bool(base["valid"].iloc[0]):
+            out[idx] = f"no valid baseline at {r.get('baseline_gpus')} GPU(s) to scale against"
+        elif reasons[base.index[0]]:
+            out[idx] = f"baseline at {int(r['baseline_gpus'])} GPU(s) is inconclusive ({reasons[base.index[0]]})"
+        elif not _finite(r.get("scaling_efficiency")):
+            out[idx] = "scaling efficiency could not be computed"
+    return out
+
+
+def row_verdicts(frame: pd.DataFrame, failed: dict[tuple[str, int], list[str]]) -> pd.DataFrame:
+    """verdict, borderline per row; `failed` lists each row's critical expectation failures."""
+    f = frame.copy()
+    verdicts, borderline = [], []
+    for r in f.to_dict("records"):
+        key = (r["workload"], int(r["gpus"]))
+        if r.get("state") != "COMPLETED" or not bool(r.get("valid", False)):
+            verdicts.append(FAIL)
+        elif r.get("inconclusive_reason"):
+            verdicts.append(INCONCLUSIVE)
+        elif failed.get(key):
+            verdicts.append(FAIL)
+        else:
+            verdicts.append(PASS)
+        lo, hi, bound = (
+            r.get("scaling_efficiency_ci_low"),
+            r.get("scaling_efficiency_ci_high"),
+            r.get("min_scaling_efficiency"),
+        )
+        borderline.append(bool(_finite(lo) and _finite(hi) and _finite(bound) and lo < bound <= hi))
+    f["verdict"], f["borderline"] = verdicts, borderline
+    return f
+
+
+def suite_verdict(frame: pd.DataFrame) -> str:
+    if (frame["verdict"] == FAIL).any():
+        return "FAILED"
+    if (frame["verdict"] == INCONCLUSIVE).any():
+        return "INCONCLUSIVE"
+    return "PASSED"
+
+
+def oversubscription_note(row: pd.Series) -> str:
+    """'oversubscribed: 4 ranks on 2 slot(s)' from the rows' recorded slots ('' when not oversubscribed)."""
+    if not bool(row.get("oversubscribed", False)):
+        return ""
+    slots = json.loads(row.get("slots") or "[]")
+    distinct = {(s["host"], tuple(s["cpus"]), s.get("gpu")) for s in slots}
+    return f"oversubscribed: {int(row['gpus'])} ranks on {len(distinct)} slot(s); ranks shared cores"
