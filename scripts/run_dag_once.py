@@ -112,6 +112,8 @@ def summary_table(csv: Path) -> list[str]:
             verdict += f": {r['reason'][:80]}"
         if r.get("borderline") is True:
             verdict += " (borderline: interval straddles the bound)"
+        if r.get("oversubscribed") is True:
+            verdict += " (oversubscribed: ranks shared cores; never enters history)"
         lines.append(f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{bw:<16}{verdict}")
     return lines
 

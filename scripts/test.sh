@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 scripts/install.sh --with-test-services
 source scripts/env.sh
 source scripts/postgres.sh   # a real PostgreSQL for the store tests; stopped on exit
-ruff check bench plugins dags tests scripts
-ruff format --check bench plugins dags tests scripts
+ruff check bench plugins dags tests scripts benchmarks
+ruff format --check bench plugins dags tests scripts benchmarks
 python -m pytest -q -p no:cacheprovider "$@"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import IO
+
+SAMPLER_NICE = 10
 
 
 class Sampler:
@@ -29,6 +33,10 @@ class Sampler:
         return record
 
     def _run(self) -> None:
+        # The sampler shares the rank's slot with training: at a lower priority it waits for idle
+        # moments instead of preempting a step (Linux lets one thread be reniced by its native id).
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SAMPLER_NICE)
         while not self._stop.wait(self.interval_s):
             self.sample_now()
 

@@ -41,7 +41,18 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
         charts.append(
             line_chart(
                 f"{workload}: images/s vs GPUs",
-                [Series("measured", xs, thr), Series("ideal linear", xs, ideal, dashed=True)],
+                [
+                    Series("measured", xs, thr),
+                    Series("ideal linear", xs, ideal, dashed=True),
+                    *(
+                        [
+                            Series("95% CI low", xs, g["throughput_ci_low"].tolist(), dashed=True),
+                            Series("95% CI high", xs, g["throughput_ci_high"].tolist(), dashed=True),
+                        ]
+                        if "throughput_ci_low" in g
+                        else []
+                    ),
+                ],
                 "GPUs (ranks)",
                 "images/s",
             )
@@ -141,13 +152,22 @@ def _history_chart(history: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
 
 def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: pd.DataFrame, cfg) -> Path:
     frame = ev.frame
-    verdict = '<span class="pass">PASSED</span>' if ev.passed else '<span class="fail">FAILED</span>'
+    css_class = {"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn")
+    verdict = f'<span class="{css_class}">{escape(ev.verdict)}</span>'
     cols = [
         "workload",
         "gpus",
+        "verdict",
         "state",
         "throughput_img_s",
+        "throughput_ci_low",
+        "throughput_ci_high",
         "scaling_efficiency",
+        "scaling_efficiency_ci_low",
+        "scaling_efficiency_ci_high",
+        "borderline",
+        "measured_s",
+        "step_time_spread",
         "epoch_time_s",
         "avg_read_mb_s",
         "peak_read_mb_s",
@@ -158,7 +178,7 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
         "gpu_mem_util",
         "cpu_util",
         "mem_util",
-        "passed",
+        "oversubscribed",
     ]
     table = (
         "<table><tr>"
@@ -176,10 +196,33 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
         for f in ev.failures
     )
     warn_rows = "".join(
+        f"<li class=warn>{escape(i['workload'])} @ {i['gpus']} GPUs: inconclusive: {escape(i['reason'])}</li>"
+        for i in ev.inconclusive
+    ) + "".join(
         f"<li class=warn>{escape(w['workload'])} @ {w['gpus']} GPUs: bandwidth figure is cache-"
         f"distorted (dataset fits in page cache or was served from it); not reported as storage "
         f"bandwidth</li>"
         for w in ev.warnings
+    )
+    borderline = "".join(
+        f"<li class=warn>{escape(r['workload'])} @ {r['gpus']} GPUs: efficiency {_num(r['scaling_efficiency'])}, "
+        f"95% interval [{_num(r['scaling_efficiency_ci_low'])}, {_num(r['scaling_efficiency_ci_high'])}] "
+        f"straddles the bound {_num(r['min_scaling_efficiency'])}: borderline</li>"
+        for r in frame.to_dict("records")
+        if r.get("borderline") is True
+    )
+    slot_rows = "".join(
+        f"<tr><td>{escape(r['workload'])}</td><td>{r['gpus']}</td><td>{s['rank']}</td><td>{escape(s['host'])}</td>"
+        f"<td>{escape(','.join(map(str, s['cpus'])))}</td><td>{_num(s.get('gpu'))}</td>"
+        f"<td>{escape(s.get('bound_by', ''))}</td><td>{'yes' if s.get('oversubscribed') else 'no'}</td></tr>"
+        for r in frame.to_dict("records")
+        for s in json.loads(r.get("slots") or "[]")
+    )
+    slots = (
+        "<table><tr><th>workload</th><th>GPUs</th><th>rank</th><th>host</th><th>cores</th><th>GPU</th>"
+        f"<th>bound by</th><th>oversubscribed</th></tr>{slot_rows}</table>"
+        if slot_rows
+        else "<p>no slots recorded</p>"
     )
     charts = _scaling_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
     docs = ""
@@ -195,12 +238,16 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
 <p>launcher {escape(cfg.launcher)}, cluster {escape(cfg.cluster)}, workloads {escape(", ".join(cfg.workloads))},
 GPU counts {escape(", ".join(map(str, sorted(cfg.gpus))))};
 bounds: scaling efficiency ≥ {th.min_scaling_efficiency}, bandwidth efficiency ≥ {th.min_bandwidth_efficiency},
+step-time spread ≤ {th.max_step_time_spread}, measured ≥ {cfg.train.min_measure_s:g} s per scale,
 regression tolerance {th.regression_tolerance} over the last {th.history_runs} accepted runs.
 Generated {datetime.now().isoformat(timespec="seconds")}.</p>
 <h2>Failures</h2><ul>{fail_rows or "<li class=pass>none</li>"}</ul>
 <h2>Inconclusive</h2><ul>{warn_rows or "<li>none</li>"}</ul>
+{f"<h2>Borderline</h2><ul>{borderline}</ul>" if borderline else ""}
 {docs}
-<h2>Results</h2>{table}
+<h2>Results</h2><p>Intervals are 95% (block bootstrap over measured steps); verdicts compare the point
+estimate with its bound.</p>{table}
+<h2>Rank slots</h2>{slots}
 <h2>Figures</h2><div class="grid">{"".join(charts)}</div>
 </body></html>"""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -98,10 +98,11 @@ def test_clean_sweep_passes_without_alert(airflow_home):
 
 
 @pytest.mark.slow
-def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home):
+def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch):
     # Three ranks per core cannot scale: the suite must say so, loudly.
     n = oversubscribed_ranks()
     conf = {"gpus": [1, n], "oversubscribe": True, "dataset_images": 8 * n, "min_scaling_efficiency": 0.6}
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com")
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, conf, webhook, smtp)
     assert run.state == "failed"
@@ -109,6 +110,17 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home):
     assert len(webhook.posts) == 1 and webhook.posts[0]["path"] == "/" + TOKEN
     text = webhook.posts[0]["json"]["text"]
     assert f"ssd @ {n} GPUs: scaling_efficiency" in text and "bound 0.6" in text and "report.html" in text
+    assert f"oversubscribed: {n} ranks on" in text  # the contention it was told to allow is named
+    assert "Report: https://airflow.example.com/scalewatch/reports/" in text  # a link a recipient can open
+    from urllib.parse import quote
+
+    assert f"Airflow run: https://airflow.example.com/dags/scaling_regression/runs/{quote(run.run_id)}" in text
+    from bench.store.db import ResultsStore
+    from scalewatch import paths
+
+    rows = ResultsStore(paths.results_url()).frame()
+    row = rows[(rows["suite_run_id"] == run.run_id) & (rows["gpus"] == n)].iloc[0]
+    assert row["oversubscribed"] and not row["accepted"]
     assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
     assert smtp.logins == ["alerts"]
     assert f"ssd @ {n} GPUs: scaling_efficiency" in smtp.messages[0]["data"]
@@ -132,3 +144,39 @@ def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
     row = rows[(rows["suite_run_id"] == run.run_id) & (rows["gpus"] == 8)].iloc[0]
     assert row["state"] == "FAILED" and not row["valid"] and not row["accepted"]
     assert pd.isna(row["throughput_img_s"])
+
+
+@pytest.mark.slow
+def test_results_password_stays_out_of_xcoms_fields_logs_rows_and_report(airflow_home, capfd, monkeypatch):
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    pg = os.environ.get("SCALEWATCH_TEST_PG_URL")
+    if not pg:
+        pytest.fail("needs the PostgreSQL that scripts/test.sh starts (SCALEWATCH_TEST_PG_URL)")
+    secret = "PWleak9f3aSECRET"
+    # The test cluster trusts local connections, so any password works: the point is where it travels.
+    url = sa.engine.make_url(pg).set(password=secret).render_as_string(hide_password=False)
+    monkeypatch.setenv("SCALEWATCH_RESULTS_URL", url)
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        run, states = run_dag(airflow_home, {"gpus": [1], "min_scaling_efficiency": 0.0}, webhook, smtp)
+    assert run.state == "success", states
+    out, err = capfd.readouterr()
+    assert secret not in out + err  # task logs of dag.test go to this process's output
+    metadata = sqlite3.connect(airflow_home / "airflow.db")
+    dump = "\n".join(metadata.iterdump())  # XComs, rendered template fields, task logs kept in the DB
+    assert "validate_config" in dump and secret not in dump
+    logs = "".join(p.read_text(errors="replace") for p in (airflow_home / "logs").rglob("*") if p.is_file())
+    assert secret not in logs
+    store = sa.create_engine(url)
+    with store.connect() as conn:
+        rows = [str(r) for t in ("results", "suite_runs") for r in conn.exec_driver_sql(f"SELECT * FROM {t}")]
+    assert any(run.run_id in r for r in rows) and not any(secret in r for r in rows)
+    from bench.pipeline import suite_dir
+
+    report = suite_dir(airflow_home / "sw" / "runs", run.run_id)
+    assert (report / "report.html").exists()
+    for path in report.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path

@@ -73,3 +73,35 @@ def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
         yield mount_point
     finally:
         subprocess.run(["umount", str(mount_point)])
+
+
+def allowed_cpus(pid: int) -> list[int]:
+    """The kernel's Cpus_allowed_list of a process, expanded: what the process may really run on."""
+    from bench.train.slots import parse_cpulist
+
+    for line in _read(f"/proc/{pid}/status").decode().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return parse_cpulist(line.split(":", 1)[1])
+    return []
+
+
+def rank_of(pid: int) -> int | None:
+    for item in _read(f"/proc/{pid}/environ").split(b"\x00"):
+        if item.startswith(b"HOROVOD_RANK="):
+            return int(item.split(b"=", 1)[1])
+    return None
+
+
+def slots_while_training(output_dir: Path, ranks: int, timeout: float = 120) -> dict[int, list[int]]:
+    """Each rank's allowed CPUs, read from /proc while its `bench train` process runs."""
+    seen: dict[int, list[int]] = {}
+
+    def all_seen():
+        for pid in train_pids(output_dir):
+            rank = rank_of(pid)
+            if rank is not None and rank not in seen:
+                seen[rank] = allowed_cpus(pid)
+        return len(seen) == ranks
+
+    wait_for(all_seen, timeout, 0.1)
+    return seen

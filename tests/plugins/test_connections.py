@@ -49,3 +49,40 @@ def test_wrong_host_key_in_connection_is_refused(hosts, monkeypatch):
     opts, _ = ssh_options("sw_bad")
     with pytest.raises(LaunchError, match=rf"host {hosts.ip(0)}.*Host key verification failed"):
         opts.check_reachable((HostSlots(host=hosts.ip(0)),))
+
+
+def test_key_material_never_goes_to_a_folder_someone_else_planted(tmp_path, monkeypatch):
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    from scalewatch.connections import ssh_options
+
+    conn_id = "sw_planted"
+    # The old, predictable location, pre-created by another local user: world-writable, a link inside.
+    planted = Path(tempfile.gettempdir()) / f"scalewatch-ssh-{hashlib.sha256(conn_id.encode()).hexdigest()[:12]}"
+    planted.mkdir(mode=0o777, exist_ok=True)
+    planted.chmod(0o777)
+    decoy = tmp_path / "attacker-known-hosts"
+    decoy.write_text("attacker's keys\n")
+    (planted / "known_hosts").unlink(missing_ok=True)
+    (planted / "known_hosts").symlink_to(decoy)
+    extra = {
+        "private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----",
+        "host_key": "ssh-ed25519 AAAAC3Nza",
+    }
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "ssh", "host": "10.213.7.10", "login": "root", "extra": extra}),
+    )
+    try:
+        opts, _ = ssh_options(conn_id)
+        home = Path(opts.key_file).parent
+        assert home != planted and Path(opts.known_hosts_file).parent == home
+        assert home.stat().st_uid == os.getuid() and stat.S_IMODE(home.stat().st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(opts.key_file).st_mode) == 0o600
+        assert "10.213.7.10 ssh-ed25519 AAAAC3Nza" in Path(opts.known_hosts_file).read_text()
+        assert decoy.read_text() == "attacker's keys\n"  # the planted link was never written through
+    finally:
+        (planted / "known_hosts").unlink(missing_ok=True)
+        planted.rmdir()

@@ -6,7 +6,7 @@ import pytest
 from bench.config import RunSpec, TrainConfig
 from bench.launch.base import RunState, collect, wait
 from bench.launch.registry import build_launcher
-from tests.infra.faults import any_pids, kill_rank_when_training, train_pids, wait_for
+from tests.infra.faults import any_pids, kill_rank_when_training, slots_while_training, train_pids, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -15,17 +15,26 @@ def spec(tmp_path, datasets, **over) -> RunSpec:
     train = TrainConfig(
         workload="ssd", data=datasets["coco"], steps=over.pop("steps", 4), batch_size=4, sample_interval_s=0.2
     )
-    return RunSpec(run_id=over.pop("run_id", "loc"), train=train, ranks=2, output_dir=tmp_path / "run", **over)
+    ranks = over.pop("ranks", 2)
+    return RunSpec(run_id=over.pop("run_id", "loc"), train=train, ranks=ranks, output_dir=tmp_path / "run", **over)
 
 
-def test_two_local_ranks_complete(tmp_path, datasets):
+def test_two_local_ranks_complete_each_on_its_own_slot(tmp_path, datasets):
     launcher = build_launcher("local")
-    handle = launcher.submit(spec(tmp_path, datasets))
+    s = spec(tmp_path, datasets, steps=30)
+    handle = launcher.submit(s)
+    live = slots_while_training(s.output_dir, 2)
     state, reason = wait(launcher, handle, 180, 0.3)
     result = collect(handle, state, reason, 2)
     assert result.ok, result.reason
     assert result.exit_codes == {0: 0, 1: 0}
     assert result.summary["ranks"] == 2
+    recorded = {r["rank"]: r["slot"]["cpus"] for r in result.summary["per_rank"]}
+    assert live == recorded  # what the kernel enforced is what the summary says
+    assert not set(recorded[0]) & set(recorded[1])  # one core each, not shared
+    assert all(
+        not r["slot"]["oversubscribed"] and r["slot"]["bound_by"] == "scalewatch" for r in result.summary["per_rank"]
+    )
 
 
 def test_killed_rank_fails_run_names_rank_and_stops_others(tmp_path, datasets):
@@ -149,3 +158,21 @@ def test_rank_pattern_matches_only_its_own_run():
         for p in (mine, other, dotted):
             p.kill()
             p.wait()
+
+
+def test_oversubscription_is_refused_unless_asked_and_then_marked(tmp_path, datasets):
+    import os
+
+    from bench.errors import LaunchError
+
+    cores = len(os.sched_getaffinity(0))
+    launcher = build_launcher("local")
+    too_many = spec(tmp_path, datasets, ranks=cores + 1, run_id="over")
+    with pytest.raises(LaunchError, match=rf"host localhost: {cores + 1} ranks asked, but it has {cores} slot"):
+        launcher.submit(too_many)
+    allowed = too_many.model_copy(update={"oversubscribe": True})
+    handle = launcher.submit(allowed)
+    state, reason = wait(launcher, handle, 240, 0.3)
+    result = collect(handle, state, reason, cores + 1)
+    assert result.ok, result.reason
+    assert any(r["slot"]["oversubscribed"] for r in result.summary["per_rank"])

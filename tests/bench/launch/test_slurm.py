@@ -47,14 +47,21 @@ def spec(tmp_path, datasets, **over) -> RunSpec:
     )
 
 
-def test_two_node_training_job(cluster, tmp_path, datasets):
+def test_two_node_training_job_each_rank_on_its_slot(cluster, tmp_path, datasets):
+    from tests.infra.faults import slots_while_training
+
     launcher = build_launcher("slurm", slurm_env=cluster.env)
-    handle = launcher.submit(spec(tmp_path, datasets, workload="deeplabv3plus", data=datasets["segmentation"]))
+    s = spec(tmp_path, datasets, steps=30, workload="deeplabv3plus", data=datasets["segmentation"])
+    handle = launcher.submit(s)
+    live = slots_while_training(s.output_dir, 2, timeout=180)
     state, reason = wait(launcher, handle, 240, 0.5)
     result = collect(handle, state, reason, 2)
     assert result.ok, (result.reason, result.log_paths)
     assert sorted(result.rank_hosts.values()) == ["node1", "node2"]
     assert result.summary["hosts"] == ["node1", "node2"]
+    assert live == {r["rank"]: r["slot"]["cpus"] for r in result.summary["per_rank"]}
+    assert all(len(r["slot"]["cpus"]) == 1 for r in result.summary["per_rank"])
+    assert "#SBATCH --cpus-per-task=1" in (s.output_dir / "job.sbatch").read_text()
 
 
 def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets):

@@ -36,13 +36,20 @@ def spec(hosts, tmp_path, datasets, host_list=None) -> RunSpec:
     )
 
 
-def test_two_host_training(hosts, tmp_path, datasets):
+def test_two_host_training_each_rank_on_its_slot(hosts, tmp_path, datasets):
+    from tests.infra.faults import slots_while_training
+
     launcher = build_launcher("ssh", ssh=hosts.options())
-    handle = launcher.submit(spec(hosts, tmp_path, datasets))
+    s = spec(hosts, tmp_path, datasets)
+    s = s.model_copy(update={"train": s.train.model_copy(update={"steps": 30})})
+    handle = launcher.submit(s)
+    live = slots_while_training(s.output_dir, 2)  # the namespaced hosts share this /proc
     state, reason = wait(launcher, handle, 240, 0.5)
     result = collect(handle, state, reason, 2)
     assert result.ok, result.reason
     assert result.summary["hosts"] == sorted(hosts.ips)
+    assert live == {r["rank"]: r["slot"]["cpus"] for r in result.summary["per_rank"]}
+    assert all(len(r["slot"]["cpus"]) == 1 for r in result.summary["per_rank"])
 
 
 def test_unreachable_host_named_before_launch(hosts, tmp_path, datasets):

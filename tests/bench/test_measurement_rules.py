@@ -1,0 +1,59 @@
+"""Measurement rules on real local runs: a window too short is INCONCLUSIVE and never history; every
+figure carries an interval that contains it; a run goes on until min_measure_s is measured."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from bench.config import SweepConfig, parse
+from bench.pipeline import sweep
+from bench.store.db import ResultsStore
+
+pytestmark = pytest.mark.slow
+
+
+def cfg(tmp_path, **train) -> SweepConfig:
+    return parse(
+        SweepConfig,
+        {
+            "workloads": ["ssd"],
+            "gpus": [1, 2],
+            "dataset_path": str(tmp_path / "d"),
+            "output_dir": str(tmp_path / "runs"),
+            "thresholds": {"min_scaling_efficiency": 0.0, "max_step_time_spread": 100},
+            "train": {"workload": "ssd", "synthetic": True, "batch_size": 4, "sample_interval_s": 0.25} | train,
+        },
+    )
+
+
+def test_a_run_shorter_than_min_measure_s_is_inconclusive_and_never_history(tmp_path):
+    store = f"sqlite:///{tmp_path}/r.db"
+    # whole epochs are never extended: 1 epoch of the synthetic loader is far below 60 s
+    outcome = sweep(cfg(tmp_path, epochs=1, warmup_steps=1, min_measure_s=60), store, "short", log=lambda m: None)
+    assert outcome["verdict"] == "INCONCLUSIVE" and not outcome["passed"]
+    frame = pd.read_csv(outcome["results_csv"])
+    assert list(frame["verdict"]) == ["inconclusive", "inconclusive"]
+    assert all("shorter than min_measure_s 60s" in r for r in frame["inconclusive_reason"])
+    rows = ResultsStore(store).frame()
+    assert not rows["accepted"].any() and list(rows["verdict"]) == ["inconclusive", "inconclusive"]
+    assert {i["gpus"] for i in outcome["inconclusive"]} == {1, 2}
+    assert outcome["failures"] == []  # inconclusive is neither pass nor fail
+
+
+def test_min_measure_s_extends_the_run_and_intervals_contain_the_estimates(tmp_path):
+    store = f"sqlite:///{tmp_path}/r.db"
+    outcome = sweep(cfg(tmp_path, steps=2, warmup_steps=1, min_measure_s=4), store, "long", log=lambda m: None)
+    frame = pd.read_csv(outcome["results_csv"])
+    assert outcome["verdict"] == "PASSED", frame.to_dict("records")
+    for r in frame.to_dict("records"):
+        assert r["measured_s"] >= 0.98 * 4 and r["min_measure_s"] == 4
+        assert r["throughput_ci_low"] <= r["throughput_img_s"] <= r["throughput_ci_high"]
+        assert r["throughput_ci_high"] > r["throughput_ci_low"] > 0
+        lo, hi = r["scaling_efficiency_ci_low"], r["scaling_efficiency_ci_high"]
+        assert lo <= r["scaling_efficiency"] <= hi and math.isfinite(lo)
+        assert r["verdict"] == "pass" and pd.isna(r["inconclusive_reason"])
+    stored = ResultsStore(store).frame()
+    assert stored["accepted"].all() and stored["throughput_ci_low"].notna().all()
