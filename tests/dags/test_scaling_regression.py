@@ -131,7 +131,10 @@ def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
     # 8 ranks over 24 images: each shard is smaller than a batch, so the 8-rank run fails in its ranks.
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(
-            airflow_home, {"gpus": [1, 8], "dataset_images": 24, "min_scaling_efficiency": 0.1}, webhook, smtp
+            airflow_home,
+            {"gpus": [1, 8], "oversubscribe": True, "dataset_images": 24, "min_scaling_efficiency": 0.1},
+            webhook,
+            smtp,
         )
     assert run.state == "failed" and states["verdict"] == "failed"
     assert states["cancel_leftover_runs"] == "success"  # the failed scale's job had already ended
