@@ -37,7 +37,7 @@ def paired(
     run_a: Callable[[], float],
     run_b: Callable[[], float],
     min_pairs: int = 6,
-    max_pairs: int = 24,
+    max_pairs: int = 12,
     half_width: float = 0.03,
 ) -> dict:
     """A/B/A/B... until the 95% interval of the ratio A/B is within +-half_width (or max_pairs).
