@@ -15,8 +15,14 @@ def add_parsers(sub) -> None:
     e = sub.add_parser("evaluate", help="check a results table for linear scaling (exit 0 pass, 1 fail, 2 bad input)")
     e.add_argument("results", type=Path)
     e.add_argument("--baseline-gpus", type=int)
-    e.add_argument("--min-scaling-efficiency", type=float, default=0.8)
-    e.add_argument("--min-bandwidth-efficiency", type=float, default=0.7)
+    e.add_argument("--min-scaling-efficiency", type=float, help="one bound for every scale (default 0.8)")
+    e.add_argument("--min-bandwidth-efficiency", type=float, help="default 0.7")
+    e.add_argument(
+        "--bounds",
+        type=Path,
+        help="YAML/JSON bounds: min_scaling_efficiency, min_scaling_efficiency_by_gpus {gpus: bound}, "
+        "min_bandwidth_efficiency (flags override it)",
+    )
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_evaluate)
     d = sub.add_parser("detect", help="change points per (model, gpus) in a history table")
@@ -33,20 +39,31 @@ def _clean(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+def _bounds_file(path: Path) -> dict:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"--bounds {path}: {error}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"--bounds {path}: must be a mapping such as min_scaling_efficiency_by_gpus: {{16: 0.9}}")
+    return doc
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import read_results_csv
     from bench.analysis.scaling import derive
 
-    thresholds = parse(
-        Thresholds,
-        {
-            "baseline_gpus": args.baseline_gpus,
-            "min_scaling_efficiency": args.min_scaling_efficiency,
-            "min_bandwidth_efficiency": args.min_bandwidth_efficiency,
-        },
-        prefix="--",
-    )
+    fields = _bounds_file(args.bounds) if args.bounds else {}
+    flags = {
+        "baseline_gpus": args.baseline_gpus,
+        "min_scaling_efficiency": args.min_scaling_efficiency,
+        "min_bandwidth_efficiency": args.min_bandwidth_efficiency,
+    }
+    fields |= {k: v for k, v in flags.items() if v is not None}
+    thresholds = parse(Thresholds, fields, prefix=f"--bounds {args.bounds}: " if args.bounds else "--")
     frame = read_results_csv(args.results)
     for col in ("throughput_img_s", "epoch_time_s", "avg_read_mb_s", "peak_read_mb_s", "gpu_util"):
         if col not in frame:
@@ -55,7 +72,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     if "bandwidth_valid" not in frame:
         frame["bandwidth_valid"] = True  # a user's table is taken as cache-free unless it says otherwise
     derived = derive(frame, thresholds.baseline_gpus)
-    verdict = validate(prepare(derived, thresholds), thresholds)
+    prepared = prepare(derived, thresholds)
+    verdict = validate(prepared, thresholds)
+    keys = zip(prepared["workload"], prepared["gpus"], strict=True)
+    bounds = dict(zip(keys, prepared["min_scaling_efficiency"], strict=True))
     rows = []
     for r in derived.to_dict("records"):
         failed = [
@@ -74,12 +94,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"passed": verdict.passed, "rows": rows}, allow_nan=False))
     else:
-        print(f"{'model':<16}{'gpus':>6}{'scaling_eff':>13}{'bw_eff':>9}  result")
+        print(f"{'model':<16}{'gpus':>6}{'scaling_eff':>13}{'bound':>7}{'bw_eff':>9}  result")
         for r in rows:
+            bound = _clean(float(bounds[(r["model"], r["gpus"])]))
             se = "—" if r["scaling_efficiency"] is None else f"{r['scaling_efficiency']:.3f}"
+            bd = "—" if bound is None else f"{bound:.2f}"
             be = "—" if r["bandwidth_efficiency"] is None else f"{r['bandwidth_efficiency']:.3f}"
             result = "pass" if r["passed"] else "FAIL " + ",".join(r["failed"])
-            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{be:>9}  {result}")
+            print(f"{r['model']:<16}{r['gpus']:>6}{se:>13}{bd:>7}{be:>9}  {result}")
         print("PASSED" if verdict.passed else "FAILED")
     return 0 if verdict.passed else 1
 

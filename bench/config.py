@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     ValidationError,
@@ -225,6 +226,11 @@ class RunSpec(Frozen):
 
 class Thresholds(Frozen):
     min_scaling_efficiency: float = Field(0.8, ge=0, le=1.5)
+    # Per-scale bounds: a scale takes the bound of the smallest listed GPU count at or above it, and the
+    # largest listed one's beyond the table (0.9 up to 16, 0.8 at 32, 0.7 at 64). Empty: one bound for all.
+    min_scaling_efficiency_by_gpus: dict[
+        Annotated[int, Field(ge=1, le=4096)], Annotated[float, Field(ge=0, le=1.5)]
+    ] = Field(default_factory=dict)
     # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
     max_step_time_spread: float = Field(1.0, gt=0, le=100)
     min_bandwidth_efficiency: float = Field(0.7, ge=0, le=1.5)
@@ -232,6 +238,14 @@ class Thresholds(Frozen):
     regression_tolerance: float = Field(0.1, ge=0, le=1)
     history_runs: int = Field(8, ge=1, le=520)
     baseline_gpus: int | None = Field(None, ge=1, le=4096)
+
+    def scaling_bound(self, gpus: int) -> float:
+        """The minimum scaling efficiency that applies at `gpus`."""
+        table = self.min_scaling_efficiency_by_gpus
+        if not table:
+            return self.min_scaling_efficiency
+        covering = [n for n in sorted(table) if n >= gpus]
+        return table[covering[0] if covering else max(table)]
 
 
 class AlertTargets(Frozen):
@@ -264,6 +278,9 @@ class SweepConfig(Frozen):
     time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
     cpus_per_rank: int = Field(1, ge=1, le=256)
     oversubscribe: bool = False
+    # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
+    # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
+    storage_cache_bytes: ByteSize | None = None
 
     @field_validator("hosts")
     @classmethod

@@ -137,7 +137,12 @@ def evaluate(
         row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
         for r in runs
     ]
-    frame = derive(build_frame(rows), cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
+    frame = build_frame(rows)
+    if cfg.storage_cache_bytes:  # the storage's own cache could serve the whole dataset: not a storage figure
+        fits = frame["dataset_bytes"] <= cfg.storage_cache_bytes
+        frame.loc[fits, "cache_risk"] = True
+        frame.loc[fits, "bandwidth_valid"] = False
+    frame = derive(frame, cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
     frame["inconclusive_reason"] = with_baseline_problems(frame, measurement_problems(frame, cfg.thresholds))
     history = store.history_median(frame, cfg.thresholds.history_runs, suite_run_id) if store else None
     prepared = prepare(frame, cfg.thresholds, history)
@@ -217,6 +222,7 @@ def finish(
         "passed": ev.passed,
         "report_path": str(report),
         "config": cfg.model_dump_json(),
+        "dag_id": dag_id,
     }
     store.upsert(ev.frame, suite)
     return {

@@ -1,116 +1,17 @@
-"""Weekly scaling regression: stage -> train at each scale -> evaluate (GX) -> store -> report -> alert.
+"""The embedded default suite: the weekly scaling regression on this Airflow's own settings.
 
-Thin on purpose: parsing imports only the Airflow SDK and the form; all work happens in `bench`.
+Suite files (one per cluster or storage system) become DAGs of their own in `dags/suites.py`.
 """
 
 from __future__ import annotations
 
 import os
-from datetime import datetime
 
-from airflow.sdk import Asset, dag, task
-
-from scalewatch.operators import TrainScaleOperator
+from scalewatch.dag_factory import build
 from scalewatch.params import params
 
-DATASET = Asset("scalewatch://dataset/under-test")
 SCHEDULE = os.environ.get("SCALEWATCH_SCHEDULE", "0 3 * * 1")  # cron; "none" turns the schedule off
 
-
-@dag(
-    dag_id="scaling_regression",
-    schedule=None if SCHEDULE.lower() in ("", "none") else SCHEDULE,
-    start_date=datetime(2026, 1, 5),
-    catchup=False,
-    max_active_runs=1,
-    params=params(),
-    tags=["scalewatch"],
-    doc_md=__doc__,
+scaling_regression = build(
+    "scaling_regression", None if SCHEDULE.lower() in ("", "none") else SCHEDULE, params(), __doc__ or ""
 )
-def scaling_regression():
-    @task
-    def validate_config(**context) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from bench.config import SweepConfig, parse
-        from bench.errors import ConfigError
-        from bench.pipeline import run_matrix
-        from scalewatch.params import to_sweep
-
-        try:
-            cfg = parse(SweepConfig, to_sweep(dict(context["params"])))
-        except ConfigError as error:
-            raise AirflowFailException(f"invalid params: {error}") from None
-        return {
-            "sweep": cfg.model_dump(mode="json"),
-            "matrix": run_matrix(cfg),
-            "suite_run_id": context["run_id"],
-        }
-
-    @task(outlets=[DATASET])
-    def stage_dataset(plan: dict) -> dict:
-        from bench.config import SweepConfig
-        from bench.pipeline import stage_datasets
-
-        cfg = SweepConfig.model_validate(plan["sweep"])
-        return {} if cfg.train.synthetic else stage_datasets(cfg)
-
-    @task
-    def matrix(plan: dict) -> list[dict]:
-        return plan["matrix"]
-
-    @task(trigger_rule="all_done")
-    def cancel_leftover_runs(plan: dict | None) -> list[str]:
-        from scalewatch.suite import cancel_leftover_runs
-
-        return cancel_leftover_runs(plan) if plan else []  # no plan: nothing was launched
-
-    @task(trigger_rule="all_done")
-    def evaluate(plan: dict, results: list[dict] | None, **context) -> dict:
-        from scalewatch.suite import evaluate_and_report
-
-        return evaluate_and_report(plan, results or [], context)
-
-    @task(trigger_rule="all_done")
-    def alert(plan: dict, outcome: dict | None, **context) -> list[str]:
-        from scalewatch.suite import send_alerts
-
-        return send_alerts(plan, outcome, context)
-
-    @task(trigger_rule="all_done")
-    def verdict(outcome: dict | None) -> None:
-        from airflow.sdk.exceptions import AirflowFailException
-
-        if not outcome:
-            raise AirflowFailException("no evaluation: an upstream step failed (see alert)")
-        if not outcome["passed"]:
-            lines = [
-                f"{f['workload']}@{f['gpus']} {f['metric']}={f['value']} bound {f['bound']}"
-                for f in outcome["failures"]
-            ] + [f"{i['workload']}@{i['gpus']} inconclusive: {i['reason']}" for i in outcome.get("inconclusive", [])]
-            what = "failed" if outcome["failures"] else "inconclusive"
-            raise AirflowFailException(f"scaling check {what}: " + "; ".join(lines) + f" report {outcome['report']}")
-
-    plan = validate_config()
-    staged = stage_dataset(plan)
-    runs = TrainScaleOperator.partial(
-        task_id="train",
-        sweep=plan["sweep"],
-        suite_run_id=plan["suite_run_id"],
-        retries=0,
-        # One scale at a time, deferred waits included: scales that share cores, network or storage
-        # measure each other, not the infrastructure (concurrent 1- and 6-rank runs looked linear).
-        max_active_tis_per_dag=1,
-    ).expand(run=matrix(plan))
-    staged >> runs
-    # A train task marked failed before its trigger ran leaves its job alive: nothing is evaluated
-    # (or left on the cluster) until every run of this suite has ended.
-    leftovers = cancel_leftover_runs(plan)
-    runs >> leftovers
-    outcome = evaluate(plan, runs.output)
-    leftovers >> outcome
-    alert(plan, outcome)
-    verdict(outcome)
-
-
-scaling_regression()

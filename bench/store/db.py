@@ -1,14 +1,16 @@
 """Results store: SQLAlchemy over SQLite (default) or PostgreSQL, idempotent per (suite run, workload, GPUs).
 
-Schema changes are numbered migrations recorded in `scalewatch_schema`; opening a store applies
-the ones it lacks, inside a transaction.
+Schema changes are Alembic revisions (`bench/store/migrations/versions/`, version table
+`scalewatch_alembic_version`); opening a store upgrades it in place, in one transaction, keeping every
+row. A store made by the hand-numbered migrations that came before is adopted (stamped) first, and a
+store newer than this code is refused.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,15 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from bench.analysis.frame import COLUMNS, KEY, METRICS
+from bench.errors import ConfigError
 
 metadata = sa.MetaData()
-
-schema_table = sa.Table(
-    "scalewatch_schema",
-    metadata,
-    sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("applied_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
-)
 
 _TEXT = {
     "config_key",
@@ -82,40 +78,53 @@ suite_runs_table = sa.Table(
     sa.Column("passed", sa.Boolean),
     sa.Column("report_path", sa.Text),
     sa.Column("config", sa.Text),
+    sa.Column("dag_id", sa.Text),
 )
 
 
-def _m1(conn: Connection) -> None:
-    results_table.create(conn, checkfirst=True)
-    suite_runs_table.create(conn, checkfirst=True)
+MIGRATIONS = Path(__file__).with_name("migrations")
+VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
+LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
+SCHEMA_REVISION = "0002"
+# The hand-numbered store's versions and the revision each one equals once brought up to version 3.
+LEGACY_REVISION = {3: "0001", 4: "0002"}
 
 
-def _m2(conn: Connection) -> None:
-    # Plain DDL: an sa.Index would attach itself to the shared Table and be created by migration 1 too.
-    conn.execute(
-        sa.text("CREATE INDEX IF NOT EXISTS ix_results_history ON results (workload, gpus, cluster, started_at)")
-    )
+class StoreSchemaError(ConfigError):
+    """The store's schema is one this code cannot use (newer than it, or unknown)."""
 
 
-def _m3(conn: Connection) -> None:
-    # History compares like with like: runs that differ in preset, batch, image size or loader do not mix.
-    columns = {c["name"] for c in sa.inspect(conn).get_columns("results")}
-    if "config_key" not in columns:
+def _alembic_config(conn: Connection):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("version_table", VERSION_TABLE)
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+def _current_revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def _adopt_legacy(conn: Connection, cfg) -> None:
+    """A store made by the hand-numbered migrations: finish its steps up to 3, then stamp its revision."""
+    from alembic import command
+
+    tables = set(sa.inspect(conn).get_table_names())
+    version = 1
+    if LEGACY_TABLE in tables:
+        version = int(conn.execute(sa.text(f"SELECT max(version) FROM {LEGACY_TABLE}")).scalar() or 1)
+    if version < 2:  # the legacy steps this store had not applied yet, as they were
+        conn.execute(
+            sa.text("CREATE INDEX IF NOT EXISTS ix_results_history ON results (workload, gpus, cluster, started_at)")
+        )
+    if version < 3 and "config_key" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}:
         conn.execute(sa.text("ALTER TABLE results ADD COLUMN config_key TEXT"))
-
-
-def _m4(conn: Connection) -> None:
-    # Measurement rules (frame schema 2): window, spread, intervals, slots, verdict. Old rows keep
-    # NULL there: they were stored before the suite could say whether they were conclusive.
-    have = {c["name"] for c in sa.inspect(conn).get_columns("results")}
-    for column in results_table.columns:
-        if column.name not in have:
-            kind = column.type.compile(dialect=conn.dialect)
-            conn.execute(sa.text(f'ALTER TABLE results ADD COLUMN "{column.name}" {kind}'))
-
-
-MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2, _m3, _m4]
-SCHEMA_VERSION = len(MIGRATIONS)
+    command.stamp(cfg, LEGACY_REVISION.get(version, "0001"))
 
 
 def shown_url(url: str) -> str:
@@ -128,8 +137,6 @@ def shown_url(url: str) -> str:
 
 def check_url(url: str) -> str:
     """Only SQLite and PostgreSQL are supported; the error shows the URL without its password."""
-    from bench.errors import ConfigError
-
     if not re.match(r"^(sqlite|postgresql(\+psycopg)?)://", url or ""):
         raise ConfigError(f"results URL {shown_url(url)}: must start with sqlite:// or postgresql[+psycopg]://")
     return url
@@ -145,21 +152,35 @@ class ResultsStore:
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         self.migrate()
 
-    def migrate(self) -> int:
+    def migrate(self) -> str:
+        """Bring the store to this code's Alembic head, keeping every row; refuse a newer store."""
+        from alembic import command
+        from alembic.script import ScriptDirectory
+        from alembic.util.exc import CommandError
+
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "postgresql":  # concurrent first opens: one migrates
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(724101)"))
-            schema_table.create(conn, checkfirst=True)
-            done = set(conn.execute(sa.select(schema_table.c.version)).scalars())
-            for version, step in enumerate(MIGRATIONS, start=1):
-                if version not in done:
-                    step(conn)
-                    conn.execute(schema_table.insert().values(version=version))
-        return SCHEMA_VERSION
+            cfg = _alembic_config(conn)
+            current = _current_revision(conn)
+            if current is None and "results" in sa.inspect(conn).get_table_names():
+                _adopt_legacy(conn, cfg)
+                current = _current_revision(conn)
+            if current is not None:
+                try:
+                    ScriptDirectory.from_config(cfg).get_revision(current)
+                except CommandError:
+                    raise StoreSchemaError(
+                        f"results store {shown_url(str(self.engine.url))} is at schema revision {current!r}, "
+                        f"which this scalewatch does not know (its newest is {SCHEMA_REVISION!r}): it was "
+                        "written by a newer scalewatch; upgrade scalewatch before using this store"
+                    ) from None
+            command.upgrade(cfg, "head")
+        return SCHEMA_REVISION
 
-    def schema_version(self) -> int:
+    def schema_version(self) -> str | None:
         with self.engine.connect() as conn:
-            return int(conn.execute(sa.select(sa.func.max(schema_table.c.version))).scalar() or 0)
+            return _current_revision(conn)
 
     def upsert(self, frame: pd.DataFrame, suite: dict | None = None) -> int:
         """Replace this suite run's rows: a rerun overwrites, never duplicates; one transaction."""

@@ -19,7 +19,39 @@ PATH_PATTERN = r"^/[A-Za-z0-9._/+@,=-]*$"
 CONN_PATTERN = r"^[A-Za-z0-9_.-]{1,200}$"
 
 
-def params() -> dict[str, Param]:
+def params(defaults: dict | None = None) -> dict[str, Param]:
+    """The form; `defaults` (a suite file's values, already validated) replace the built-in defaults."""
+    form = _form()
+    for name, value in (defaults or {}).items():
+        form[name] = Param(value, **form[name].schema)
+    return form
+
+
+def check_suite_values(name: str, defaults: dict) -> None:
+    """A suite file's values: each against its field's schema, then together as a SweepConfig.
+
+    Raises ConfigError naming the field; mapping keys become strings, as the form's JSON has them.
+    """
+    import jsonschema
+
+    from bench.config import SweepConfig, parse
+    from bench.errors import ConfigError
+
+    form = _form()
+    for key in list(defaults):
+        if key not in form:
+            raise ConfigError(f"{key}: not a field of the suite (fields: schedule, description, {', '.join(form)})")
+        if isinstance(defaults[key], dict):
+            defaults[key] = {str(k): v for k, v in defaults[key].items()}
+        try:
+            jsonschema.validate(defaults[key], form[key].schema)
+        except jsonschema.ValidationError as error:
+            raise ConfigError(f"{key}: {error.message}") from None
+    values = {k: p.value for k, p in form.items()} | defaults
+    parse(SweepConfig, to_sweep(values))
+
+
+def _form() -> dict[str, Param]:
     home = paths.home()
     s_what, s_where, s_data, s_train, s_bounds, s_alert = (
         "What to sweep",
@@ -79,6 +111,14 @@ def params() -> dict[str, Param]:
         ),
         "account": Param(None, type=["null", "string"], pattern=NAME_PATTERN, title="Slurm account", section=s_where),
         "gpus_per_node": Param(0, type="integer", minimum=0, maximum=16, title="GPUs per node", section=s_where),
+        "cluster": Param(
+            os.environ.get("SCALEWATCH_CLUSTER", "local"),
+            type="string",
+            pattern=NAME_PATTERN,
+            title="Cluster name",
+            section=s_where,
+            description="History is kept per cluster: runs on different clusters never share a baseline.",
+        ),
         "ranks_per_node": Param(
             0, type="integer", minimum=0, maximum=256, title="Ranks per node (0: all on one)", section=s_where
         ),
@@ -88,6 +128,15 @@ def params() -> dict[str, Param]:
             pattern=PATH_PATTERN,
             title="Dataset path on the storage under test",
             section=s_data,
+        ),
+        "storage_cache": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^[0-9]+(\.[0-9]+)?\s*([KMGTP]i?B|B)?$",
+            title="Storage cache size (optional)",
+            section=s_data,
+            description="Declared cache of the storage system, e.g. 512GiB: a dataset it could hold is flagged, "
+            "and its epoch-1 bandwidth is labelled cache-served, not storage bandwidth.",
         ),
         "dataset_images": Param(
             64,
@@ -157,6 +206,16 @@ def params() -> dict[str, Param]:
             description="Per scale vs the baseline. 0.7 on the embedded default: with one core per rank, "
             "1->2 ranks measured 0.75-0.93 (SSD) and 0.88 (DeepLabv3+) on a 2-core CPU machine whose own "
             "parallel ceiling is about 0.8 (docs/benchmarks.md). GPU clusters: 0.8-0.9.",
+        ),
+        "scaling_efficiency_by_gpus": Param(
+            {},
+            type="object",
+            title="Min scaling efficiency per GPU count (optional)",
+            section=s_bounds,
+            description='A table {"16": 0.9, "32": 0.8, "64": 0.7}: a scale takes the bound of the smallest '
+            "listed GPU count at or above it (the largest beyond); empty: the single bound above for all.",
+            propertyNames={"pattern": "^[1-9][0-9]{0,3}$"},
+            additionalProperties={"type": "number", "minimum": 0, "maximum": 1.5},
         ),
         "max_step_time_spread": Param(
             1.0,
@@ -241,6 +300,9 @@ def to_sweep(p: dict) -> dict:
         "thresholds": {
             "min_scaling_efficiency": p["min_scaling_efficiency"],
             "max_step_time_spread": p["max_step_time_spread"],
+            "min_scaling_efficiency_by_gpus": {
+                int(k): v for k, v in (p.get("scaling_efficiency_by_gpus") or {}).items()
+            },
             "min_bandwidth_efficiency": p["min_bandwidth_efficiency"],
             "min_gpu_util": p["min_gpu_util"],
             "regression_tolerance": p["regression_tolerance"],
@@ -252,5 +314,6 @@ def to_sweep(p: dict) -> dict:
             "email_to": p["email_to"],
         },
         "output_dir": paths.output_dir(),
-        "cluster": os.environ.get("SCALEWATCH_CLUSTER", "local"),
+        "cluster": p.get("cluster") or os.environ.get("SCALEWATCH_CLUSTER", "local"),
+        "storage_cache_bytes": p.get("storage_cache") or None,
     }

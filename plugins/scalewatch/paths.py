@@ -51,5 +51,11 @@ def _from_connection(conn_id: str) -> str | None:
     ).render_as_string(hide_password=False)
 
 
+def suites_dir() -> Path:
+    """Where suite files live: SCALEWATCH_SUITES, else `suites/` in the project."""
+    default = Path(__file__).resolve().parents[2] / "suites"
+    return Path(os.environ.get("SCALEWATCH_SUITES") or default)
+
+
 def reports_root() -> Path:
     return Path(output_dir()).resolve()

@@ -51,6 +51,7 @@ class RunningAirflow:
                 "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 "SCALEWATCH_SCHEDULE": "none",  # only the runs a test triggers
+                "SCALEWATCH_SUITES": str(home / "no-suites"),  # no scheduled suite DAGs beside the tests' runs
                 "AIRFLOW_CONN_SW_SLACK": json.dumps(
                     {"conn_type": "http", "host": f"http://127.0.0.1:{webhook_port}", "password": SECRET_TOKEN}
                 ),

@@ -143,3 +143,29 @@ def test_detect_refuses_an_oversized_history(tmp_path):
         f.writelines(f"2024-01-01,ssd,{i % 7 + 1},1\n" for i in range(MAX_HISTORY_ROWS + 1))
     done = run("detect", str(path), "--metric", "x")
     assert done.returncode == 2 and "rows" in done.stderr and str(MAX_HISTORY_ROWS) in done.stderr
+
+
+def test_per_scale_bounds_fail_exactly_the_rows_they_should(tmp_path):
+    # Efficiencies 0.85 at 16, 0.78 at 32, 0.72 at 64 against 0.9 up to 16, 0.8 at 32, 0.7 at 64:
+    # 16 and 32 fail, 64 passes; one bound of 0.7 for all would pass every row.
+    table = "model,gpus,throughput_img_s\nssd,4,400\nssd,16,1360\nssd,32,2496\nssd,64,4608\n"
+    bounds = tmp_path / "bounds.yaml"
+    bounds.write_text("min_scaling_efficiency_by_gpus: {16: 0.9, 32: 0.8, 64: 0.7}\n")
+    done = run("evaluate", str(write(tmp_path, table)), "--bounds", str(bounds), "--json")
+    assert done.returncode == 1, done.stderr
+    rows = {r["gpus"]: r for r in json.loads(done.stdout)["rows"]}
+    assert rows[16]["failed"] == rows[32]["failed"] == ["ExpectScalingEfficiencyAtLeastBound"]
+    assert rows[64]["passed"] and rows[4]["passed"]
+    text = run("evaluate", str(write(tmp_path, table)), "--bounds", str(bounds))
+    line16 = next(line for line in text.stdout.splitlines() if line.split()[:2] == ["ssd", "16"])
+    assert "0.90" in line16 and "FAIL" in line16  # the bound that applied is shown
+    one = run("evaluate", str(write(tmp_path, table)), "--min-scaling-efficiency", "0.7", "--json")
+    assert one.returncode == 0
+
+
+def test_a_bounds_file_with_a_bad_value_names_file_and_field(tmp_path):
+    bounds = tmp_path / "b.yaml"
+    bounds.write_text("min_scaling_efficiency_by_gpus: {16: fast}\n")
+    table = write(tmp_path, "model,gpus,throughput_img_s\nssd,1,1\nssd,2,2\n")
+    done = run("evaluate", str(table), "--bounds", str(bounds))
+    assert done.returncode == 2 and str(bounds) in done.stderr and "min_scaling_efficiency_by_gpus" in done.stderr

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.frame import build_frame
-from bench.store.db import SCHEMA_VERSION, ResultsStore
+from bench.store.db import SCHEMA_REVISION, ResultsStore
 
 URLS = ["sqlite"] + (["postgresql"] if os.environ.get("SCALEWATCH_TEST_PG_URL") else [])
 
@@ -56,8 +56,8 @@ def frame(suite: str, thr: float, started: str, gpus=(1, 2)) -> pd.DataFrame:
 
 
 def test_migrations_recorded(store):
-    assert store.schema_version() == SCHEMA_VERSION
-    assert store.migrate() == SCHEMA_VERSION  # idempotent
+    assert store.schema_version() == SCHEMA_REVISION
+    assert store.migrate() == SCHEMA_REVISION  # idempotent
 
 
 def test_rerun_replaces_rows_without_duplicates(store):
@@ -114,7 +114,11 @@ def test_migration_adds_column_to_a_version_2_store(tmp_path):
             "PRIMARY KEY (suite_run_id, workload, gpus))"
         )
         conn.exec_driver_sql("INSERT INTO results VALUES ('w0', 'ssd', 1, 99.0)")
+        conn.exec_driver_sql(  # migration 1 created both tables
+            "CREATE TABLE suite_runs (suite_run_id TEXT PRIMARY KEY, started_at TEXT, cluster TEXT, "
+            "passed BOOLEAN, report_path TEXT, config TEXT)"
+        )
     store = ResultsStore(url)
-    assert store.schema_version() == SCHEMA_VERSION
+    assert store.schema_version() == SCHEMA_REVISION
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT throughput_img_s, config_key FROM results").fetchall() == [(99.0, None)]
