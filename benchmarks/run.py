@@ -312,80 +312,8 @@ def history_timings(tmp: Path) -> dict:
     }
 
 
-def machine() -> str:
-    import torch
-
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, GPU: {gpu}, {platform.platform()}, "
-        f"torch {torch.__version__}"
-    )
-
-
-def main() -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
-    args = p.parse_args()
+def storage_truth(tmp: Path, r: int, add) -> None:
     from bench.data.generate import GenerateSpec, generate
-
-    r = args.repeats
-    tmp = Path(tempfile.mkdtemp(prefix="swbench-"))
-    rows: list[tuple[str, str, str, str]] = []  # (section, figure, value, target)
-
-    def add(section, figure, value, target=""):
-        rows.append((section, figure, value, target))
-        print(f"{section:<14} {figure:<62} {value:>14}  {target}", flush=True)
-
-    data = {}
-    for w, kind in KIND.items():
-        data[w] = tmp / kind
-        generate(GenerateSpec(kind, data[w], images=96, min_side=256, max_side=384, seed=2))
-    for w in KIND:
-        dali = median(lambda w=w: loader_rate(w, "dali", data[w], 2, 8, 128), r)
-        torch_ = median(lambda w=w: loader_rate(w, "torch", data[w], 2, 8, 128), r)
-        add(
-            "1 loaders",
-            f"{w}: DALI / torch DataLoader images/s (2 threads)",
-            f"{dali / torch_:.2f}",
-            f"({dali:.0f} vs {torch_:.0f} img/s)",
-        )
-    common = ["--batch-size", "8", "--image-size", "128", "--steps", "20", "--warmup-steps", "3"]
-    for w in KIND:
-        real = median(lambda w=w: train(["--workload", w, "--data", str(data[w]), *common])["images_per_s"], r)
-        syn = median(lambda w=w: train(["--workload", w, "--synthetic", *common])["images_per_s"], r)
-        add(
-            "2 feed",
-            f"{w}: real data / --synthetic training images/s",
-            f"{real / syn:.3f}",
-            f"({real:.0f} vs {syn:.0f} img/s)",
-        )
-    # Pinned to one core like a rank's slot, each run measured for 8 s: sampler at the default 4 Hz vs off.
-    pin = str(max(os.sched_getaffinity(0)))
-    long = ["--batch-size", "8", "--image-size", "128", "--steps", "20", "--warmup-steps", "3"]
-    long += ["--min-measure-s", "8", "--loader-threads", "1"]
-    for w in KIND:
-        p = paired(
-            lambda w=w: train(["--workload", w, "--synthetic", *long, "--sample-interval", "0.25"], pin=pin)[
-                "images_per_s"
-            ],
-            lambda w=w: train(["--workload", w, "--synthetic", *long, "--no-sampler"], pin=pin)["images_per_s"],
-        )
-        add(
-            "3 sampler",
-            f"{w}: images/s with 4 Hz sampler / without",
-            f"{p['ratio']:.3f}",
-            describe(p, "target >= 0.99"),
-        )
 
     big = tmp / "big"
     generate(GenerateSpec("coco", big, images=240, min_side=700, max_side=900, seed=6))
@@ -435,18 +363,9 @@ def main() -> int:
             "target within 0.90-1.10",
         )
         add("4 truth", "harness MB/s / fio MB/s, both under the throttle", f"{throttled / fio_t:.3f}")
-    for w in KIND:
-        p = paired(
-            lambda w=w: train(["--workload", w, "--synthetic", *long, "--no-sampler"], pin=pin)["images_per_s"],
-            lambda w=w: horovod_loop_pinned(w, 8, 128, pin),
-        )
-        add(
-            "5 peers",
-            f"{w}: harness --synthetic / Horovod synthetic-benchmark loop (1 core each)",
-            f"{p['ratio']:.3f}",
-            describe(p, "target >= 0.95"),
-        )
-    add("5 peers", "harness MB/s vs dlio-benchmark", "not run", "dlio-benchmark 2.0.0 needs tensorflow+torchvision")
+
+
+def orchestration(tmp: Path, r: int, add) -> None:
     add("6 orchestr.", "DAG file parse time (DagBag, s)", f"{median(dag_parse_s, max(r, 5)):.3f}")
     add("6 orchestr.", "trigger -> first training step (dag.test, s)", f"{trigger_to_first_step_s(tmp / 'home'):.1f}")
     h = history_timings(tmp)
@@ -459,9 +378,112 @@ def main() -> int:
     add("6 orchestr.", "evaluate: GX suite over 100 configurations (s)", f"{h['evaluate_s']:.2f}")
     add("6 orchestr.", "store: upsert 52,000 history rows (SQLite, s)", f"{h['store_upsert_52k_s']:.2f}")
     add("6 orchestr.", "store: history medians for 100 rows (s)", f"{h['history_median_100_s']:.2f}")
-    add(
-        "7 GPU", "GPU table, SSD300 R50 img/s per GPU vs NVIDIA (663 img/s A100)", "not run", "no GPU lent to this task"
+
+
+def machine() -> str:
+    import torch
+
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
     )
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, GPU: {gpu}, {platform.platform()}, "
+        f"torch {torch.__version__}"
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    p.add_argument("--only", type=int, nargs="*", default=[], help="section numbers to run (default: all)")
+    args = p.parse_args()
+
+    def want(section: int) -> bool:
+        return not args.only or section in args.only
+
+    from bench.data.generate import GenerateSpec, generate
+
+    r = args.repeats
+    tmp = Path(tempfile.mkdtemp(prefix="swbench-"))
+    rows: list[tuple[str, str, str, str]] = []  # (section, figure, value, target)
+
+    def add(section, figure, value, target=""):
+        rows.append((section, figure, value, target))
+        print(f"{section:<14} {figure:<62} {value:>14}  {target}", flush=True)
+
+    data = {}
+    for w, kind in KIND.items():
+        data[w] = tmp / kind
+        generate(GenerateSpec(kind, data[w], images=96, min_side=256, max_side=384, seed=2))
+    for w in KIND if want(1) else ():
+        dali = median(lambda w=w: loader_rate(w, "dali", data[w], 2, 8, 128), r)
+        torch_ = median(lambda w=w: loader_rate(w, "torch", data[w], 2, 8, 128), r)
+        add(
+            "1 loaders",
+            f"{w}: DALI / torch DataLoader images/s (2 threads)",
+            f"{dali / torch_:.2f}",
+            f"({dali:.0f} vs {torch_:.0f} img/s)",
+        )
+    common = ["--batch-size", "8", "--image-size", "128", "--steps", "20", "--warmup-steps", "3"]
+    for w in KIND if want(2) else ():
+        real = median(lambda w=w: train(["--workload", w, "--data", str(data[w]), *common])["images_per_s"], r)
+        syn = median(lambda w=w: train(["--workload", w, "--synthetic", *common])["images_per_s"], r)
+        add(
+            "2 feed",
+            f"{w}: real data / --synthetic training images/s",
+            f"{real / syn:.3f}",
+            f"({real:.0f} vs {syn:.0f} img/s)",
+        )
+    # Pinned to one core like a rank's slot, each run measured for 8 s: sampler at the default 4 Hz vs off.
+    pin = str(max(os.sched_getaffinity(0)))
+    long = ["--batch-size", "8", "--image-size", "128", "--steps", "20", "--warmup-steps", "3"]
+    long += ["--min-measure-s", "8", "--loader-threads", "1"]
+    for w in KIND if want(3) else ():
+        p = paired(
+            lambda w=w: train(["--workload", w, "--synthetic", *long, "--sample-interval", "0.25"], pin=pin)[
+                "images_per_s"
+            ],
+            lambda w=w: train(["--workload", w, "--synthetic", *long, "--no-sampler"], pin=pin)["images_per_s"],
+        )
+        add(
+            "3 sampler",
+            f"{w}: images/s with 4 Hz sampler / without",
+            f"{p['ratio']:.3f}",
+            describe(p, "target >= 0.99"),
+        )
+
+    if want(4):
+        storage_truth(tmp, r, add)
+    for w in KIND if want(5) else ():
+        p = paired(
+            lambda w=w: train(["--workload", w, "--synthetic", *long, "--no-sampler"], pin=pin)["images_per_s"],
+            lambda w=w: horovod_loop_pinned(w, 8, 128, pin),
+        )
+        add(
+            "5 peers",
+            f"{w}: harness --synthetic / Horovod synthetic-benchmark loop (1 core each)",
+            f"{p['ratio']:.3f}",
+            describe(p, "target >= 0.95"),
+        )
+    if want(5):
+        add("5 peers", "harness MB/s vs dlio-benchmark", "not run", "dlio-benchmark 2.0.0 needs tensorflow+torchvision")
+    if want(6):
+        orchestration(tmp, r, add)
+    if want(7):
+        add(
+            "7 GPU",
+            "GPU table, SSD300 R50 img/s per GPU vs NVIDIA (663 img/s A100)",
+            "not run",
+            "no GPU lent to this task",
+        )
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [
         "# Benchmark results\n",

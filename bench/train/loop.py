@@ -195,7 +195,7 @@ def train(cfg: TrainConfig) -> dict | None:
             f"no measured step: the run ended after {step} step(s), all of them warm-up "
             f"(--warmup-steps {cfg.warmup_steps}); give more steps or fewer warm-up steps"
         )
-    images_per_s = cfg.batch_size * measured / sum(step_times) if measured else 0.0
+    images_per_s = cfg.batch_size * measured / sum(step_times)
     rank_report = {
         "rank": dist.rank,
         "host": dist.host,

@@ -40,14 +40,15 @@ def test_dag_integrity(airflow_home):
     assert dag.params.get_param("launcher").schema["enum"] == ["local", "ssh", "slurm"]
 
 
-def test_dag_file_parse_is_cheap(airflow_home):
+@pytest.mark.parametrize("dag_file", ["scaling_regression.py", "suites.py"])  # suites.py reads suites/example.yaml
+def test_dag_file_parse_is_cheap(airflow_home, dag_file):
     code = (
         "import sys, runpy; runpy.run_path(sys.argv[1]); "
         "heavy = [m for m in ('torch', 'pandas', 'great_expectations', 'nvidia.dali', 'horovod') if m in sys.modules]; "
         "print(heavy)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "dags" / "scaling_regression.py")],
+        [sys.executable, "-c", code, str(ROOT / "dags" / dag_file)],
         env=os.environ | airflow_env(airflow_home),
         capture_output=True,
         text=True,
