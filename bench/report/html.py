@@ -239,8 +239,10 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
 <p>launcher {escape(cfg.launcher)}, cluster {escape(cfg.cluster)}, workloads {escape(", ".join(cfg.workloads))},
 GPU counts {escape(", ".join(map(str, sorted(cfg.gpus))))};
 bounds: scaling efficiency ≥ {th.min_scaling_efficiency}{
-    " (per scale: " + ", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())) + ")"
-    if th.min_scaling_efficiency_by_gpus else ""} (the bound each row met or missed is in its
+        " (per scale: " + ", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())) + ")"
+        if th.min_scaling_efficiency_by_gpus
+        else ""
+    } (the bound each row met or missed is in its
 min_scaling_efficiency column), bandwidth efficiency ≥ {th.min_bandwidth_efficiency},
 step-time spread ≤ {th.max_step_time_spread}, measured ≥ {cfg.train.min_measure_s:g} s per scale,
 regression tolerance {th.regression_tolerance} over the last {th.history_runs} accepted runs.
