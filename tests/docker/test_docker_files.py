@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -55,5 +56,7 @@ def test_compose_services_resolve():
                 assert src in doc["volumes"], f"{name}: volume {src} not declared"
     env = services["scheduler"]["environment"]
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
-    assert env["SCALEWATCH_RESULTS_URL"].startswith("postgresql+psycopg://")
+    assert "SCALEWATCH_RESULTS_URL" not in env  # no store URL (with its password) in the environment
+    store = json.loads(env["AIRFLOW_CONN_SCALEWATCH_RESULTS"].replace("${POSTGRES_PASSWORD}", "pw"))
+    assert store["conn_type"] == "postgres" and store["schema"] == "scalewatch"
     assert "healthcheck" in services["postgres"]
