@@ -120,7 +120,8 @@ def _detect(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "change_points": [
-                        {k: c[k] for k in ("model", "gpus", "timestamp", "before", "after", "change")} for c in found
+                        {k: c[k] for k in ("model", "gpus", "timestamp", "before", "after", "change", "pvalue")}
+                        for c in found
                     ]
                 }
             )

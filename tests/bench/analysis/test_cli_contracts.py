@@ -91,6 +91,8 @@ def test_detect_finds_the_step_change(tmp_path):
     assert done.returncode == 0, done.stderr
     cps = json.loads(done.stdout)["change_points"]
     assert {(c["model"], c["gpus"]) for c in cps} == {("ssd", 16)}  # the stable series has none
+    assert all(set(c) == {"model", "gpus", "timestamp", "before", "after", "change", "pvalue"} for c in cps)
+    assert all(0 <= c["pvalue"] <= 0.001 for c in cps)
     biggest = min(cps, key=lambda c: c["change"])
     assert biggest["timestamp"].startswith(str(weeks[50].date()))
     assert biggest["change"] == pytest.approx(-0.2, abs=0.03)
