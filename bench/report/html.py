@@ -25,6 +25,66 @@ def _num(v, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else escape(str(v))
 
 
+def _why(r: dict) -> str:
+    reason = r.get("inconclusive_reason")
+    if isinstance(reason, str) and reason:
+        return reason
+    return "" if r.get("state") == "COMPLETED" else str(r.get("state"))
+
+
+def _with_interval(value, low, high) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "—"
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return _num(value, 4)
+    return f"{_num(value, 4)} [{_num(low, 4)}, {_num(high, 4)}]"
+
+
+# (header, cell) per column: two tables of a dozen columns each fit the page.
+SCALING_COLUMNS = [
+    ("workload", lambda r: _num(r["workload"])),
+    ("GPUs", lambda r: _num(r["gpus"])),
+    ("verdict", lambda r: _num(r.get("verdict"))),
+    ("why", lambda r: escape(_why(r))),
+    (
+        "images/s [95% CI]",
+        lambda r: _with_interval(r["throughput_img_s"], r.get("throughput_ci_low"), r.get("throughput_ci_high")),
+    ),
+    (
+        "scaling efficiency [95% CI]",
+        lambda r: _with_interval(
+            r.get("scaling_efficiency"), r.get("scaling_efficiency_ci_low"), r.get("scaling_efficiency_ci_high")
+        ),
+    ),
+    ("bound", lambda r: _num(r.get("min_scaling_efficiency"))),
+    ("borderline", lambda r: "yes" if r.get("borderline") is True else ""),
+    ("measured s", lambda r: _num(r.get("measured_s"))),
+    ("step spread", lambda r: _num(r.get("step_time_spread"))),
+    ("oversubscribed", lambda r: "yes" if r.get("oversubscribed") is True else ""),
+]
+STORAGE_COLUMNS = [
+    ("workload", lambda r: _num(r["workload"])),
+    ("GPUs", lambda r: _num(r["gpus"])),
+    ("epoch s", lambda r: _num(r.get("epoch_time_s"))),
+    ("1st epoch s", lambda r: _num(r.get("first_epoch_time_s"))),
+    ("avg MB/s (ep. 1)", lambda r: _num(r.get("avg_read_mb_s"))),
+    ("peak MB/s (ep. 1)", lambda r: _num(r.get("peak_read_mb_s"))),
+    ("bandwidth eff.", lambda r: _num(r.get("bandwidth_efficiency"))),
+    ("cache risk", lambda r: _num(r.get("cache_risk"))),
+    ("bandwidth valid", lambda r: _num(r.get("bandwidth_valid"))),
+    ("CPU %", lambda r: _num(r.get("cpu_util"))),
+    ("mem %", lambda r: _num(r.get("mem_util"))),
+    ("GPU %", lambda r: _num(r.get("gpu_util"))),
+    ("GPU mem %", lambda r: _num(r.get("gpu_mem_util"))),
+]
+
+
+def _table(records: list[dict], columns) -> str:
+    head = "".join(f"<th>{escape(name)}</th>" for name, _ in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r)}</td>" for _, cell in columns) + "</tr>" for r in records)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def _scaling_charts(frame: pd.DataFrame) -> list[str]:
     charts = []
     for workload, g in frame.groupby("workload"):
@@ -154,42 +214,8 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
     frame = ev.frame
     css_class = {"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn")
     verdict = f'<span class="{css_class}">{escape(ev.verdict)}</span>'
-    cols = [
-        "workload",
-        "gpus",
-        "verdict",
-        "state",
-        "throughput_img_s",
-        "throughput_ci_low",
-        "throughput_ci_high",
-        "scaling_efficiency",
-        "scaling_efficiency_ci_low",
-        "scaling_efficiency_ci_high",
-        "min_scaling_efficiency",
-        "borderline",
-        "measured_s",
-        "step_time_spread",
-        "epoch_time_s",
-        "avg_read_mb_s",
-        "peak_read_mb_s",
-        "bandwidth_efficiency",
-        "cache_risk",
-        "bandwidth_valid",
-        "gpu_util",
-        "gpu_mem_util",
-        "cpu_util",
-        "mem_util",
-        "oversubscribed",
-    ]
-    table = (
-        "<table><tr>"
-        + "".join(f"<th>{c}</th>" for c in cols)
-        + "</tr>"
-        + "".join(
-            "<tr>" + "".join(f"<td>{_num(r.get(c))}</td>" for c in cols) + "</tr>" for r in frame.to_dict("records")
-        )
-        + "</table>"
-    )
+    records = frame.to_dict("records")
+    table = _table(records, SCALING_COLUMNS) + _table(records, STORAGE_COLUMNS)
     fail_rows = "".join(
         f"<li class=fail>{escape(f['workload'])} @ {f['gpus']} GPUs: {escape(f['metric'])} = "
         f"{_num(f['value'])} (bound {_num(f['bound'])}; {escape(f['expectation'])})"
