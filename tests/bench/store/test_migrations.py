@@ -104,7 +104,23 @@ def legacy_v3_store(url: str, rows: int = 12) -> None:
 
 @pytest.fixture(params=URLS)
 def url(request, tmp_path):
-    return f"sqlite:///{tmp_path}/legacy.db" if request.param == "sqlite" else os.environ["SCALEWATCH_TEST_PG_URL"]
+    """A store of its own: these tests leave schemas (even a 'newer' one) that no other test may meet."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/legacy.db"
+        return
+    import uuid
+
+    admin_url = sa.engine.make_url(os.environ["SCALEWATCH_TEST_PG_URL"])
+    name = f"sw_migrations_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    try:
+        yield admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
 
 
 def test_a_store_written_by_the_previous_schema_upgrades_in_place_keeping_every_row(url):
