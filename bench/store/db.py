@@ -154,10 +154,14 @@ class ResultsStore:
 
     def migrate(self) -> str:
         """Bring the store to this code's Alembic head, keeping every row; refuse a newer store."""
+        import logging
+
         from alembic import command
         from alembic.script import ScriptDirectory
         from alembic.util.exc import CommandError
 
+        # Alembic narrates every open at INFO ("Context impl SQLiteImpl"): noise in a user's terminal.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "postgresql":  # concurrent first opens: one migrates
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(724101)"))
