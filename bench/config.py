@@ -237,6 +237,14 @@ class Thresholds(Frozen):
     min_gpu_util: float | None = Field(None, ge=0, le=100)
     regression_tolerance: float = Field(0.1, ge=0, le=1)
     history_runs: int = Field(8, ge=1, le=520)
+    # The cluster's planned size: fail when the storage probe and the measured per-GPU demand say the
+    # storage feeds fewer GPUs than this (None: sizing is reported, not judged).
+    min_supported_gpus: int | None = Field(None, ge=1, le=1_000_000)
+    # Accelerator utilisation (compute / wall) floor per scale, as MLPerf Storage defines it (it uses
+    # 0.9): fails a scale whose ranks stall on input even while its throughput scales. None: not judged.
+    min_au: float | None = Field(None, ge=0, le=1)
+    # A rank working more than this fraction below the ranks' median is named as a straggler.
+    straggler_gap: float = Field(0.10, gt=0, le=1)
     baseline_gpus: int | None = Field(None, ge=1, le=4096)
 
     def scaling_bound(self, gpus: int) -> float:
@@ -281,6 +289,10 @@ class SweepConfig(Frozen):
     # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
     # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
     storage_cache_bytes: ByteSize | None = None
+    # fio's cold-read ceiling of the staged dataset, after the last scale (never beside training).
+    probe_storage: bool = True
+    probe_max_jobs: int = Field(8, ge=1, le=256)
+    probe_seconds: float = Field(3.0, ge=0.5, le=600)
 
     @field_validator("hosts")
     @classmethod

@@ -56,6 +56,32 @@ def stage_datasets(cfg: SweepConfig) -> dict:
     return out
 
 
+PROBE_FILE = "probe.json"
+
+
+def probe_storage(cfg: SweepConfig, suite_run_id: str) -> dict:
+    """fio's ceiling of the staged datasets, written beside the run's results; raises ProbeError or
+    DatasetError (the task fails; the suite is evaluated without a ceiling, history untouched)."""
+    from bench.data.probe import ProbeSettings, probe
+
+    dirs = [dataset_dir(cfg, w) for w in cfg.workloads]
+    result = probe(dirs, ProbeSettings(max_jobs=cfg.probe_max_jobs, seconds=cfg.probe_seconds)).as_dict()
+    result["probed_at"] = datetime.now(UTC).isoformat()
+    out = suite_dir(cfg.output_dir, suite_run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{PROBE_FILE}.tmp"
+    tmp.write_text(json.dumps(result, allow_nan=False))
+    tmp.replace(out / PROBE_FILE)
+    return {k: result[k] for k in ("ceiling_mb_s", "conclusive", "reason", "method")}
+
+
+def read_probe(out: Path) -> dict | None:
+    try:
+        return json.loads((out / PROBE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
 def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> RunSpec:
     train = cfg.train.model_copy(
         update={
@@ -108,6 +134,7 @@ class Evaluation:
     data_docs: str | None
     verdict: str = "PASSED"  # PASSED, FAILED or INCONCLUSIVE
     inconclusive: list[dict] = field(default_factory=list)
+    probe: dict | None = None  # the storage probe (probe.json), with "accepted" and "history_median"
 
 
 def evaluate(
@@ -117,11 +144,14 @@ def evaluate(
     started_at: str,
     store=None,
     data_docs_dir: Path | None = None,
+    probe: dict | None = None,
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
+    from bench.analysis.bottleneck import add_bottlenecks
     from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import build_frame, config_key, row_from_result
     from bench.analysis.scaling import derive
+    from bench.analysis.sizing import add_sizing
     from bench.analysis.verdict import (
         INCONCLUSIVE,
         PASS,
@@ -144,26 +174,41 @@ def evaluate(
         frame.loc[fits, "bandwidth_valid"] = False
     frame = derive(frame, cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
     frame["inconclusive_reason"] = with_baseline_problems(frame, measurement_problems(frame, cfg.thresholds))
-    history = store.history_median(frame, cfg.thresholds.history_runs, suite_run_id) if store else None
+    ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
+    frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
+    history = None
+    if store is not None:
+        from bench.analysis.regression import history_stats
+
+        values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id)
+        history = history_stats(values, frame.index)
     prepared = prepare(frame, cfg.thresholds, history)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
     critical = {
         k: [n for n in names if n != "ExpectBandwidthNotCacheDistorted"] for k, names in verdict.per_row.items()
     }
+    # Whether each row's own figures pass, whatever the storage sizing says: that decides history.
+    own = {k: [n for n in names if n != "ExpectStorageFeedsPlannedGpus"] for k, names in critical.items()}
+    own_pass = row_verdicts(prepared, own)["verdict"] == PASS
     prepared = row_verdicts(prepared, critical)
     prepared["passed"] = prepared["verdict"] == PASS
+    au_failed = {k for k, names in critical.items() if "ExpectAcceleratorUtilisationAtLeast" in names}
+    prepared = add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed)
     prepared["failed_expectations"] = [
         json.dumps(verdict.per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
     ]
     # History learns only from conclusive, passing rows on their own slots: a regression, a short window
     # or a contended (oversubscribed) figure must never become the norm.
-    prepared["accepted"] = (
-        prepared["valid"].astype(bool) & prepared["passed"].astype(bool) & ~prepared["oversubscribed"].astype(bool)
-    )
+    prepared["accepted"] = prepared["valid"].astype(bool) & own_pass & ~prepared["oversubscribed"].astype(bool)
     by_key = {(r["workload"], int(r["gpus"])): r for _, r in prepared.iterrows()}
     failures = []
     for f in verdict.failures:
-        note = oversubscription_note(by_key[(f["workload"], int(f["gpus"]))])
+        row = by_key[(f["workload"], int(f["gpus"]))]
+        if f["expectation"] == "ExpectStorageFeedsPlannedGpus":
+            f = {**f, "reason": shortfall_text(row)}
+        if row.get("bottleneck"):
+            f = {**f, "bottleneck": row["bottleneck"], "evidence": row["bottleneck_evidence"]}
+        note = oversubscription_note(row)
         failures.append({**f, "reason": "; ".join(x for x in (f.get("reason", ""), note) if x)} if note else f)
     inconclusive = [
         {"workload": r["workload"], "gpus": int(r["gpus"]), "reason": r["inconclusive_reason"]}
@@ -171,9 +216,78 @@ def evaluate(
         if r["verdict"] == INCONCLUSIVE
     ]
     outcome = suite_verdict(prepared)
+    storage_failures, storage_inconclusive, probe = storage_checks(cfg, suite_run_id, prepared, probe, store)
+    failures += storage_failures
+    inconclusive += storage_inconclusive
+    if storage_failures:
+        outcome = "FAILED"
+    elif storage_inconclusive and outcome == "PASSED":
+        outcome = "INCONCLUSIVE"
     return Evaluation(
-        prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive
+        prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive, probe
     )
+
+
+def shortfall_text(row) -> str:
+    fed, planned = int(row["supported_gpus"]), int(row["min_supported_gpus"])
+    return (
+        f"storage feeds {fed} GPUs, the cluster plans {planned}: short by {planned - fed} "
+        f"(fio ceiling {row['storage_ceiling_mb_s']:.1f} MB/s / {row['per_gpu_read_mb_s']:.2f} MB/s per GPU "
+        f"measured at {int(row['gpus'])} GPU(s))"
+    )
+
+
+def storage_checks(
+    cfg: SweepConfig, suite_run_id: str, frame: pd.DataFrame, probe: dict | None, store
+) -> tuple[list[dict], list[dict], dict | None]:
+    """The probe's own regression check against earlier probes of the same storage, and what cannot be
+    judged when the suite asks for a supported GPU count that no conclusive probe backs."""
+    failures: list[dict] = []
+    inconclusive: list[dict] = []
+    wanted = cfg.thresholds.min_supported_gpus
+    if probe is None:
+        if wanted is not None and cfg.probe_storage and not cfg.train.synthetic:
+            inconclusive.append(
+                {"workload": "storage", "gpus": "*", "reason": "storage probe did not complete: no sizing"}
+            )
+        return failures, inconclusive, None
+    probe = dict(probe)
+    median = (
+        store.probe_history_median(cfg.cluster, probe["paths"], cfg.thresholds.history_runs, suite_run_id)
+        if store
+        else None
+    )
+    probe["history_median"] = median
+    regressed = bool(
+        probe["conclusive"] and median and probe["ceiling_mb_s"] < median * (1 - cfg.thresholds.regression_tolerance)
+    )
+    if regressed:
+        failures.append(
+            {
+                "workload": "storage",
+                "gpus": "*",
+                "metric": "storage_ceiling_mb_s",
+                "expectation": "ExpectStorageCeilingNotRegressed",
+                "value": round(probe["ceiling_mb_s"], 1),
+                "bound": round(median * (1 - cfg.thresholds.regression_tolerance), 1),
+                "reason": f"fio read ceiling {probe['ceiling_mb_s']:.1f} MB/s vs history median {median:.1f} MB/s",
+            }
+        )
+    if not probe["conclusive"] and wanted is not None:
+        inconclusive.append({"workload": "storage", "gpus": "*", "reason": f"storage probe: {probe['reason']}"})
+    elif wanted is not None:
+        for workload in cfg.workloads:
+            sized = frame[(frame["workload"] == workload) & frame["supported_gpus"].notna()]
+            if sized.empty:
+                inconclusive.append(
+                    {
+                        "workload": workload,
+                        "gpus": "*",
+                        "reason": "no valid, cache-free epoch-1 bandwidth at any scale: per-GPU demand unknown",
+                    }
+                )
+    probe["accepted"] = bool(probe["conclusive"] and not regressed)
+    return failures, inconclusive, probe
 
 
 def new_suite_run_id() -> str:
@@ -196,6 +310,14 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
         result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
+    if cfg.probe_storage and not cfg.train.synthetic:
+        from bench.errors import BenchError
+
+        try:
+            probed = probe_storage(cfg, suite_run_id)
+            log(f"  storage probe: ceiling {probed['ceiling_mb_s']:.1f} MB/s ({probed['method']} reads)")
+        except BenchError as error:  # the suite is still evaluated; no ceiling, nothing stored for it
+            log(f"  storage probe failed: {error}")
     return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started, store_url)}
 
 
@@ -208,13 +330,13 @@ def finish(
 
     store = ResultsStore(store_url)
     out = suite_dir(cfg.output_dir, suite_run_id)
-    ev = evaluate(cfg, suite_run_id, runs, started, store, out / "data-docs")
+    ev = evaluate(cfg, suite_run_id, runs, started, store, out / "data-docs", read_probe(out))
     ev.frame.to_csv(out / "results.csv", index=False)
     # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
     (out / "suite.json").write_text(
         json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
     )
-    report = write_report(out / "report.html", suite_run_id, ev, runs, store.frame(), cfg)
+    report = write_report(out / "report.html", suite_run_id, ev, runs, store.frame(), cfg, store.probes(cfg.cluster))
     suite = {
         "suite_run_id": suite_run_id,
         "started_at": started,
@@ -225,6 +347,18 @@ def finish(
         "dag_id": dag_id,
     }
     store.upsert(ev.frame, suite)
+    if ev.probe is not None:
+        store.upsert_probe(
+            {k: ev.probe[k] for k in ("ceiling_mb_s", "conclusive", "reason", "method", "block_size", "sample_bytes")}
+            | {
+                "suite_run_id": suite_run_id,
+                "cluster": cfg.cluster,
+                "probed_at": ev.probe["probed_at"],
+                "paths": ev.probe["paths"],
+                "levels": ev.probe["levels"],
+                "accepted": ev.probe["accepted"],
+            }
+        )
     return {
         "passed": ev.passed,
         "verdict": ev.verdict,

@@ -49,6 +49,12 @@ def _classes():
     class ExpectMeasuredThroughputPositive(E.ExpectColumnValuesToBeBetween):
         """Every completed run measured a positive images/s: zero measured steps is never a valid run."""
 
+    class ExpectAcceleratorUtilisationAtLeast(E.ExpectColumnValuesToBeBetween):
+        """AU (compute time / wall time per rank, MLPerf Storage's definition) at or above min_au."""
+
+    class ExpectStorageFeedsPlannedGpus(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """GPUs the storage can feed (fio ceiling / largest measured per-GPU demand) >= the planned size."""
+
     class ExpectThroughputNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
         """throughput >= (1 - tolerance) x median of the last K accepted runs (same workload, GPUs, cluster)."""
 
@@ -61,6 +67,8 @@ def _classes():
             ExpectBandwidthNotCacheDistorted,
             ExpectGpuUtilisationAtLeastFloor,
             ExpectMeasuredThroughputPositive,
+            ExpectStorageFeedsPlannedGpus,
+            ExpectAcceleratorUtilisationAtLeast,
             ExpectThroughputNotRegressed,
         )
     }
@@ -152,6 +160,33 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
                 {"column": "gpu_util", "min_value": thresholds.min_gpu_util},
             )
         )
+    if thresholds.min_au is not None:
+        out.append(
+            Check(
+                "ExpectAcceleratorUtilisationAtLeast",
+                "au",
+                "au",
+                "min_au",
+                "critical",
+                {"column": "au_checked", "min_value": thresholds.min_au},
+            )
+        )
+    if thresholds.min_supported_gpus is not None:
+        out.append(
+            Check(
+                "ExpectStorageFeedsPlannedGpus",
+                "supported_gpus",
+                "supported_gpus_checked",
+                "min_supported_gpus_checked",
+                "critical",
+                {
+                    "column_A": "supported_gpus_checked",
+                    "column_B": "min_supported_gpus_checked",
+                    "or_equal": True,
+                    "ignore_row_if": "either_value_is_missing",
+                },
+            )
+        )
     if has_history:
         out.append(
             Check(
@@ -171,8 +206,10 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     return out
 
 
-def prepare(frame: pd.DataFrame, thresholds: Thresholds, history_median: pd.Series | None = None) -> pd.DataFrame:
-    """Add the bound columns the pair expectations compare against; inconclusive rows get no bound."""
+def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Add the bound columns the pair expectations compare against; inconclusive rows get no bound.
+
+    `history`: bench.analysis.regression.history_stats per row (median, count, spread of past runs)."""
     f = frame.copy()
     reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
     judged = (f["gpus"] != f["baseline_gpus"]) & (reasons.fillna("") == "")
@@ -186,9 +223,19 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history_median: pd.Seri
     # Only rows that report a bandwidth figure can be cache-distorted; the rest are not judged.
     measured = f.get("avg_read_mb_s", pd.Series(np.nan, index=f.index)).notna() | has_bw
     f["bandwidth_valid_checked"] = pd.Series(np.where(measured, valid_bw, None), index=f.index, dtype=object)
-    if history_median is not None:
-        f["history_median"] = history_median.reindex(f.index).where(reasons.fillna("") == "")
-        f["regression_floor"] = f["history_median"] * (1 - thresholds.regression_tolerance)
+    au = f["au"] if "au" in f else pd.Series(np.nan, index=f.index)
+    f["au_checked"] = np.where(f["valid"].astype(bool) & (reasons.fillna("") == ""), au, np.nan)
+    for col in ("supported_gpus", "min_supported_gpus"):  # nullable ints -> floats GX can compare
+        f[f"{col}_checked"] = pd.to_numeric(f[col], errors="coerce").astype(float) if col in f else np.nan
+    if history is not None:
+        from bench.analysis.regression import regression_floor
+
+        conclusive = reasons.fillna("") == ""
+        stats = history.reindex(f.index)
+        f["history_median"] = stats["history_median"].where(conclusive)
+        f["history_n"] = stats["history_n"]
+        floor, used = regression_floor(stats, thresholds.regression_tolerance)
+        f["regression_floor"], f["regression_tolerance_used"] = floor.where(conclusive), used.where(conclusive)
     return f
 
 
@@ -302,4 +349,6 @@ def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
         )
     if check.bound == "min_gpu_util":
         return thresholds.min_gpu_util
+    if check.bound == "min_au":
+        return thresholds.min_au
     return _plain(row.get(check.bound))

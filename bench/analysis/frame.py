@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 
-FRAME_SCHEMA_VERSION = 2
+FRAME_SCHEMA_VERSION = 3
 KEY = ("suite_run_id", "workload", "gpus")
 METRICS = (
     "throughput_img_s",
@@ -29,6 +29,11 @@ METRICS = (
     "bytes_from_storage",
     "bytes_consumed",
     "dataset_bytes",
+    "data_wait_share",
+    "compute_share",
+    "comm_share",
+    "au",
+    "straggler_gap",
 )
 COLUMNS = (
     *KEY,
@@ -40,6 +45,9 @@ COLUMNS = (
     "drop_caches",
     "oversubscribed",
     "slots",
+    "slowest_rank",
+    "slowest_host",
+    "rank_breakdown",
     "launcher",
     "config_key",
     "cluster",
@@ -122,6 +130,9 @@ def row_from_result(
         drop_caches="not_requested",
         oversubscribed=False,
         slots="[]",
+        slowest_rank=np.nan,
+        slowest_host="",
+        rank_breakdown="[]",
         config_key=key,
         launcher=launcher,
         cluster=cluster,
@@ -151,6 +162,7 @@ def row_from_result(
             versions=json.dumps(s["versions"], sort_keys=True),
         )
         row.update(_measurement(s))
+        row.update(breakdown_columns(s))
     return {k: (np.nan if v is None else v) for k, v in row.items()}
 
 
@@ -171,6 +183,38 @@ def _measurement(s: dict) -> dict:
         "throughput_boot": boot,  # replicates for the efficiency interval; never stored
         "oversubscribed": any(slot["oversubscribed"] for slot in slots),
         "slots": json.dumps(slots),
+    }
+
+
+def breakdown_columns(s: dict) -> dict:
+    """The scale's step-time shares (mean over ranks), AU, and its straggler (schema v3 summaries)."""
+    from bench.analysis.bottleneck import straggler
+
+    ranks = [r for r in s["per_rank"] if r.get("breakdown")]
+    if not ranks:
+        return {}
+    per_rank = [
+        {
+            "rank": r["rank"],
+            "host": r["host"],
+            "images_per_s": r["images_per_s"],
+            "measured_s": r["measured_s"],
+            "images": r["images"],
+            **r["breakdown"],
+        }
+        for r in ranks
+    ]
+    mean = lambda key: float(np.mean([r[key] for r in per_rank]))  # noqa: E731
+    slow = straggler(per_rank)
+    return {
+        "data_wait_share": mean("data_wait_share"),
+        "compute_share": mean("compute_share"),
+        "comm_share": mean("comm_share"),
+        "au": mean("au"),
+        "straggler_gap": slow["gap"],
+        "slowest_rank": slow["rank"],
+        "slowest_host": slow["host"],
+        "rank_breakdown": json.dumps(per_rank),
     }
 
 

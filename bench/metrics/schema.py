@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 _num = {"type": "number"}
 _num_or_null = {"type": ["number", "null"]}
@@ -47,7 +47,9 @@ RANK_FIELDS = (
     "measured_s",
     "step_times_s",
     "slot",
+    "breakdown",
 )
+BREAKDOWN_PHASES = ("data_wait", "compute", "comm", "other")
 UTILISATION_FIELDS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")
 
 RANK = {
@@ -64,6 +66,15 @@ RANK = {
         "samples_read": {"type": "integer"},
         "measured_s": {"type": "number", "exclusiveMinimum": 0},
         "step_times_s": {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1},
+        "breakdown": {
+            "type": "object",
+            "required": [f"{p}_{k}" for p in BREAKDOWN_PHASES for k in ("s", "share", "median_s")] + ["au"],
+            "properties": {
+                **{f"{p}_{k}": {"type": "number", "minimum": 0} for p in BREAKDOWN_PHASES for k in ("s", "median_s")},
+                **{f"{p}_share": {"type": "number", "minimum": 0, "maximum": 1.000001} for p in BREAKDOWN_PHASES},
+                "au": {"type": "number", "minimum": 0, "maximum": 1.000001},
+            },
+        },
         "slot": {
             "type": "object",
             "required": ["cpus", "gpu", "numa_node", "bound_by", "oversubscribed"],

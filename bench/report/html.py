@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.report.svg import Series, line_chart
+from bench.report.svg import Series, line_chart, stacked_bars
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}
 td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:right}th{background:#f4f4f4}
@@ -61,7 +61,46 @@ SCALING_COLUMNS = [
     ("measured s", lambda r: _num(r.get("measured_s"))),
     ("step spread", lambda r: _num(r.get("step_time_spread"))),
     ("oversubscribed", lambda r: "yes" if r.get("oversubscribed") is True else ""),
+    ("regression floor", lambda r: _regression_cell(r)),
+    ("bottleneck", lambda r: _bottleneck_cell(r)),
 ]
+
+
+def _bottleneck_cell(r: dict) -> str:
+    cause = r.get("bottleneck")
+    if not isinstance(cause, str) or not cause:
+        return ""
+    return f"<b>{escape(cause)}</b>: {escape(str(r.get('bottleneck_evidence') or ''))}"
+
+
+def _breakdown_charts(frame: pd.DataFrame) -> list[str]:
+    """Stacked shares of step time per scale, beside the throughput chart of the same workload."""
+    charts = []
+    for workload, g in frame.groupby("workload"):
+        g = g[g["data_wait_share"].notna()].sort_values("gpus") if "data_wait_share" in g else g.iloc[0:0]
+        if g.empty:
+            continue
+        compute, wait, comm = g["compute_share"].tolist(), g["data_wait_share"].tolist(), g["comm_share"].tolist()
+        other = [max(0.0, 1 - a - b - c) for a, b, c in zip(compute, wait, comm, strict=True)]
+        charts.append(
+            stacked_bars(
+                f"{workload}: where step time goes",
+                [f"{int(n)} GPU{'s' if n > 1 else ''}" for n in g["gpus"]],
+                {"compute": compute, "data wait": wait, "exposed comm.": comm, "other": other},
+                "share of step time",
+            )
+        )
+    return charts
+
+
+def _regression_cell(r: dict) -> str:
+    """The floor this row was held to, the tolerance it used (widened to the series' noise) and why not."""
+    floor, used, n = r.get("regression_floor"), r.get("regression_tolerance_used"), r.get("history_n")
+    if floor is None or pd.isna(floor):
+        return "—" if n is None or pd.isna(n) else f"not judged: {int(n)} of 3 runs of history"
+    return f"{_num(floor, 4)} (−{used:.0%}, {int(n)} runs)"
+
+
 STORAGE_COLUMNS = [
     ("workload", lambda r: _num(r["workload"])),
     ("GPUs", lambda r: _num(r["gpus"])),
@@ -76,7 +115,24 @@ STORAGE_COLUMNS = [
     ("mem %", lambda r: _num(r.get("mem_util"))),
     ("GPU %", lambda r: _num(r.get("gpu_util"))),
     ("GPU mem %", lambda r: _num(r.get("gpu_mem_util"))),
+    ("AU", lambda r: _num(r.get("au"))),
+    ("data wait", lambda r: _num(r.get("data_wait_share"))),
+    ("comm.", lambda r: _num(r.get("comm_share"))),
+    ("straggler", lambda r: _straggler_cell(r)),
 ]
+
+
+def _cause(f: dict) -> str:
+    if not f.get("bottleneck"):
+        return ""
+    return f"; bottleneck: <b>{escape(f['bottleneck'])}</b> — {escape(f.get('evidence', ''))}"
+
+
+def _straggler_cell(r: dict) -> str:
+    host = r.get("slowest_host")
+    if not isinstance(host, str) or not host:
+        return _num(r.get("straggler_gap"), 2)
+    return f"rank {int(r['slowest_rank'])} on {escape(host)}, {r['straggler_gap']:.0%} below median"
 
 
 def _table(records: list[dict], columns) -> str:
@@ -210,7 +266,11 @@ def _history_chart(history: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
     )
 
 
-def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: pd.DataFrame, cfg) -> Path:
+def write_report(
+    path: Path, suite_run_id: str, ev, runs: list[dict], history: pd.DataFrame, cfg, probes: pd.DataFrame | None = None
+) -> Path:
+    from bench.report import storage
+
     frame = ev.frame
     css_class = {"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn")
     verdict = f'<span class="{css_class}">{escape(ev.verdict)}</span>'
@@ -219,7 +279,8 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
     fail_rows = "".join(
         f"<li class=fail>{escape(f['workload'])} @ {f['gpus']} GPUs: {escape(f['metric'])} = "
         f"{_num(f['value'])} (bound {_num(f['bound'])}; {escape(f['expectation'])})"
-        f"{' — ' + escape(f.get('reason', '')) if f.get('reason') else ''}</li>"
+        f"{' — ' + escape(f.get('reason', '')) if f.get('reason') else ''}"
+        f"{_cause(f)}</li>"
         for f in ev.failures
     )
     warn_rows = "".join(
@@ -251,7 +312,7 @@ def write_report(path: Path, suite_run_id: str, ev, runs: list[dict], history: p
         if slot_rows
         else "<p>no slots recorded</p>"
     )
-    charts = _scaling_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
+    charts = _scaling_charts(frame) + _breakdown_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
     docs = ""
     if ev.data_docs:
         docs = (
@@ -281,6 +342,7 @@ Generated {datetime.now().isoformat(timespec="seconds")}.</p>
 estimate with its bound.</p>{table}
 <h2>Rank slots</h2>{slots}
 <h2>Figures</h2><div class="grid">{"".join(charts)}</div>
+{storage.section(frame, getattr(ev, "probe", None), probes if probes is not None else pd.DataFrame(), suite_run_id)}
 </body></html>"""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

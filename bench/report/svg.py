@@ -91,3 +91,48 @@ def line_chart(
         )
     out.append("</svg>")
     return f"<figure>{''.join(out)}</figure>"
+
+
+def stacked_bars(title: str, labels: list[str], parts: dict[str, list[float]], y_label: str) -> str:
+    """One bar per label, stacked by part (shares of step time): the breakdown per scale."""
+    if not labels:
+        return f'<figure><figcaption>{escape(title)}</figcaption><p class="empty">no data</p></figure>'
+    width, height, left, right, top, bottom = 520, 300, 60, 130, 30, 45
+    totals = [sum(v[i] for v in parts.values()) for i in range(len(labels))]
+    y1 = max(max(totals), 1e-9)
+    band = (width - left - right) / len(labels)
+    sy = lambda y: (height - top - bottom) * y / y1  # noqa: E731
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}"><rect width="100%" height="100%" fill="white"/>',
+        f'<text x="{width / 2}" y="18" text-anchor="middle" font-weight="bold">{escape(title)}</text>',
+        f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle" '
+        f'font-size="12">{escape(y_label)}</text>',
+    ]
+    for t in _ticks(0, y1):
+        y = height - bottom - sy(t)
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{t:g}</text>'
+        )
+    for i, label in enumerate(labels):
+        x, base = left + i * band + band * 0.15, height - bottom
+        for k, values in enumerate(parts.values()):
+            h = sy(values[i])
+            out.append(
+                f'<rect x="{x:.1f}" y="{base - h:.1f}" width="{band * 0.7:.1f}" height="{h:.1f}" '
+                f'fill="{PALETTE[k % len(PALETTE)]}"/>'
+            )
+            base -= h
+        out.append(
+            f'<text x="{x + band * 0.35:.1f}" y="{height - bottom + 15}" text-anchor="middle" '
+            f'font-size="11">{escape(label)}</text>'
+        )
+    for k, name in enumerate(parts):
+        out.append(
+            f'<rect x="{width - right + 10}" y="{top + 14 * k}" width="10" height="10" '
+            f'fill="{PALETTE[k % len(PALETTE)]}"/><text x="{width - right + 24}" y="{top + 9 + 14 * k}" '
+            f'font-size="11">{escape(name)}</text>'
+        )
+    out.append("</svg>")
+    return f"<figure>{''.join(out)}</figure>"

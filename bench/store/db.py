@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from bench.analysis.frame import COLUMNS, KEY, METRICS
+from bench.analysis.sizing import SIZING_COUNTS, SIZING_FLOATS
 from bench.errors import ConfigError
 
 metadata = sa.MetaData()
@@ -36,6 +37,10 @@ _TEXT = {
     "slots",
     "verdict",
     "inconclusive_reason",
+    "slowest_host",
+    "rank_breakdown",
+    "bottleneck",
+    "bottleneck_evidence",
 }
 _BOOL = {"valid", "cache_risk", "bandwidth_valid", "accepted", "oversubscribed", "borderline"}
 
@@ -46,7 +51,7 @@ results_table = sa.Table(
         sa.Column(
             c,
             sa.Integer
-            if c in ("gpus", "schema_version")
+            if c in ("gpus", "schema_version", "slowest_rank")
             else sa.Boolean
             if c in _BOOL
             else sa.Text
@@ -67,6 +72,27 @@ results_table = sa.Table(
     sa.Column("passed", sa.Boolean),
     sa.Column("failed_expectations", sa.Text),
     sa.Column("accepted", sa.Boolean),
+    sa.Column("bottleneck", sa.Text),
+    sa.Column("bottleneck_evidence", sa.Text),
+    *(sa.Column(c, sa.Float) for c in SIZING_FLOATS),
+    *(sa.Column(c, sa.Integer) for c in SIZING_COUNTS),
+)
+
+probes_table = sa.Table(
+    "storage_probes",
+    metadata,
+    sa.Column("suite_run_id", sa.Text, primary_key=True),
+    sa.Column("cluster", sa.Text),
+    sa.Column("probed_at", sa.Text),
+    sa.Column("paths", sa.Text),
+    sa.Column("ceiling_mb_s", sa.Float),
+    sa.Column("conclusive", sa.Boolean),
+    sa.Column("reason", sa.Text),
+    sa.Column("method", sa.Text),
+    sa.Column("block_size", sa.Integer),
+    sa.Column("sample_bytes", sa.Float),
+    sa.Column("levels", sa.Text),
+    sa.Column("accepted", sa.Boolean),
 )
 
 suite_runs_table = sa.Table(
@@ -85,7 +111,7 @@ suite_runs_table = sa.Table(
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3.
 LEGACY_REVISION = {3: "0001", 4: "0002"}
 
@@ -221,12 +247,12 @@ class ResultsStore:
         with self.engine.connect() as conn:
             return pd.read_sql(query.order_by(results_table.c.started_at), conn)
 
-    def history_median(self, frame: pd.DataFrame, runs: int, exclude_suite: str) -> pd.Series:
-        """Median throughput of the last `runs` accepted runs per (workload, GPUs, cluster), aligned to frame."""
+    def history_values(self, frame: pd.DataFrame, runs: int, exclude_suite: str) -> list[list[float]]:
+        """Throughput of the last `runs` accepted runs of each row's series (workload, GPUs, cluster, config)."""
         t = results_table
-        out = pd.Series(np.nan, index=frame.index, dtype=float)
+        out: list[list[float]] = []
         with self.engine.connect() as conn:
-            for idx, row in frame.iterrows():
+            for _, row in frame.iterrows():
                 q = (
                     sa.select(t.c.throughput_img_s)
                     .where(
@@ -241,10 +267,44 @@ class ResultsStore:
                     .order_by(t.c.started_at.desc())
                     .limit(runs)
                 )
-                values = list(conn.execute(q).scalars())
-                if values:
-                    out[idx] = float(np.median(values))
+                out.append([float(v) for v in conn.execute(q).scalars()])
         return out
+
+    def history_median(self, frame: pd.DataFrame, runs: int, exclude_suite: str) -> pd.Series:
+        """Median throughput of the last `runs` accepted runs per row's series, aligned to frame."""
+        values = self.history_values(frame, runs, exclude_suite)
+        return pd.Series([float(np.median(v)) if v else np.nan for v in values], index=frame.index, dtype=float)
+
+    def upsert_probe(self, row: dict) -> None:
+        """One probe per suite run: a rerun replaces it, never adds a second."""
+        row = {**row, "levels": json.dumps(row["levels"]), "paths": json.dumps(row["paths"])}
+        with self.engine.begin() as conn:
+            conn.execute(self._upsert(probes_table, row, ["suite_run_id"]), [row])
+
+    def probes(self, cluster: str | None = None) -> pd.DataFrame:
+        query = sa.select(probes_table)
+        if cluster is not None:
+            query = query.where(probes_table.c.cluster == cluster)
+        with self.engine.connect() as conn:
+            return pd.read_sql(query.order_by(probes_table.c.probed_at), conn)
+
+    def probe_history_median(self, cluster: str, paths: list[str], runs: int, exclude_suite: str) -> float | None:
+        """Median ceiling of the last `runs` accepted probes of the same storage paths on this cluster."""
+        t = probes_table
+        q = (
+            sa.select(t.c.ceiling_mb_s)
+            .where(
+                t.c.cluster == cluster,
+                t.c.paths == json.dumps(paths),
+                t.c.accepted.is_(True),
+                t.c.suite_run_id != exclude_suite,
+            )
+            .order_by(t.c.probed_at.desc())
+            .limit(runs)
+        )
+        with self.engine.connect() as conn:
+            values = [v for v in conn.execute(q).scalars() if v is not None]
+        return float(np.median(values)) if values else None
 
     def suite_runs(self) -> pd.DataFrame:
         with self.engine.connect() as conn:

@@ -25,6 +25,7 @@ from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_s
 from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
 from bench.train.slots import recorded_slot
+from bench.train.timing import StepTimer
 
 LOSS_WINDOW = 3
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
@@ -129,6 +130,7 @@ def train(cfg: TrainConfig) -> dict | None:
     losses: list[float] = []
     epoch_marks: list[dict] = []
     step = 0
+    timer = StepTimer(dist.device)
     sampler.start() if cfg.sampler else sampler.sample_now()
     scaler_ctx = torch.autocast(
         dist.device.type,
@@ -146,15 +148,26 @@ def train(cfg: TrainConfig) -> dict | None:
         t_epoch = time.perf_counter()
         wall_start = time.time()
         t_prev = t_epoch
-        for batch in loader.epoch():
+        batches = iter(loader.epoch())
+        while True:
+            timer.start(t_prev)
+            batch = next(batches, None)
+            if batch is None:
+                break
+            timer.mark("data_wait")
             with scaler_ctx:
                 loss = built.loss(model, batch)
             optimizer.zero_grad()
             loss.backward()
-            optimizer.step()
+            timer.mark("compute")
+            optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
+            timer.mark("comm")
+            with optimizer.skip_synchronize():
+                optimizer.step()
             _sync(dist.device)
             loss_value = float(loss.detach())
             now = time.perf_counter()
+            timer.finish(now, measured=step >= cfg.warmup_steps)
             if step >= cfg.warmup_steps:
                 step_times.append(now - t_prev)
             losses.append(loss_value)
@@ -212,6 +225,10 @@ def train(cfg: TrainConfig) -> dict | None:
         "measured_s": float(sum(step_times)),
         "step_times_s": [round(t, 6) for t in step_times],
         "slot": recorded_slot(),
+        "breakdown": {
+            **timer.summary(skip_first=cfg.warmup_steps == 0),
+            "slot_cpu_util": _mean([x.get("slot_cpu_util") for x in sampler.samples if x.get("phase") == "train"]),
+        },
         "losses": losses,
     }
     shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
@@ -284,6 +301,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "per_rank": per_rank,
         "utilisation": {
             "cpu_util": _mean([s.get("cpu_util") for s in samples]),
+            "slot_cpu_util": _mean([s.get("slot_cpu_util") for s in samples]),
             "mem_util": _mean([s.get("mem_util") for s in samples]),
             "gpu_util": _mean([s.get("gpu_util") for s in samples]),
             "gpu_mem_util": _mean([s.get("gpu_mem_util") for s in samples]),

@@ -1,7 +1,8 @@
 """The suite's DAG, built once per suite: the embedded default and every suite file share this shape.
 
 Thin on purpose: parsing imports only the Airflow SDK and the form; all work happens in `bench`.
-Weekly scaling regression: stage -> train at each scale -> evaluate (GX) -> store -> report -> alert.
+Weekly scaling regression: stage -> train at each scale -> probe the storage (fio) -> evaluate (GX) ->
+store -> report -> alert.
 """
 
 from __future__ import annotations
@@ -66,6 +67,25 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
             return cancel_leftover_runs(plan) if plan else []  # no plan: nothing was launched
 
         @task(trigger_rule="all_done")
+        def probe_storage(plan: dict | None) -> dict:
+            """fio's read ceiling of the staged dataset, after every scale has ended (never beside training)."""
+            from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+            from bench.config import SweepConfig
+            from bench.errors import BenchError
+            from bench.pipeline import probe_storage
+
+            if not plan:
+                raise AirflowSkipException("no plan: nothing was staged")
+            cfg = SweepConfig.model_validate(plan["sweep"])
+            if not cfg.probe_storage or cfg.train.synthetic:
+                raise AirflowSkipException("storage probe off (probe_storage false or synthetic data)")
+            try:
+                return probe_storage(cfg, plan["suite_run_id"])
+            except BenchError as error:  # this task fails; the suite is evaluated without a ceiling
+                raise AirflowFailException(f"storage probe: {error}") from None
+
+        @task(trigger_rule="all_done")
         def evaluate(plan: dict, results: list[dict] | None, **context) -> dict:
             from scalewatch.suite import evaluate_and_report
 
@@ -111,8 +131,10 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
         # (or left on the cluster) until every run of this suite has ended.
         leftovers = cancel_leftover_runs(plan)
         runs >> leftovers
+        probed = probe_storage(plan)
+        leftovers >> probed
         outcome = evaluate(plan, runs.output)
-        leftovers >> outcome
+        probed >> outcome
         alert(plan, outcome)
         verdict(outcome)
 

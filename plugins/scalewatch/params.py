@@ -182,6 +182,13 @@ def _form() -> dict[str, Param]:
             section=s_where,
             description="Each rank and its loader threads run on their own cores (GPU nodes: the GPU's NUMA cores).",
         ),
+        "probe_storage": Param(
+            True,
+            type="boolean",
+            title="Probe the storage's read ceiling (fio)",
+            section=s_data,
+            description="After the last scale: fio reads the staged files cold at 1, 2, 4, ... jobs.",
+        ),
         "oversubscribe": Param(
             False,
             type="boolean",
@@ -246,6 +253,35 @@ def _form() -> dict[str, Param]:
             title="Regression tolerance",
             description="Allowed drop vs the history median.",
         ),
+        "min_au": Param(
+            None,
+            type=["null", "number"],
+            minimum=0,
+            maximum=1,
+            section=s_bounds,
+            title="Min accelerator utilisation, AU (empty: not checked)",
+            description="Compute time / wall time per rank (MLPerf Storage uses 0.9): fails a scale whose ranks "
+            "stall on input even while its throughput scales.",
+        ),
+        "straggler_gap": Param(
+            0.1,
+            type="number",
+            minimum=0.01,
+            maximum=1,
+            section=s_bounds,
+            title="Straggler gap",
+            description="A rank working more than this fraction below the ranks' median is named.",
+        ),
+        "min_supported_gpus": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            maximum=1_000_000,
+            section=s_bounds,
+            title="Planned GPUs the storage must feed (empty: not checked)",
+            description="Fails when fio's read ceiling / the largest measured per-GPU epoch-1 read rate "
+            "gives fewer GPUs than this.",
+        ),
         "history_runs": Param(8, type="integer", minimum=1, maximum=520, section=s_bounds, title="History runs (K)"),
         "slack_conn_id": Param(
             None, type=["null", "string"], pattern=CONN_PATTERN, title="Slack webhook connection", section=s_alert
@@ -307,6 +343,9 @@ def to_sweep(p: dict) -> dict:
             "min_gpu_util": p["min_gpu_util"],
             "regression_tolerance": p["regression_tolerance"],
             "history_runs": p["history_runs"],
+            "min_supported_gpus": p.get("min_supported_gpus"),
+            "min_au": p.get("min_au"),
+            "straggler_gap": p.get("straggler_gap", 0.1),
         },
         "alerts": {
             "slack_conn_id": none(p["slack_conn_id"]),
@@ -316,4 +355,5 @@ def to_sweep(p: dict) -> dict:
         "output_dir": paths.output_dir(),
         "cluster": p.get("cluster") or os.environ.get("SCALEWATCH_CLUSTER", "local"),
         "storage_cache_bytes": p.get("storage_cache") or None,
+        "probe_storage": p.get("probe_storage", True),
     }

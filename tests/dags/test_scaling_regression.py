@@ -29,10 +29,22 @@ def test_dag_integrity(airflow_home):
     dag = load_dag(airflow_home)
     assert dag.schedule == "0 3 * * 1" and dag.catchup is False
     ids = {t.task_id for t in dag.tasks}
-    assert {"validate_config", "stage_dataset", "train", "cancel_leftover_runs", "evaluate", "alert", "verdict"} <= ids
+    assert {
+        "validate_config",
+        "stage_dataset",
+        "train",
+        "cancel_leftover_runs",
+        "probe_storage",
+        "evaluate",
+        "alert",
+        "verdict",
+    } <= ids
     sweep = dag.get_task("cancel_leftover_runs")  # runs however train ended, before anything is evaluated
     assert sweep.trigger_rule == "all_done"
-    assert "train" in sweep.upstream_task_ids and "evaluate" in sweep.downstream_task_ids
+    assert "train" in sweep.upstream_task_ids and "probe_storage" in sweep.downstream_task_ids
+    probe = dag.get_task("probe_storage")  # never beside training; its failure never stops the evaluation
+    assert probe.trigger_rule == "all_done" and "evaluate" in probe.downstream_task_ids
+    assert dag.get_task("evaluate").trigger_rule == "all_done"
     assert dag.get_task("stage_dataset").outlets[0].uri.startswith("scalewatch://")
     for name, param in dag.params.items():
         schema = param.schema

@@ -19,9 +19,10 @@ def alert_text(
     ]
     for f in failures:
         reason = f" — {f['reason']}" if f.get("reason") else ""
+        cause = f"; bottleneck: {f['bottleneck']} — {f['evidence']}" if f.get("bottleneck") else ""
         lines.append(
             f"• {f['workload']} @ {f['gpus']} GPUs: {f['metric']} = {f['value']} "
-            f"(bound {f['bound']}; {f['expectation']}){reason}"
+            f"(bound {f['bound']}; {f['expectation']}){reason}{cause}"
         )
     for i in inconclusive:
         lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: inconclusive — {i['reason']}")

@@ -29,6 +29,10 @@ def valid_summary(**over) -> dict:
         "measured_s": 1.0,
         "step_times_s": [1.0],
         "slot": {"cpus": [0], "gpu": None, "numa_node": None, "bound_by": "scalewatch", "oversubscribed": False},
+        "breakdown": {
+            **{f"{p}_{k}": 0.25 for p in ("data_wait", "compute", "comm", "other") for k in ("s", "share", "median_s")},
+            "au": 0.25,
+        },
     }
     doc = {
         "schema_version": SUMMARY_SCHEMA_VERSION,

@@ -1,0 +1,144 @@
+"""Why a scale dropped: one cause per failing or borderline scale, from documented rules over the
+step-time breakdown, compared with the baseline scale, with the figures that decided it.
+
+Rules, in order (the first that holds names the cause):
+1. contention: the scale ran oversubscribed (ranks shared cores): its figures are contended by design.
+2. straggler: one rank's work rate (images per second of its own time: step time minus its exposed
+   communication wait) is more than `straggler_gap` below the ranks' median. Checked before the
+   network: a slow rank shows up as communication wait on every other rank.
+3. data wait grew (by >= DATA_WAIT_GROWTH of step time over the baseline, or, for an AU failure, is
+   at least that large):
+   - storage: the epoch-1 read rate sits at >= CEILING_FRACTION of the storage probe's ceiling, or
+     the rank's own cores idle while it waits (slot CPU < CPU_SATURATED): the data did not arrive;
+   - input CPU: the slot's cores are saturated while it waits (decode and augmentation on too few cores).
+4. communication: exposed communication grew by >= COMM_GROWTH of step time on every rank alike.
+5. contention: compute per step (median over ranks) grew by >= COMPUTE_GROWTH over the baseline on
+   equal slots: something shares the cores, caches, memory bandwidth or SMT siblings.
+6. undetermined: none of the above holds; the evidence is still given.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import numpy as np
+import pandas as pd
+
+CAUSES = ("storage", "input_cpu", "communication", "straggler", "contention", "undetermined")
+DATA_WAIT_GROWTH = 0.10
+COMM_GROWTH = 0.10
+COMPUTE_GROWTH = 0.20
+CEILING_FRACTION = 0.8
+CPU_SATURATED = 85.0
+
+
+def work_rate(r: dict) -> float:
+    own = max(float(r["measured_s"]) - float(r.get("comm_s", 0.0)), 1e-9)
+    return float(r["images"]) / own
+
+
+def straggler(per_rank: list[dict]) -> dict:
+    """The rank with the lowest work rate and its gap below the median (0 with one rank)."""
+    rates = [work_rate(r) for r in per_rank]
+    median = statistics.median(rates)
+    i = int(np.argmin(rates))
+    gap = 1.0 - rates[i] / median if median > 0 and len(rates) > 1 else 0.0
+    return {"rank": int(per_rank[i]["rank"]), "host": str(per_rank[i]["host"]), "gap": float(gap)}
+
+
+def _ranks(row) -> list[dict]:
+    try:
+        return json.loads(row.get("rank_breakdown") or "[]")
+    except (TypeError, json.JSONDecodeError):
+        return []
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def diagnose(
+    row: dict, base: dict | None, straggler_gap: float, ceiling_mb_s: float | None, au_failed: bool
+) -> tuple[str, str]:
+    """(cause, evidence) for one failing or borderline row; base is its baseline scale's row."""
+    ranks, base_ranks = _ranks(row), _ranks(base or {})
+    if not ranks:
+        return "undetermined", "no step-time breakdown in this run's summary"
+    dw, comm = float(row["data_wait_share"]), float(row["comm_share"])
+    b_dw = float(base["data_wait_share"]) if base_ranks else 0.0
+    b_comm = float(base["comm_share"]) if base_ranks else 0.0
+    at = f" ({_pct(b_dw)} at {int(base['gpus'])})" if base_ranks else ""
+    if bool(row.get("oversubscribed")):
+        return (
+            "contention",
+            f"ranks shared cores (oversubscribed); compute {_pct(float(row['compute_share']))} of step time",
+        )
+    gap = float(row.get("straggler_gap") or 0.0)
+    if gap > straggler_gap:
+        slow = min(ranks, key=work_rate)
+        return "straggler", (
+            f"rank {slow['rank']} on {slow['host']} works {_pct(gap)} below the ranks' median "
+            f"(compute {slow['compute_median_s'] * 1e3:.0f} ms/step, data wait {_pct(slow['data_wait_share'])}); "
+            f"the others wait for it in communication ({_pct(comm)} of step time)"
+        )
+    grew = dw - b_dw >= DATA_WAIT_GROWTH or (au_failed and dw >= DATA_WAIT_GROWTH)
+    if grew:
+        cpu = [r.get("slot_cpu_util") for r in ranks if r.get("slot_cpu_util") is not None]
+        slot_cpu = float(np.mean(cpu)) if cpu else None
+        read = row.get("avg_read_mb_s")
+        read = float(read) if read is not None and np.isfinite(read) else None
+        cpu_text = f"slot CPU {slot_cpu:.0f}%" if slot_cpu is not None else "slot CPU unknown"
+        wait = f"data wait {_pct(dw)} of step time{at}"
+        if ceiling_mb_s and read is not None and read >= CEILING_FRACTION * ceiling_mb_s:
+            return "storage", f"{wait}; storage read {read:.1f} MB/s at its {ceiling_mb_s:.1f} MB/s ceiling"
+        if slot_cpu is not None and slot_cpu >= CPU_SATURATED:
+            ceiling = f", storage below its {ceiling_mb_s:.1f} MB/s ceiling" if ceiling_mb_s else ""
+            return "input_cpu", f"{wait}; {cpu_text} saturated while waiting{ceiling}"
+        reading = f"; storage read {read:.1f} MB/s" if read is not None else ""
+        return "storage", f"{wait}; {cpu_text}: the cores idle while the data does not arrive{reading}"
+    comm_min = min(float(r["comm_share"]) for r in ranks)
+    if comm_min - b_comm >= COMM_GROWTH:
+        return "communication", (
+            f"exposed communication {_pct(comm_min)}-{_pct(max(float(r['comm_share']) for r in ranks))} of step "
+            f"time on every rank ({_pct(b_comm)} at {int(base['gpus'])}); no straggler (gap {_pct(gap)})"
+        )
+    med = statistics.median(float(r["compute_median_s"]) for r in ranks)
+    b_med = statistics.median(float(r["compute_median_s"]) for r in base_ranks) if base_ranks else None
+    if b_med and med / b_med - 1 >= COMPUTE_GROWTH:
+        return "contention", (
+            f"compute per step {med * 1e3:.0f} ms vs {b_med * 1e3:.0f} ms at {int(base['gpus'])} on equal slots "
+            f"(+{_pct(med / b_med - 1)}): shared cores, caches, memory bandwidth or SMT siblings"
+        )
+    growth = f"+{_pct(med / b_med - 1)}" if b_med else "n/a"
+    return "undetermined", (
+        f"data wait {_pct(dw)}{at}, exposed communication {_pct(comm)}, compute per step {growth}, "
+        f"straggler gap {_pct(gap)}: no rule holds"
+    )
+
+
+def add_bottlenecks(
+    frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None, au_failed: set[tuple[str, int]]
+) -> pd.DataFrame:
+    """`bottleneck` and `bottleneck_evidence` on failing or borderline rows ('' where the scale passed
+    cleanly); the slowest rank is named only where it is more than `straggler_gap` below the median."""
+    f = frame.copy()
+    f["bottleneck"], f["bottleneck_evidence"] = "", ""
+    named = f["straggler_gap"].fillna(0.0) > straggler_gap
+    f["slowest_rank"] = f["slowest_rank"].where(named)
+    f["slowest_host"] = f["slowest_host"].where(named, "")
+    for idx, row in f.iterrows():
+        if row.get("verdict") == "pass" and not bool(row.get("borderline")):
+            continue
+        if row.get("verdict") == "inconclusive" or row.get("state") != "COMPLETED":
+            continue  # no figure to explain: the reason says why
+        base = f[(f["workload"] == row["workload"]) & (f["gpus"] == row.get("baseline_gpus"))]
+        cause, evidence = diagnose(
+            row.to_dict(),
+            base.iloc[0].to_dict() if not base.empty else None,
+            straggler_gap,
+            ceiling_mb_s,
+            (row["workload"], int(row["gpus"])) in au_failed,
+        )
+        f.at[idx, "bottleneck"], f.at[idx, "bottleneck_evidence"] = cause, evidence
+    return f
