@@ -426,6 +426,123 @@ def default_bound(tmp: Path, add, runs: int = 10) -> None:
         )
 
 
+# 9. Step-time breakdown cost ----------------------------------------------------------------------
+def timing_overhead(add) -> None:
+    """The StepTimer's own cost per step (its perf_counter marks and bookkeeping, CPU path) against a
+    median embedded-default step: the instrumentation is in every run, so it cannot be A/B'd in situ."""
+    import torch
+
+    from bench.train.timing import StepTimer
+
+    timer, n = StepTimer(torch.device("cpu")), 200_000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        timer.start(t0)
+        timer.mark("data_wait")
+        timer.mark("compute")
+        timer.mark("comm")
+        timer.finish(time.perf_counter(), True)
+    per_step = (time.perf_counter() - t0) / n
+    step = statistics.median(
+        train(
+            [
+                "--workload",
+                "ssd",
+                "--synthetic",
+                "--batch-size",
+                "8",
+                "--image-size",
+                "128",
+                "--steps",
+                "30",
+                "--loader-threads",
+                "1",
+            ],
+            pin=str(max(os.sched_getaffinity(0))),
+        )["per_rank"][0]["step_times_s"]
+    )
+    add(
+        "9 breakdown",
+        "images/s kept with per-step timing (1 - timer cost / median step)",
+        f"{1 - per_step / step:.5f}",
+        f"target >= 0.99; {per_step * 1e6:.1f} us per step vs a {step * 1e3:.0f} ms step (ssd, 1 core)",
+    )
+
+
+# 10. The storage knee: projected vs measured -------------------------------------------------------
+def storage_knee(tmp: Path, add) -> None:
+    """A blkio throttle at 1.25 x what one rank reads: the projection says 1 GPU; what do 2 ranks get?"""
+    from bench.data.generate import GenerateSpec, generate
+
+    src = tmp / "knee-src" / "coco"
+    generate(GenerateSpec("coco", src, images=1200, min_side=256, max_side=320, seed=9))
+    per_image = sum(p.stat().st_size for p in (src / "images").iterdir()) / 1200
+    home = tmp / "knee"
+    home.mkdir()
+    cfg = home / "cfg.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "workloads": ["ssd"],
+                "gpus": [1, 2],
+                "dataset_path": str(home / "data"),
+                "stage_from": str(src.parent),
+                "probe_max_jobs": 2,
+                "probe_seconds": 1.0,
+                "thresholds": {
+                    "min_scaling_efficiency": 0.7,
+                    "min_bandwidth_efficiency": 0.0,
+                    "max_step_time_spread": 100,
+                },
+                "train": {
+                    "workload": "ssd",
+                    "epochs": 1,
+                    "batch_size": 8,
+                    "image_size": 128,
+                    "loader_threads": 1,
+                    "sample_interval_s": 0.25,
+                    "drop_caches": True,
+                },
+            }
+        )
+    )
+
+    def sweep(run_id: str, prefix: str = "") -> pd.DataFrame:
+        cmd = [
+            str(BIN / "bench"),
+            "sweep",
+            "--config",
+            str(cfg),
+            "--results-url",
+            f"sqlite:///{home / 'r.db'}",
+            "--suite-run-id",
+            run_id,
+        ]
+        if prefix:
+            cmd = ["sh", "-c", f'{prefix} && exec "$@"', "sh", *cmd]
+        subprocess.run(cmd, cwd=home, capture_output=True, text=True, timeout=900)
+        return pd.read_csv(home / "scalewatch-home" / "runs" / run_id / "results.csv").set_index("gpus")
+
+    free = sweep("free")
+    rate = int(1.25 * free.loc[1, "throughput_img_s"] * per_image)
+    st = os.stat(home)
+    group, prefix = throttle(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", rate)
+    try:
+        knee = sweep("knee", prefix)
+    finally:
+        release(group, f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    sized = knee[knee["supported_gpus"].notna()]
+    projected = int(sized["supported_gpus"].iloc[0]) if not sized.empty else None
+    allowed = rate / per_image
+    add(
+        "10 knee",
+        "2-rank images/s under the throttle / what the throttle allows",
+        f"{knee.loc[2, 'throughput_img_s'] / allowed:.3f}",
+        f"target within 0.90-1.10; projected supported GPUs {projected} (knee between 1 and 2); "
+        f"2-rank bottleneck: {knee.loc[2, 'bottleneck']}; unthrottled 2-rank: {free.loc[2, 'bottleneck'] or 'none'}",
+    )
+
+
 def machine() -> str:
     import torch
 
@@ -532,6 +649,10 @@ def main() -> int:
         )
     if want(8):
         default_bound(tmp, add)
+    if want(9):
+        timing_overhead(add)
+    if want(10):
+        storage_knee(tmp, add)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [
         "# Benchmark results\n",

@@ -110,12 +110,30 @@ def summary_table(csv: Path) -> list[str]:
             verdict += f": {r['inconclusive_reason']}"
         elif verdict == "fail" and isinstance(r.get("reason"), str) and r["reason"]:
             verdict += f": {r['reason'][:80]}"
+        if isinstance(r.get("bottleneck"), str) and r["bottleneck"]:
+            verdict += f"; bottleneck: {r['bottleneck']}"
         if r.get("borderline") is True:
             verdict += " (borderline: interval straddles the bound)"
         if r.get("oversubscribed") is True:
             verdict += " (oversubscribed: ranks shared cores; never enters history)"
         lines.append(f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{bw:<16}{verdict}")
-    return lines
+    return [*lines, storage_line(frame, csv.parent / "probe.json")]
+
+
+def storage_line(frame, probe_path: Path) -> str:
+    """The storage probe's ceiling and the GPUs it feeds per workload, or why it could not be sized."""
+    try:
+        probe = json.loads(probe_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return "storage: no probe result (probe off or failed; see the log)"
+    text = f"storage: fio ceiling {probe['ceiling_mb_s']:.0f} MB/s"
+    if not probe["conclusive"]:
+        return f"{text} (inconclusive: {probe['reason']})"
+    sized = frame[frame["supported_gpus"].notna()] if "supported_gpus" in frame else frame.iloc[0:0]
+    if sized.empty:
+        return f"{text}; not sized: no scale has a valid, cache-free epoch-1 read rate"
+    fed = ", ".join(f"{r['workload']} {int(r['supported_gpus'])}" for r in sized.to_dict("records"))
+    return f"{text}; GPUs it feeds at the measured demand: {fed}"
 
 
 def main() -> int:
