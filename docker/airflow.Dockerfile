@@ -4,7 +4,7 @@ FROM apache/airflow:3.3.2-python3.11
 
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openssh-client slurm-client munge \
+ && apt-get install -y --no-install-recommends openssh-client slurm-client munge fio \
  && rm -rf /var/lib/apt/lists/*
 USER airflow
 

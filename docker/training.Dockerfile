@@ -5,7 +5,7 @@ FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3.11 python3.11-dev python3.11-venv python3-pip \
-      cmake g++ git openssh-client libnccl2 libnccl-dev \
+      cmake g++ git openssh-client fio libnccl2 libnccl-dev \
  && rm -rf /var/lib/apt/lists/*
 RUN python3.11 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
