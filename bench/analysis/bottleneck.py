@@ -4,8 +4,10 @@ step-time breakdown, compared with the baseline scale, with the figures that dec
 Rules, in order (the first that holds names the cause):
 1. contention: the scale ran oversubscribed (ranks shared cores): its figures are contended by design.
 2. straggler: one rank's work rate (images per second of its own time: step time minus its exposed
-   communication wait) is more than `straggler_gap` below the ranks' median. Checked before the
-   network: a slow rank shows up as communication wait on every other rank.
+   communication wait) is more than `straggler_gap` below the ranks' median, and it is slow on its
+   own: its compute rate is that far below the others', or only its data wait grew (a host-local
+   input path). When every rank's data wait grew, the data-wait rule decides instead. Checked
+   before the network: a slow rank shows up as communication wait on every other rank.
 3. data wait grew (by >= DATA_WAIT_GROWTH of step time over the baseline, or, for an AU failure, is
    at least that large):
    - storage: the epoch-1 read rate sits at >= CEILING_FRACTION of the storage probe's ceiling, or
@@ -47,6 +49,24 @@ def straggler(per_rank: list[dict]) -> dict:
     return {"rank": int(per_rank[i]["rank"]), "host": str(per_rank[i]["host"]), "gap": float(gap)}
 
 
+def _stands_out(ranks: list[dict], base_data_wait: float, threshold: float) -> bool:
+    """The slowest rank is slow on its own: its compute rate is more than `threshold` below the others'
+    median, or its data wait grew while the others' did not (a host-local input path). A storage that
+    starves every rank a little unevenly is not a straggler: the data-wait rule names it."""
+    if min(float(r["data_wait_share"]) for r in ranks) - base_data_wait >= DATA_WAIT_GROWTH / 2:
+        return False  # every rank waits for data more than at the baseline: an input-side cause
+    slow = min(ranks, key=work_rate)
+    others = [r for r in ranks if r is not slow] or ranks
+    rate = lambda r: float(r["images"]) / max(float(r["compute_s"]), 1e-9)  # noqa: E731
+    if 1.0 - rate(slow) / statistics.median(rate(r) for r in others) > threshold:
+        return True
+    others_wait = statistics.median(float(r["data_wait_share"]) for r in others)
+    return (
+        float(slow["data_wait_share"]) - others_wait >= DATA_WAIT_GROWTH
+        and others_wait - base_data_wait < DATA_WAIT_GROWTH / 2
+    )
+
+
 def _ranks(row) -> list[dict]:
     try:
         return json.loads(row.get("rank_breakdown") or "[]")
@@ -75,7 +95,7 @@ def diagnose(
             f"ranks shared cores (oversubscribed); compute {_pct(float(row['compute_share']))} of step time",
         )
     gap = float(row.get("straggler_gap") or 0.0)
-    if gap > straggler_gap:
+    if gap > straggler_gap and _stands_out(ranks, b_dw, straggler_gap):
         slow = min(ranks, key=work_rate)
         return "straggler", (
             f"rank {slow['rank']} on {slow['host']} works {_pct(gap)} below the ranks' median "
