@@ -75,6 +75,27 @@ def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", str(mount_point)])
 
 
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+@contextlib.contextmanager
+def blkio_read_throttle(path: Path, rate: int) -> Iterator[str]:
+    """A cgroup-v1 blkio group that caps reads from `path`'s device at `rate` bytes/s; yields the shell
+    prefix that puts a command into it. The limit is lifted and the group removed on exit."""
+    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
+        pytest.fail("cgroup-v1 blkio controller is not mounted at /sys/fs/cgroup/blkio")
+    st = os.stat(path)
+    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    group = BLKIO / f"scalewatch-test-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    try:
+        (group / "blkio.throttle.read_bps_device").write_text(f"{device} {rate}\n")
+        yield f"echo $$ > {group}/cgroup.procs"
+    finally:
+        (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
+        group.rmdir()
+
+
 def allowed_cpus(pid: int) -> list[int]:
     """The kernel's Cpus_allowed_list of a process, expanded: what the process may really run on."""
     from bench.train.slots import parse_cpulist

@@ -15,10 +15,9 @@ import pytest
 
 from bench.data.generate import GenerateSpec, generate
 from tests.conftest import BENCH
-from tests.infra.faults import train_pids, wait_for
+from tests.infra.faults import blkio_read_throttle, train_pids, wait_for
 
 pytestmark = pytest.mark.slow
-BLKIO = Path("/sys/fs/cgroup/blkio")
 CPU = Path("/sys/fs/cgroup/cpu")
 
 
@@ -126,18 +125,9 @@ def test_one_loader_thread_on_large_images_is_input_cpu_bound(tmp_path):
     assert any(f["expectation"] == "ExpectAcceleratorUtilisationAtLeast" for f in outcome["failures"])
 
 
-def _blkio_group(rate: int, device: str) -> Path:
-    group = BLKIO / f"scalewatch-knee-{os.getpid()}"
-    group.mkdir(exist_ok=True)
-    (group / "blkio.throttle.read_bps_device").write_text(f"{device} {rate}\n")
-    return group
-
-
 def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     """Issue 14's knee: a blkio throttle between what 1 and 2 ranks read. The projection says 1 GPU,
     the 2-rank run lands at what the throttle allows, and its cause is storage; unthrottled it is not."""
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        pytest.fail("cgroup-v1 blkio controller is not mounted at /sys/fs/cgroup/blkio")
     src = tmp_path / "src" / "coco"
     generate(GenerateSpec("coco", src, images=1200, min_side=256, max_side=320, seed=9))
     per_image = sum(p.stat().st_size for p in (src / "images").iterdir()) / 1200
@@ -159,14 +149,8 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     else:
         pytest.fail(f"2 ranks never read 10% above 1.25 x 1 rank here ({d1 / 1e6:.1f} vs {d2 / 1e6:.1f} MB/s)")
     assert row(free, 2)["bottleneck"] != "storage"
-    st = os.stat(tmp_path)
-    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    group = _blkio_group(rate, device)
-    try:
-        outcome, knee = sweep(tmp_path / "home", "knee", cfg, prefix=f"echo $$ > {group}/cgroup.procs")
-    finally:
-        (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
-        group.rmdir()
+    with blkio_read_throttle(tmp_path, rate) as prefix:
+        outcome, knee = sweep(tmp_path / "home", "knee", cfg, prefix=prefix)
     two = row(knee, 2)
     allowed = rate / per_image
     assert two["throughput_img_s"] == pytest.approx(allowed, rel=0.10), (two["throughput_img_s"], allowed)

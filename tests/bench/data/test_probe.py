@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -14,8 +13,7 @@ from bench.data.probe import ProbeError, ProbeSettings, fitted_block_size, probe
 from bench.data.stage import stage
 from bench.errors import DatasetError
 from tests.conftest import BENCH
-
-BLKIO = Path("/sys/fs/cgroup/blkio")
+from tests.infra.faults import blkio_read_throttle
 
 
 @pytest.fixture(scope="module")
@@ -77,28 +75,9 @@ def test_bad_flags_exit_2_naming_them(staged):
 
 @pytest.mark.slow
 def test_ceiling_matches_a_blkio_throttle(staged):
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        pytest.fail("cgroup-v1 blkio controller is not mounted at /sys/fs/cgroup/blkio")
-    st = os.stat(staged)
-    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    group = BLKIO / f"scalewatch-probe-{os.getpid()}"
-    group.mkdir()
     rate = 16 * 1024 * 1024
-    try:
-        (group / "blkio.throttle.read_bps_device").write_text(f"{device} {rate}\n")
-        done = cli(
-            "--path",
-            str(staged),
-            "--max-jobs",
-            "4",
-            "--seconds",
-            "3",
-            "--json",
-            prefix=f"echo $$ > {group}/cgroup.procs",
-        )
-    finally:
-        (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
-        group.rmdir()
+    with blkio_read_throttle(staged, rate) as prefix:
+        done = cli("--path", str(staged), "--max-jobs", "4", "--seconds", "3", "--json", prefix=prefix)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     # the throttle is the storage's ceiling now, whatever the parallelism

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import pytest
 
 from bench.data.generate import GenerateSpec, generate
 from tests.conftest import BENCH
+from tests.infra.faults import blkio_read_throttle
 
 pytestmark = pytest.mark.slow
-BLKIO = Path("/sys/fs/cgroup/blkio")
 
 
 @pytest.fixture(scope="module")
@@ -73,21 +72,9 @@ def test_warm_first_epoch_is_never_reported_as_storage_bandwidth(big_dataset, tm
 
 def test_measured_average_matches_a_blkio_throttle(big_dataset, tmp_path):
     data, true_bytes = big_dataset
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        pytest.fail("cgroup-v1 blkio controller is not mounted at /sys/fs/cgroup/blkio")
-    st = os.stat(data)
-    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    group = BLKIO / f"scalewatch-test-{os.getpid()}"
-    group.mkdir()
     rate = 20 * 1024 * 1024
-    try:
-        (group / "blkio.throttle.read_bps_device").write_text(f"{device} {rate}\n")
-        summary = train(
-            data, tmp_path / "m", "--epochs", "1", "--drop-caches", prefix=f"echo $$ > {group}/cgroup.procs"
-        )
-    finally:
-        (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
-        group.rmdir()
+    with blkio_read_throttle(data, rate) as prefix:
+        summary = train(data, tmp_path / "m", "--epochs", "1", "--drop-caches", prefix=prefix)
     first = summary["epochs"][0]
     # The whole dataset came from the throttled device (the 2% byte truth is the cold-epoch test's job;
     # a freshly started process in the throttled group also pages in a few MB of its own code).
