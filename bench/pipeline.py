@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.regression import series_floor
 from bench.config import RunSpec, SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 
@@ -252,15 +253,16 @@ def storage_checks(
             )
         return failures, inconclusive, None
     probe = dict(probe)
-    median = (
-        store.probe_history_median(cfg.cluster, probe["paths"], cfg.thresholds.history_runs, suite_run_id)
-        if store
-        else None
+    history = (
+        store.probe_history(cfg.cluster, probe["paths"], cfg.thresholds.history_runs, suite_run_id) if store else []
     )
-    probe["history_median"] = median
-    regressed = bool(
-        probe["conclusive"] and median and probe["ceiling_mb_s"] < median * (1 - cfg.thresholds.regression_tolerance)
-    )
+    judged = series_floor(history, cfg.thresholds.regression_tolerance)
+    floor, used = judged["regression_floor"], judged["tolerance_used"]
+    probe["history_median"], probe["history_n"] = judged["history_median"], judged["history_n"]
+    probe["regression_floor_mb_s"], probe["regression_tolerance_used"] = floor, used
+    # The same noise-aware floor as the training figures: a 3-second fio level on a small dataset
+    # moves more than 10% run to run, and a fixed tolerance called that noise a regression.
+    regressed = bool(probe["conclusive"] and floor is not None and probe["ceiling_mb_s"] < floor)
     if regressed:
         failures.append(
             {
@@ -269,8 +271,12 @@ def storage_checks(
                 "metric": "storage_ceiling_mb_s",
                 "expectation": "ExpectStorageCeilingNotRegressed",
                 "value": round(probe["ceiling_mb_s"], 1),
-                "bound": round(median * (1 - cfg.thresholds.regression_tolerance), 1),
-                "reason": f"fio read ceiling {probe['ceiling_mb_s']:.1f} MB/s vs history median {median:.1f} MB/s",
+                "bound": round(floor, 1),
+                "reason": (
+                    f"fio read ceiling {probe['ceiling_mb_s']:.1f} MB/s vs history median "
+                    f"{probe['history_median']:.1f} MB/s over {probe['history_n']} probes "
+                    f"(tolerance used {used:.0%})"
+                ),
             }
         )
     if not probe["conclusive"] and wanted is not None:

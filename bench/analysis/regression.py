@@ -33,3 +33,11 @@ def regression_floor(stats: pd.DataFrame, tolerance: float) -> tuple[pd.Series, 
     used = np.maximum(tolerance, NOISE_K * stats["history_spread"].fillna(0.0))
     used = used.where(enough)
     return stats["history_median"] * (1 - used), used
+
+
+def series_floor(values: list[float], tolerance: float) -> dict:
+    """history_median, history_n, regression_floor and tolerance_used of one series (None where unjudged)."""
+    stats = history_stats([values], pd.RangeIndex(1))
+    floor, used = regression_floor(stats, tolerance)
+    out = {**stats.iloc[0].to_dict(), "regression_floor": floor.iloc[0], "tolerance_used": used.iloc[0]}
+    return {k: (None if pd.isna(v) else (int(v) if k == "history_n" else float(v))) for k, v in out.items()}

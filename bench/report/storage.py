@@ -62,6 +62,9 @@ def _history_chart(probes: pd.DataFrame, probe: dict, suite_run_id: str) -> str:
     series = [Series("fio ceiling MB/s", list(range(len(points))), [c for _, c in points])]
     if probe.get("history_median"):
         series.append(Series("history median", [0, len(points) - 1], [probe["history_median"]] * 2, dashed=True))
+    if probe.get("regression_floor_mb_s"):  # judged only from MIN_HISTORY accepted probes on
+        floor = probe["regression_floor_mb_s"]
+        series.append(Series("regression floor", [0, len(points) - 1], [floor] * 2, dashed=True))
     return line_chart("storage ceiling history", series, "suite run", "MB/s", x_labels=[d for d, _ in points])
 
 

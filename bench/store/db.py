@@ -288,8 +288,8 @@ class ResultsStore:
         with self.engine.connect() as conn:
             return pd.read_sql(query.order_by(probes_table.c.probed_at), conn)
 
-    def probe_history_median(self, cluster: str, paths: list[str], runs: int, exclude_suite: str) -> float | None:
-        """Median ceiling of the last `runs` accepted probes of the same storage paths on this cluster."""
+    def probe_history(self, cluster: str, paths: list[str], runs: int, exclude_suite: str) -> list[float]:
+        """Ceilings of the last `runs` accepted probes of the same storage paths on this cluster."""
         t = probes_table
         q = (
             sa.select(t.c.ceiling_mb_s)
@@ -303,8 +303,7 @@ class ResultsStore:
             .limit(runs)
         )
         with self.engine.connect() as conn:
-            values = [v for v in conn.execute(q).scalars() if v is not None]
-        return float(np.median(values)) if values else None
+            return [float(v) for v in conn.execute(q).scalars() if v is not None]
 
     def suite_runs(self) -> pd.DataFrame:
         with self.engine.connect() as conn:
