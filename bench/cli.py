@@ -44,7 +44,12 @@ def _train_parser(sub) -> None:
     p.add_argument(
         "--min-measure-s", type=float, help="with --steps: keep going until this many seconds are measured too"
     )
-    p.add_argument("--drop-caches", action="store_true", help="drop the page cache before epoch 1 (root)")
+    p.add_argument(
+        "--drop-caches",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="evict the dataset's pages from the node's page cache before epoch 1 (default: on)",
+    )
     p.add_argument("--amp", action="store_true")
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
 

@@ -41,7 +41,7 @@ def defaults(base: Path) -> dict:
         "gpus": [1, 2],
         "launcher": "local",
         "dataset_path": str(base / "data"),
-        "dataset_images": 64,
+        "dataset_images": 1536,
         "output_dir": str(base / "runs"),
         "thresholds": {
             "min_scaling_efficiency": DEFAULT_MIN_SCALING_EFFICIENCY,

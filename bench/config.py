@@ -111,7 +111,9 @@ class TrainConfig(Frozen):
     # past them until this long has been measured too (bounded by MAX_EXTENSION x min_measure_s).
     min_measure_s: float = Field(0.0, ge=0, le=24 * 3600)
     sampler: bool = True
-    drop_caches: bool = False
+    # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
+    # cache and no epoch-1 figure is a storage figure.
+    drop_caches: bool = True
     amp: bool = False
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
@@ -157,8 +159,7 @@ class TrainConfig(Frozen):
             argv += ["--metrics-out", str(self.metrics_out)]
         if not self.sampler:
             argv.append("--no-sampler")
-        if self.drop_caches:
-            argv.append("--drop-caches")
+        argv.append("--drop-caches" if self.drop_caches else "--no-drop-caches")
         if self.amp:
             argv.append("--amp")
         if self.run_nonce:
@@ -275,7 +276,7 @@ class SweepConfig(Frozen):
     gpus_per_node: int = Field(0, ge=0, le=16)
     ranks_per_node: int | None = Field(None, ge=1, le=256)
     dataset_path: SafePath
-    dataset_images: int = Field(64, ge=1, le=100_000_000)
+    dataset_images: int = Field(1536, ge=1, le=100_000_000)
     stage_from: SafePath | None = None
     generate: bool = True
     train: TrainConfig

@@ -17,6 +17,10 @@ class StagingError(DatasetError):
     """Copying onto the storage under test failed; nothing half-copied is recorded."""
 
 
+class StorageLost(BenchError):
+    """The storage holding the dataset went away mid-run (a lost mount, a dead server): the run fails."""
+
+
 class ResultsInputError(BenchError):
     """A results or history table is malformed; names column and row."""
 

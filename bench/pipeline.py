@@ -149,6 +149,7 @@ def evaluate(
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
     from bench.analysis.bottleneck import add_bottlenecks
+    from bench.analysis.cache import label_cache_served
     from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import build_frame, config_key, row_from_result
     from bench.analysis.scaling import derive
@@ -169,13 +170,10 @@ def evaluate(
         for r in runs
     ]
     frame = build_frame(rows)
-    if cfg.storage_cache_bytes:  # the storage's own cache could serve the whole dataset: not a storage figure
-        fits = frame["dataset_bytes"] <= cfg.storage_cache_bytes
-        frame.loc[fits, "cache_risk"] = True
-        frame.loc[fits, "bandwidth_valid"] = False
+    ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
+    frame = label_cache_served(frame, cfg.storage_cache_bytes, ceiling)
     frame = derive(frame, cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
     frame["inconclusive_reason"] = with_baseline_problems(frame, measurement_problems(frame, cfg.thresholds))
-    ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
     frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
     history = None
     if store is not None:

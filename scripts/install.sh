@@ -18,7 +18,7 @@ fi
 
 apt_pkgs=(cmake g++ procps fio)  # fio: the storage probe the DAG runs after the last scale
 if [[ "${1:-}" == "--with-test-services" ]]; then
-  apt_pkgs+=(slurm-wlm munge openssh-server postgresql chromium iproute2 util-linux)
+  apt_pkgs+=(slurm-wlm munge openssh-server postgresql chromium iproute2 util-linux sshfs)  # sshfs: a network mount
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -95,7 +95,8 @@ def summary_table(csv: Path) -> list[str]:
 
     frame = pd.read_csv(csv)
     head = (
-        f"{'workload':<14}{'GPUs':>5}  {'images/s [95% CI]':<24}{'efficiency [95% CI]':<24}{'MB/s avg/peak':<16}verdict"
+        f"{'workload':<14}{'GPUs':>5}  {'images/s [95% CI]':<24}{'efficiency [95% CI]':<24}{'MB/s avg/peak':<16}"
+        f"{'bandwidth':<22}verdict"
     )
     lines = [head, "-" * len(head)]
     for r in frame.to_dict("records"):
@@ -105,6 +106,7 @@ def summary_table(csv: Path) -> list[str]:
         lo, hi = r.get("scaling_efficiency_ci_low"), r.get("scaling_efficiency_ci_high")
         eff = f"{_fmt(r['scaling_efficiency'])} [{_fmt(lo)}, {_fmt(hi)}]"
         bw = f"{_fmt(r['avg_read_mb_s'])}/{_fmt(r['peak_read_mb_s'])}"
+        check = bandwidth_check(r)
         verdict = str(r["verdict"])
         if verdict == "inconclusive":
             verdict += f": {r['inconclusive_reason']}"
@@ -116,8 +118,24 @@ def summary_table(csv: Path) -> list[str]:
             verdict += " (borderline: interval straddles the bound)"
         if r.get("oversubscribed") is True:
             verdict += " (oversubscribed: ranks shared cores; never enters history)"
-        lines.append(f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{bw:<16}{verdict}")
-    return [*lines, storage_line(frame, csv.parent / "probe.json")]
+        lines.append(f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{bw:<16}{check:<22}{verdict}")
+    notes = [
+        f"  {r['workload']}@{int(r['gpus'])} bandwidth not checked: {r['bandwidth_note']}"
+        for r in frame.to_dict("records")
+        if r.get("bandwidth_valid") is not True and isinstance(r.get("bandwidth_note"), str) and r["bandwidth_note"]
+    ]
+    return [*lines, *notes, storage_line(frame, csv.parent / "probe.json")]
+
+
+def bandwidth_check(r: dict) -> str:
+    """Whether epoch 1's bandwidth was a storage figure, and how it scaled (bytes counted by which counter)."""
+    if r.get("bandwidth_valid") is not True:
+        return "not checked"
+    source = r.get("bytes_source") if isinstance(r.get("bytes_source"), str) else "?"
+    eff = r.get("bandwidth_efficiency")
+    if eff is None or (isinstance(eff, float) and math.isnan(eff)):
+        return f"valid ({source})"
+    return f"eff {_fmt(eff)} ({source})"
 
 
 def storage_line(frame, probe_path: Path) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 
-FRAME_SCHEMA_VERSION = 3
+FRAME_SCHEMA_VERSION = 4
 KEY = ("suite_run_id", "workload", "gpus")
 METRICS = (
     "throughput_img_s",
@@ -41,7 +41,10 @@ COLUMNS = (
     "valid",
     *METRICS,
     "cache_risk",
+    "cache_served",
     "bandwidth_valid",
+    "bandwidth_note",
+    "bytes_source",
     "drop_caches",
     "oversubscribed",
     "slots",
@@ -126,7 +129,10 @@ def row_from_result(
         state=result.get("state", "FAILED"),
         valid=s is not None,
         cache_risk=False,
+        cache_served=False,
         bandwidth_valid=False,
+        bandwidth_note="no completed run",
+        bytes_source="",
         drop_caches="not_requested",
         oversubscribed=False,
         slots="[]",
@@ -158,6 +164,8 @@ def row_from_result(
             dataset_bytes=s["storage"]["dataset_bytes"],
             cache_risk=s["storage"]["cache_risk"],
             bandwidth_valid=s["storage"]["bandwidth_valid"],
+            bandwidth_note=s["storage"].get("bandwidth_note", ""),
+            bytes_source=s["storage"].get("bytes_source") or "",
             drop_caches=s["storage"]["drop_caches"],
             versions=json.dumps(s["versions"], sort_keys=True),
         )

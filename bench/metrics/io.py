@@ -74,3 +74,62 @@ def epoch_io(
 def cache_risk(dataset_bytes: int, aggregate_ram_bytes: int, factor: float = 5.0) -> bool:
     """MLPerf Storage's rule: a dataset under `factor` x the nodes' RAM can be served from cache."""
     return dataset_bytes < factor * aggregate_ram_bytes
+
+
+def counter_ranks(reports: list[dict], key: str, node_level: bool) -> list[dict] | None:
+    """The rank reports whose samples carry `key`: one per cache domain for node-level counters (ranks
+    on one kernel and filesystem share a page cache, so counting each would multiply it); None when a
+    domain has no rank that sampled it."""
+    if not node_level:
+        return reports
+    chosen: dict[str, dict] = {}
+    for r in sorted(reports, key=lambda r: r["rank"]):
+        domain = r.get("cache_domain") or r["host"]
+        sampled = r.get("node_sampler") and any(s.get(key) is not None for s in r["samples"])
+        if sampled and domain not in chosen:
+            chosen[domain] = r
+    domains = {r.get("cache_domain") or r["host"] for r in reports}
+    return [chosen[d] for d in sorted(domains)] if domains <= chosen.keys() else None
+
+
+def dataset_epochs(reports: list[dict], window_s: float) -> tuple[list[dict], str, dict[str, float]]:
+    """Per-epoch storage figures from the best counter every domain has (BYTE_COUNTERS order), its
+    bytes_source label, and epoch 1's bytes by every counter that saw it (a cross-check)."""
+    from bench.metrics.registry import BYTE_COUNTERS
+
+    marks0 = reports[0]["epoch_marks"]
+    chosen: list[dict] | None = None
+    by_source: dict[str, float] = {}
+    for key, label in BYTE_COUNTERS:
+        ranks = counter_ranks(reports, key, node_level=key != "read_bytes")
+        if ranks is None:
+            continue
+        window = window_s
+        if label == "pagecache":
+            methods = {r.get("pagecache_method") for r in ranks}
+            label = methods.pop() if len(methods) == 1 and None not in methods else "pagecache"
+            # The scan's timeline resolves no finer than one pass over the pending files: the peak is
+            # taken over bins at least that long, never over bins the scan had not yet reached.
+            periods = [s.get("dataset_scan_period_s") or 0.0 for r in ranks for s in r["samples"]]
+            window = max(window_s, float(np.median(periods)) if periods else 0.0)
+        epochs = []
+        for k, mark in enumerate(marks0):
+            marks = [r["epoch_marks"][k] for r in reports]
+            io = epoch_io(
+                [r["samples"] for r in ranks],
+                mark["epoch"],
+                min(m["start"] for m in marks),
+                max(m["end"] for m in marks),
+                sum(m["consumed"] for m in marks),
+                window,
+                key,
+            )
+            images = sum(m["images"] or 0 for m in marks)
+            epochs.append({**io.as_dict(), "seconds": max(m["seconds"] for m in marks), "images": int(images)})
+        if epochs:
+            by_source[label] = epochs[0]["bytes_from_storage"]
+        if chosen is None:
+            chosen, source = epochs, label
+    if chosen is None:  # procio is always there; kept for type checkers
+        raise ValueError("no byte counter in the rank samples")
+    return chosen, source, by_source

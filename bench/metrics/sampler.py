@@ -22,7 +22,12 @@ class Sampler:
         self._file: IO[str] | None = out.open("w") if out else None
         self._thread = threading.Thread(target=self._run, name="metric-sampler", daemon=True)
 
-    def sample_now(self) -> dict:
+    def sample_now(self, settle: bool = False) -> dict:
+        """settle: sources that sample in parts (the page-cache scan) complete first (epoch marks)."""
+        if settle:
+            for source in self.sources:
+                if hasattr(source, "settle"):
+                    source.settle()
         record: dict = {"t": time.time(), "rank": self.rank, **self.phase}
         for source in self.sources:
             record.update(source.sample())

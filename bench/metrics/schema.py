@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import jsonschema
 
-SUMMARY_SCHEMA_VERSION = 3
+SUMMARY_SCHEMA_VERSION = 4
+# Where a run's dataset bytes came from (docs/metrics.md says what each one includes).
+BYTE_SOURCES = ("cachestat", "mincore", "pagecache", "nfs_mountstats", "diskstats", "procio")
 
 _num = {"type": "number"}
 _num_or_null = {"type": ["number", "null"]}
@@ -153,15 +155,23 @@ SUMMARY_SCHEMA = {
                 "first_epoch_avg_read_mb_s",
                 "first_epoch_peak_read_mb_s",
                 "bandwidth_valid",
+                "bandwidth_note",
+                "bytes_source",
+                "first_epoch_bytes_by_source",
             ],
             "properties": {
                 "dataset_bytes": {"type": "integer"},
                 "aggregate_ram_bytes": {"type": "integer"},
                 "cache_risk": {"type": "boolean"},
-                "drop_caches": {"enum": ["done", "not_requested", "not_permitted"]},
+                "drop_caches": {"enum": ["done", "not_requested", "not_permitted", "incomplete"]},
                 "first_epoch_avg_read_mb_s": _num_or_null,
                 "first_epoch_peak_read_mb_s": _num_or_null,
                 "bandwidth_valid": {"type": "boolean"},
+                "bandwidth_note": {"type": "string"},
+                "bytes_source": {
+                    "enum": [None, "cachestat", "mincore", "pagecache", "nfs_mountstats", "diskstats", "procio"]
+                },
+                "first_epoch_bytes_by_source": {"type": "object", "additionalProperties": _num},
             },
         },
         "loss_first": _num,

@@ -25,6 +25,14 @@ def _num(v, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else escape(str(v))
 
 
+def _bandwidth_cell(r: dict) -> str:
+    """yes, or no with the reason: a figure the suite cannot stand behind says why."""
+    if r.get("bandwidth_valid") is True:
+        return "yes"
+    note = r.get("bandwidth_note")
+    return "no" + (f": {escape(note)}" if isinstance(note, str) and note else "")
+
+
 def _why(r: dict) -> str:
     reason = r.get("inconclusive_reason")
     if isinstance(reason, str) and reason:
@@ -109,8 +117,10 @@ STORAGE_COLUMNS = [
     ("avg MB/s (ep. 1)", lambda r: _num(r.get("avg_read_mb_s"))),
     ("peak MB/s (ep. 1)", lambda r: _num(r.get("peak_read_mb_s"))),
     ("bandwidth eff.", lambda r: _num(r.get("bandwidth_efficiency"))),
+    ("bytes from", lambda r: _num(r.get("bytes_source") or None)),
     ("cache risk", lambda r: _num(r.get("cache_risk"))),
-    ("bandwidth valid", lambda r: _num(r.get("bandwidth_valid"))),
+    ("cache-served", lambda r: _num(r.get("cache_served"))),
+    ("bandwidth valid", lambda r: _bandwidth_cell(r)),
     ("CPU %", lambda r: _num(r.get("cpu_util"))),
     ("mem %", lambda r: _num(r.get("mem_util"))),
     ("GPU %", lambda r: _num(r.get("gpu_util"))),

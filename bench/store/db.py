@@ -41,8 +41,10 @@ _TEXT = {
     "rank_breakdown",
     "bottleneck",
     "bottleneck_evidence",
+    "bytes_source",
+    "bandwidth_note",
 }
-_BOOL = {"valid", "cache_risk", "bandwidth_valid", "accepted", "oversubscribed", "borderline"}
+_BOOL = {"valid", "cache_risk", "cache_served", "bandwidth_valid", "accepted", "oversubscribed", "borderline"}
 
 results_table = sa.Table(
     "results",
@@ -111,7 +113,7 @@ suite_runs_table = sa.Table(
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3.
 LEGACY_REVISION = {3: "0001", 4: "0002"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,13 +16,14 @@ import torch
 
 from bench import __version__
 from bench.config import TrainConfig
-from bench.errors import MeasurementError
+from bench.errors import MeasurementError, StorageLost
 from bench.loaders.base import Shard
 from bench.loaders.registry import build_loader
-from bench.metrics.io import cache_risk, epoch_io
+from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.registry import build_sources
 from bench.metrics.sampler import Sampler
 from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
+from bench.metrics.sources.pagecache import cache_domain, cachestat_supported, dataset_files, resident_bytes
 from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
 from bench.train.slots import recorded_slot
@@ -30,6 +32,8 @@ from bench.train.timing import StepTimer
 LOSS_WINDOW = 3
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
 MAX_EXTENSION_ROUNDS = 20  # each round adds 1.1x the missing time; a crawling rank cannot extend forever
+MIN_BANDWIDTH_WINDOW_S = 5.0  # an epoch-1 read rate over a shorter window is start-up, not storage
+EVICTION_LEFT_MAX = 0.02  # share of the dataset still resident after eviction that makes it "incomplete"
 
 
 def _extension(dist: Dist, step_times: list[float], min_measure_s: float, round_: int) -> int:
@@ -53,22 +57,60 @@ def drop_page_cache(dist: Dist, data: Path | None) -> str:
 
     Per file (POSIX_FADV_DONTNEED), not the global drop_caches: dropping everything also evicts the
     framework's shared libraries, whose page-ins during epoch 1 would then count as dataset reads.
-    A storage server's own cache (NAS) is out of the client's reach: cache_risk covers that.
+    Dirty pages (a dataset generated or staged moments ago) cannot be dropped, so each file is synced
+    first; what is still resident afterwards makes the eviction "incomplete", never silently "done".
+    A storage server's own cache (NAS) is out of the client's reach: cache_served covers that.
     """
     status = "done"
     if dist.local_rank == 0 and data is not None:
         try:
-            for path in data.rglob("*"):
-                if path.is_file():
-                    fd = os.open(path, os.O_RDONLY)
-                    try:
-                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                    finally:
-                        os.close(fd)
+            files = dataset_files(data)
+            for path, _ in files:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    with contextlib.suppress(OSError):  # read-only mounts; the residency check below decides
+                        os.fsync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+            total = sum(size for _, size in files)
+            method = "cachestat" if files and cachestat_supported(files[0][0]) else "mincore"
+            left = sum(resident_bytes(path, size, method) for path, size in files)
+            if total and left > EVICTION_LEFT_MAX * total:
+                status = "incomplete"
         except OSError:
             status = "not_permitted"
     statuses = dist.allgather(status)
-    return "not_permitted" if "not_permitted" in statuses else "done"
+    for worst in ("not_permitted", "incomplete"):
+        if worst in statuses:
+            return worst
+    return "done"
+
+
+def storage_lost(data: Path | None) -> str | None:
+    """Why the dataset directory cannot be read now (ENOTCONN of a dead FUSE/NFS mount), or None."""
+    if data is None:
+        return None
+    try:
+        os.stat(data)
+        next(os.scandir(data), None)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def bandwidth_note(first: dict | None, synthetic: bool, risk: bool, drop: str) -> str:
+    """Why epoch 1's read rate is not a storage figure ("" where it is)."""
+    if synthetic or first is None:
+        return "no dataset read (synthetic data)"
+    if first["cache_distorted"]:
+        share = first["bytes_from_storage"] / first["bytes_consumed"] if first["bytes_consumed"] else 0.0
+        return f"cache-distorted: storage served {share:.0%} of the bytes the loader consumed in epoch 1"
+    if risk and drop != "done":
+        return f"the dataset fits the nodes' page cache and its eviction was {drop.replace('_', ' ')}"
+    if first["seconds"] < MIN_BANDWIDTH_WINDOW_S:
+        return f"epoch-1 reads lasted {first['seconds']:.1f}s, under {MIN_BANDWIDTH_WINDOW_S:g}s: too short for a rate"
+    return ""
 
 
 def dataset_bytes(cfg: TrainConfig) -> int:
@@ -110,9 +152,8 @@ def train(cfg: TrainConfig) -> dict | None:
     out = cfg.metrics_out
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    sources = build_sources(
-        None if cfg.synthetic else cfg.data, dist.device.index if dist.device.type == "cuda" else None
-    )
+    data = None if cfg.synthetic else cfg.data
+    sources = build_sources(data, dist.device.index if dist.device.type == "cuda" else None, dist.local_rank == 0)
     sampler = Sampler(
         sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank
     )
@@ -141,7 +182,7 @@ def train(cfg: TrainConfig) -> dict | None:
     for epoch in range(1, epochs + 1):
         dist.barrier()
         sampler.phase = {"epoch": epoch, "phase": "train"}
-        before = sampler.sample_now()
+        before = sampler.sample_now(settle=True)
         consumed_before = loader.stats.bytes_consumed
         images_before = loader.stats.samples
         ids_before = len(loader.stats.sample_ids)
@@ -151,7 +192,16 @@ def train(cfg: TrainConfig) -> dict | None:
         batches = iter(loader.epoch())
         while True:
             timer.start(t_prev)
-            batch = next(batches, None)
+            try:
+                batch = next(batches, None)
+            except Exception as error:  # the loader's own error, unless the storage itself is gone
+                lost = storage_lost(cfg.data)
+                if lost is None:
+                    raise
+                raise StorageLost(
+                    f"--data {cfg.data}: the dataset became unreachable in epoch {epoch} after {step} step(s) "
+                    f"({lost}): the mount or storage server holding it went away"
+                ) from error
             if batch is None:
                 break
             timer.mark("data_wait")
@@ -183,7 +233,7 @@ def train(cfg: TrainConfig) -> dict | None:
         _sync(dist.device)
         seconds = time.perf_counter() - t_epoch
         dist.barrier()
-        after = sampler.sample_now()
+        after = sampler.sample_now(settle=True)
         epoch_marks.append(
             {
                 "epoch": epoch,
@@ -225,6 +275,9 @@ def train(cfg: TrainConfig) -> dict | None:
         "measured_s": float(sum(step_times)),
         "step_times_s": [round(t, 6) for t in step_times],
         "slot": recorded_slot(),
+        "cache_domain": cache_domain(data) if data is not None else None,
+        "node_sampler": dist.local_rank == 0,
+        "pagecache_method": next((x.method for x in sources if x.name == "pagecache"), None),
         "breakdown": {
             **timer.summary(skip_first=cfg.warmup_steps == 0),
             "slot_cpu_util": _mean([x.get("slot_cpu_util") for x in sampler.samples if x.get("phase") == "train"]),
@@ -248,28 +301,15 @@ def train(cfg: TrainConfig) -> dict | None:
 
 def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, started: str) -> dict:
     window = max(cfg.sample_interval_s, 1e-3)
-    epochs = []
-    for k, mark in enumerate(reports[0]["epoch_marks"]):
-        marks = [r["epoch_marks"][k] for r in reports]
-        io = epoch_io(
-            [r["samples"] for r in reports],
-            mark["epoch"],
-            min(m["start"] for m in marks),
-            max(m["end"] for m in marks),
-            sum(m["consumed"] for m in marks),
-            window,
-        )
-        images = sum(m["images"] or 0 for m in marks)
-        epochs.append({**io.as_dict(), "seconds": max(m["seconds"] for m in marks), "images": int(images)})
+    epochs, bytes_source, by_source = dataset_epochs(reports, window)
     hosts = sorted({r["host"] for r in reports})
     ram_per_host = {r["host"]: r["ram_bytes"] for r in reports}
     ds_bytes = dataset_bytes(cfg)
     aggregate_ram = int(sum(ram_per_host.values()))
     risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
     first = epochs[0] if epochs else None
-    bandwidth_valid = bool(
-        first and not cfg.synthetic and not first["cache_distorted"] and not (risk and drop != "done")
-    )
+    note = bandwidth_note(first, cfg.synthetic, risk, drop)
+    bandwidth_valid = first is not None and not cfg.synthetic and note == ""
     samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
     loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
     all_losses = [r["losses"] for r in reports]
@@ -315,6 +355,9 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
             "first_epoch_avg_read_mb_s": None if cfg.synthetic else first["avg_read_mb_s"],
             "first_epoch_peak_read_mb_s": None if cfg.synthetic else first["peak_read_mb_s"],
             "bandwidth_valid": bandwidth_valid,
+            "bandwidth_note": note,
+            "bytes_source": None if cfg.synthetic else bytes_source,
+            "first_epoch_bytes_by_source": by_source,
         },
         "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
         "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),

@@ -79,9 +79,10 @@ BLKIO = Path("/sys/fs/cgroup/blkio")
 
 
 @contextlib.contextmanager
-def blkio_read_throttle(path: Path, rate: int) -> Iterator[str]:
+def blkio_read_throttle(path: Path, rate: int, pids: list[int] = ()) -> Iterator[str]:
     """A cgroup-v1 blkio group that caps reads from `path`'s device at `rate` bytes/s; yields the shell
-    prefix that puts a command into it. The limit is lifted and the group removed on exit."""
+    prefix that puts a command into it, and moves `pids` (running processes) into it too. The limit is
+    lifted, its processes go back to the root group and the group is removed on exit."""
     if not (BLKIO / "blkio.throttle.read_bps_device").exists():
         pytest.fail("cgroup-v1 blkio controller is not mounted at /sys/fs/cgroup/blkio")
     st = os.stat(path)
@@ -90,9 +91,14 @@ def blkio_read_throttle(path: Path, rate: int) -> Iterator[str]:
     group.mkdir(exist_ok=True)
     try:
         (group / "blkio.throttle.read_bps_device").write_text(f"{device} {rate}\n")
+        for pid in pids:
+            (group / "cgroup.procs").write_text(f"{pid}\n")
         yield f"echo $$ > {group}/cgroup.procs"
     finally:
         (group / "blkio.throttle.read_bps_device").write_text(f"{device} 0\n")
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (BLKIO / "cgroup.procs").write_text(f"{pid}\n")
         group.rmdir()
 
 

@@ -83,6 +83,7 @@ class SshHosts:
                         "PermitUserEnvironment no",
                         "MaxStartups 50",
                         "MaxSessions 50",
+                        "Subsystem sftp /usr/lib/openssh/sftp-server",  # sshfs mounts (a network filesystem)
                     ]
                 )
                 + "\n"

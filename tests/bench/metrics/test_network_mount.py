@@ -1,0 +1,217 @@
+"""Storage figures on a real network mount: sshfs (FUSE) from an sshd in a network namespace.
+
+The kernel here has no NFS client; sshfs is the network filesystem these tests can mount. It reads
+through the client's page cache like NFS does (mounted with kernel_cache, so pages outlive a close, as
+NFS keeps them while the file is unchanged), and its server reads the exported files through its own
+page cache: a cold client over a warm server is the NAS-cache case of the reference study.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.data.generate import GenerateSpec, generate
+from bench.data.probe import ProbeSettings, probe
+from bench.data.stage import stage
+from tests.conftest import BENCH
+from tests.infra.faults import blkio_read_throttle, wait_for
+from tests.infra.ssh_hosts import SshHosts, sh
+
+pytestmark = pytest.mark.slow
+
+LINK_LIMIT = 3_000_000  # bytes/s through the server's link (tc tbf 24mbit): a ~10 s epoch, so start-up is a small share
+
+
+def evict(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # staged through the mount moments ago: dirty pages cannot be dropped
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def warm(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def mount(tmp_path_factory):
+    """(mounted dataset dir, the server's own copy, true image bytes, hosts)."""
+    root = tmp_path_factory.mktemp("sshfs")
+    source, export = root / "source" / "coco", root / "export"
+    generate(GenerateSpec("coco", source, images=120, min_side=700, max_side=900, seed=6))
+    true_bytes = sum(p.stat().st_size for p in (source / "images").iterdir())
+    export.mkdir()
+    hosts = SshHosts(root / "ssh", count=1, prefix="swfs").start()
+    point = root / "mnt"
+    point.mkdir()
+    opts = f"IdentityFile={hosts.client_key},UserKnownHostsFile={hosts.known_hosts},StrictHostKeyChecking=yes"
+    sh("sshfs", f"root@{hosts.ip(0)}:{export}", str(point), "-o", f"{opts},BatchMode=yes,kernel_cache")
+    try:
+        stage(source, point / "coco")  # onto the storage under test, through the mount, verified
+        yield point / "coco", export / "coco", true_bytes, hosts
+    finally:
+        subprocess.run(["fusermount", "-u", "-z", str(point)], capture_output=True)
+        hosts.stop()
+
+
+def train_cmd(data: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        BENCH,
+        "train",
+        "--workload",
+        "ssd",
+        "--data",
+        str(data),
+        "--batch-size",
+        "8",
+        "--loader",
+        "dali",
+        "--metrics-out",
+        str(out),
+        "--sample-interval",
+        "0.25",
+        *extra,
+    ]
+
+
+def train(data: Path, out: Path, *extra: str) -> dict:
+    done = subprocess.run(train_cmd(data, out, *extra), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_cold_epoch_counts_the_true_bytes_and_a_warm_epoch_none(mount, tmp_path):
+    data, server, true_bytes, _ = mount
+    evict(server)
+    summary = train(data, tmp_path / "m", "--epochs", "2")
+    first, second = summary["epochs"]
+    storage = summary["storage"]
+    assert storage["bytes_source"] == "cachestat" and storage["drop_caches"] == "done"
+    assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
+    assert second["bytes_from_storage"] < 0.02 * true_bytes and second["cache_distorted"]
+    # What the other counters see of a FUSE mount (docs/metrics.md): no block device behind it, and the
+    # process counter misses FUSE reads (it saw only the process's own library page-ins here).
+    assert "diskstats" not in storage["first_epoch_bytes_by_source"]
+    assert storage["first_epoch_bytes_by_source"]["procio"] < 0.5 * true_bytes
+
+
+def test_read_rate_follows_a_tc_limit_on_the_servers_link(mount, tmp_path):
+    data, server, true_bytes, hosts = mount
+    evict(server)
+    ns = f"{hosts.prefix}0"
+    sh(
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        "eth0",
+        "root",
+        "tbf",
+        "rate",
+        "40mbit",
+        "burst",
+        "64kb",
+        "latency",
+        "400ms",
+    )
+    try:
+        summary = train(data, tmp_path / "m", "--epochs", "1")
+    finally:
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+    first = summary["epochs"][0]
+    assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
+    assert first["avg_read_mb_s"] == pytest.approx(LINK_LIMIT / 1e6, rel=0.10)
+    assert first["seconds"] >= 5 and summary["storage"]["bandwidth_valid"] is True
+
+
+def sshd_tree(hosts: SshHosts) -> list[int]:
+    """The namespace's sshd and every process it started (the sftp-server serving the mount); the
+    launcher's exec chain (nsenter, unshare, sh) ends in sshd, so its pid is sshd's."""
+    master = psutil.Process(hosts.procs[0].pid)
+    return [master.pid, *(c.pid for c in master.children(recursive=True))]
+
+
+def test_a_warm_server_cache_is_labelled_cache_served_not_disk_bandwidth(mount, tmp_path):
+    """The server's disk is throttled; fio's cold ceiling through the mount finds that limit. With the
+    server's cache warm and the client's cold, epoch 1 sees every byte at a rate that disk cannot give:
+    the suite labels it cache-served, not storage bandwidth."""
+    from bench.analysis.cache import label_cache_served
+    from bench.analysis.frame import build_frame, row_from_result
+
+    data, server, true_bytes, hosts = mount
+    disk_rate = 4 * 1024 * 1024
+    with blkio_read_throttle(server, disk_rate, pids=sshd_tree(hosts)):
+        evict(server)
+        ceiling = probe([data], ProbeSettings(max_jobs=2, seconds=2.0))
+        warm(server)  # the storage server's cache now holds the dataset; the client evicts its own
+        summary = train(data, tmp_path / "m", "--epochs", "1")
+    assert ceiling.conclusive and ceiling.ceiling_mb_s == pytest.approx(disk_rate / 1e6, rel=0.25)
+    first = summary["epochs"][0]
+    assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)  # the client read it all
+    assert first["avg_read_mb_s"] > 2 * disk_rate / 1e6  # faster than that disk can deliver
+    result = {"state": "COMPLETED", "summary": summary}
+    frame = build_frame([row_from_result("s", "ssd", 1, result, "local", "c", datetime.now(UTC).isoformat())])
+    row = label_cache_served(frame, None, ceiling.ceiling_mb_s).iloc[0]
+    assert bool(row["cache_served"]) and not bool(row["bandwidth_valid"])
+    assert "above the storage's cold read ceiling" in row["bandwidth_note"]
+
+
+def test_a_mount_that_disappears_mid_epoch_fails_the_run_naming_it(mount, tmp_path):
+    data, server, _, hosts = mount
+    evict(server)
+    ns = f"{hosts.prefix}0"
+    sh(
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        "eth0",
+        "root",
+        "tbf",
+        "rate",
+        "8mbit",
+        "burst",
+        "64kb",
+        "latency",
+        "400ms",
+    )
+    out = tmp_path / "m"
+    proc = subprocess.Popen(train_cmd(data, out, "--epochs", "1"), stderr=subprocess.PIPE, text=True)
+    try:
+        samples = out / "samples-rank0.jsonl"
+        wait_for(lambda: samples.exists() and samples.read_text().count("\n") >= 4, 120)
+        for p in psutil.process_iter(["cmdline"]):
+            if (p.info["cmdline"] or [])[:1] == ["sshfs"] and str(data.parent) in p.info["cmdline"]:
+                p.send_signal(signal.SIGKILL)  # the server side of the mount is gone
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    message = stderr.strip().splitlines()[-1]  # one line at the edge, not a traceback
+    assert message.startswith(f"bench train: --data {data}: the dataset became unreachable in epoch 1"), stderr
+    assert "not connected" in message.lower()
+    assert not (out / "summary.json").exists()  # nothing to collect as a valid run
