@@ -223,25 +223,26 @@ def _timeline_charts(runs: list[dict]) -> list[str]:
             continue
         t0 = min(s["t"] for s in samples)
         by_time = sorted(samples, key=lambda s: s["t"])
+        # The dataset-only counter where the node sampler recorded it (as the figures above), else the
+        # process counter, labelled with what it includes.
+        key, label = "dataset_read_bytes", "dataset MB/s (page cache)"
+        if not any(s.get(key) is not None for s in samples):
+            key, label = "read_bytes", "process reads MB/s (procio: libraries included)"
+        reporting = len({s["rank"] for s in samples if s.get(key) is not None})
         xs, mb, cpu, gpu = [], [], [], []
         last: dict[int, tuple[float, float]] = {}
         for s in by_time:
-            rank, rb = s["rank"], s.get("read_bytes")
+            rank, rb = s["rank"], s.get(key)
             if rb is None:
                 continue
             if rank in last and s["t"] > last[rank][0]:
                 xs.append(s["t"] - t0)
-                mb.append((rb - last[rank][1]) / (s["t"] - last[rank][0]) / 1e6 * len({x["rank"] for x in samples}))
+                mb.append((rb - last[rank][1]) / (s["t"] - last[rank][0]) / 1e6 * reporting)
                 cpu.append(s.get("cpu_util"))
                 gpu.append(s.get("gpu_util"))
             last[rank] = (s["t"], rb)
         charts.append(
-            line_chart(
-                f"{workload} on {run['gpus']} ranks: read bandwidth",
-                [Series("read MB/s (est.)", xs, mb)],
-                "seconds",
-                "MB/s",
-            )
+            line_chart(f"{workload} on {run['gpus']} ranks: read bandwidth", [Series(label, xs, mb)], "seconds", "MB/s")
         )
         util = [Series("CPU %", xs, cpu)]
         if any(v is not None for v in gpu):
