@@ -252,7 +252,11 @@ def storage_checks(
         return failures, inconclusive, None
     probe = dict(probe)
     history = (
-        store.probe_history(cfg.cluster, probe["paths"], cfg.thresholds.history_runs, suite_run_id) if store else []
+        store.probe_history(
+            cfg.cluster, probe["paths"], probe["sample_bytes"], cfg.thresholds.history_runs, suite_run_id
+        )
+        if store
+        else []
     )
     judged = series_floor(history, cfg.thresholds.regression_tolerance)
     floor, used = judged["regression_floor"], judged["tolerance_used"]

@@ -55,6 +55,9 @@ class Sampler:
         if self._thread.is_alive():
             self._thread.join()
         self.sample_now()
+        for source in self.sources:
+            if hasattr(source, "close"):
+                source.close()
         if self._file:
             self._file.close()
             self._file = None

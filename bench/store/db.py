@@ -290,14 +290,19 @@ class ResultsStore:
         with self.engine.connect() as conn:
             return pd.read_sql(query.order_by(probes_table.c.probed_at), conn)
 
-    def probe_history(self, cluster: str, paths: list[str], runs: int, exclude_suite: str) -> list[float]:
-        """Ceilings of the last `runs` accepted probes of the same storage paths on this cluster."""
+    def probe_history(
+        self, cluster: str, paths: list[str], sample_bytes: float, runs: int, exclude_suite: str
+    ) -> list[float]:
+        """Ceilings of the last `runs` accepted probes of the same files on this cluster: same paths and
+        the same sampled bytes (a dataset re-staged at another size under one path is another workload
+        for fio: 48 small files and 1,536 of them differed by 35% on one disk)."""
         t = probes_table
         q = (
             sa.select(t.c.ceiling_mb_s)
             .where(
                 t.c.cluster == cluster,
                 t.c.paths == json.dumps(paths),
+                t.c.sample_bytes == float(sample_bytes),
                 t.c.accepted.is_(True),
                 t.c.suite_run_id != exclude_suite,
             )

@@ -67,6 +67,13 @@ def test_a_noisy_ceiling_does_not_call_its_own_noise_a_regression(cfg, store):
     assert [f["metric"] for f in failures] == ["storage_ceiling_mb_s"]
 
 
+def test_probes_of_other_files_under_the_same_path_are_not_its_history(cfg, store):
+    keep(store, [500.0, 505.0, 495.0, 502.0])
+    other = probe(200.0) | {"sample_bytes": 5e4}  # the dataset was re-staged at another size
+    failures, _, judged = storage_checks(cfg, "now", pd.DataFrame(), other, store)
+    assert failures == [] and judged["history_n"] == 0
+
+
 def test_too_few_probes_or_an_inconclusive_one_are_not_judged(cfg, store):
     keep(store, [500.0] * (MIN_HISTORY - 1))
     failures, judged = check(cfg, store, 100.0)
