@@ -568,7 +568,7 @@ def dataset_bytes_truth(tmp: Path, r: int, add) -> None:
     from bench.data.stage import stage
 
     sys.path.insert(0, str(ROOT))  # the namespace sshd the tests use: a real network mount
-    from tests.infra.ssh_hosts import SshHosts, sh
+    from tests.infra.ssh_hosts import SshHosts, link_rate_limit, sh
 
     src = tmp / "truth" / "coco"
     generate(GenerateSpec("coco", src, images=120, min_side=700, max_side=900, seed=6))
@@ -629,33 +629,11 @@ def dataset_bytes_truth(tmp: Path, r: int, add) -> None:
             f"{statistics.median(warm):.4f}",
             "target ~0 (client page cache, kernel_cache)",
         )
-        ns, limit = f"{hosts.prefix}0", 3e6
-        sh(
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            "eth0",
-            "root",
-            "tbf",
-            "rate",
-            "24mbit",
-            "burst",
-            "64kb",
-            "latency",
-            "400ms",
-        )
-        try:
-            rates = []
+        limit, rates = 3e6, []
+        with link_rate_limit([f"{hosts.prefix}0"], "24mbit"):
             for _ in range(r):
                 _evict(served)
                 rates.append(train([*io, "--data", str(point / "coco")])["epochs"][0]["avg_read_mb_s"])
-        finally:
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
         add(
             "11 dataset",
             "sshfs mount: epoch-1 MB/s / tc tbf limit (24 mbit = 3 MB/s)",

@@ -23,7 +23,7 @@ from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.registry import build_sources
 from bench.metrics.sampler import Sampler
 from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
-from bench.metrics.sources.pagecache import cache_domain, cachestat_supported, dataset_files, resident_bytes
+from bench.metrics.sources.pagecache import cache_domain, dataset_files, read_method, resident_bytes
 from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
 from bench.train.slots import recorded_slot
@@ -74,7 +74,7 @@ def drop_page_cache(dist: Dist, data: Path | None) -> str:
                 finally:
                     os.close(fd)
             total = sum(size for _, size in files)
-            method = "cachestat" if files and cachestat_supported(files[0][0]) else "mincore"
+            method = read_method(files)
             left = sum(resident_bytes(path, size, method) for path, size in files)
             if total and left > EVICTION_LEFT_MAX * total:
                 status = "incomplete"

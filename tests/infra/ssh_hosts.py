@@ -5,8 +5,10 @@ Addresses are in a private /24 that exists only inside namespaces (and the bridg
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,3 +154,16 @@ class SshHosts:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.stop_network()
+
+
+@contextlib.contextmanager
+def link_rate_limit(namespaces: list[str], rate: str) -> Iterator[None]:
+    """A `tc tbf` rate limit (e.g. "24mbit") on each namespace host's link, egress; lifted on exit."""
+    try:
+        for ns in namespaces:
+            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate,
+               "burst", "64kb", "latency", "400ms")  # fmt: skip
+        yield
+    finally:
+        for ns in namespaces:
+            sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)

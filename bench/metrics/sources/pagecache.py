@@ -92,6 +92,11 @@ def cachestat_supported(probe: Path) -> bool:
         os.close(fd)
 
 
+def read_method(files: list[tuple[Path, int]]) -> str:
+    """cachestat where this kernel answers it for the dataset's files, else mincore."""
+    return "cachestat" if files and cachestat_supported(files[0][0]) else "mincore"
+
+
 def resident_bytes(path: Path, size: int, method: str, fd: int | None = None) -> int:
     """Bytes of `path` in this node's page cache now (pages beyond the end are not bytes of the file);
     `fd`: an already open descriptor of it (no open on a network mount, where each is a round trip)."""
@@ -144,7 +149,7 @@ class PageCacheSource:
     def __init__(self, root: Path, budget_s: float = SCAN_BUDGET_S, method: str | None = None) -> None:
         self.root = root
         self.files = dataset_files(root)
-        self.method = method or ("cachestat" if self.files and cachestat_supported(self.files[0][0]) else "mincore")
+        self.method = method or read_method(self.files)
         self.budget_s = budget_s
         self.read_bytes = 0
         self.errors = 0

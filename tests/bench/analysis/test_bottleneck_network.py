@@ -14,7 +14,7 @@ from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
 from bench.pipeline import evaluate
-from tests.infra.ssh_hosts import SshHosts, sh
+from tests.infra.ssh_hosts import SshHosts, link_rate_limit
 
 pytestmark = pytest.mark.slow
 
@@ -48,31 +48,8 @@ def run(hosts: SshHosts, tmp_path: Path, data: Path, ranks: int) -> dict:
 def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets):
     baseline = run(hosts, tmp_path, datasets["coco"], 1)
     links = [f"{hosts.prefix}{i}" for i in range(2)]
-    try:
-        for ns in links:  # ssd's 2.4 MB of gradients per step through 8 Mbit/s links
-            sh(
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                "eth0",
-                "root",
-                "tbf",
-                "rate",
-                "8mbit",
-                "burst",
-                "64kb",
-                "latency",
-                "400ms",
-            )
+    with link_rate_limit(links, "8mbit"):  # ssd's 2.4 MB of gradients per step through 8 Mbit/s links
         limited = run(hosts, tmp_path, datasets["coco"], 2)
-    finally:
-        for ns in links:
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
     cfg = SweepConfig(
         workloads=("ssd",),
         gpus=(1, 2),

@@ -23,7 +23,7 @@ from bench.data.probe import ProbeSettings, probe
 from bench.data.stage import stage
 from tests.conftest import BENCH
 from tests.infra.faults import blkio_read_throttle, wait_for
-from tests.infra.ssh_hosts import SshHosts, sh
+from tests.infra.ssh_hosts import SshHosts, link_rate_limit, sh
 
 pytestmark = pytest.mark.slow
 
@@ -116,30 +116,8 @@ def test_bytes_stay_true_and_the_timeline_steady_under_a_tc_limit_on_the_servers
     limit: unexplained, see the closing note of issue 12."""
     data, server, true_bytes, hosts = mount
     evict(server)
-    ns = f"{hosts.prefix}0"
-    sh(
-        "ip",
-        "netns",
-        "exec",
-        ns,
-        "tc",
-        "qdisc",
-        "add",
-        "dev",
-        "eth0",
-        "root",
-        "tbf",
-        "rate",
-        "24mbit",
-        "burst",
-        "64kb",
-        "latency",
-        "400ms",
-    )
-    try:
+    with link_rate_limit([f"{hosts.prefix}0"], "24mbit"):
         summary = train(data, tmp_path / "m", "--epochs", "1")
-    finally:
-        sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
     first = summary["epochs"][0]
     assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
     assert first["seconds"] >= 5 and summary["storage"]["bandwidth_valid"] is True
@@ -181,39 +159,19 @@ def test_a_warm_server_cache_is_labelled_cache_served_not_disk_bandwidth(mount, 
 def test_a_mount_that_disappears_mid_epoch_fails_the_run_naming_it(mount, tmp_path):
     data, server, _, hosts = mount
     evict(server)
-    ns = f"{hosts.prefix}0"
-    sh(
-        "ip",
-        "netns",
-        "exec",
-        ns,
-        "tc",
-        "qdisc",
-        "add",
-        "dev",
-        "eth0",
-        "root",
-        "tbf",
-        "rate",
-        "8mbit",
-        "burst",
-        "64kb",
-        "latency",
-        "400ms",
-    )
     out = tmp_path / "m"
-    proc = subprocess.Popen(train_cmd(data, out, "--epochs", "1"), stderr=subprocess.PIPE, text=True)
-    try:
-        samples = out / "samples-rank0.jsonl"
-        wait_for(lambda: samples.exists() and samples.read_text().count("\n") >= 4, 120)
-        for p in psutil.process_iter(["cmdline"]):
-            if (p.info["cmdline"] or [])[:1] == ["sshfs"] and str(data.parent) in p.info["cmdline"]:
-                p.send_signal(signal.SIGKILL)  # the server side of the mount is gone
-        _, stderr = proc.communicate(timeout=300)
-    finally:
-        sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
-        if proc.poll() is None:
-            proc.kill()
+    with link_rate_limit([f"{hosts.prefix}0"], "8mbit"):  # slow enough to be mid-epoch when it goes
+        proc = subprocess.Popen(train_cmd(data, out, "--epochs", "1"), stderr=subprocess.PIPE, text=True)
+        try:
+            samples = out / "samples-rank0.jsonl"
+            wait_for(lambda: samples.exists() and samples.read_text().count("\n") >= 4, 120)
+            for p in psutil.process_iter(["cmdline"]):
+                if (p.info["cmdline"] or [])[:1] == ["sshfs"] and str(data.parent) in p.info["cmdline"]:
+                    p.send_signal(signal.SIGKILL)  # the server side of the mount is gone
+            _, stderr = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode != 0
     message = stderr.strip().splitlines()[-1]  # one line at the edge, not a traceback
     assert message.startswith(f"bench train: --data {data}: the dataset became unreachable in epoch 1"), stderr
