@@ -8,7 +8,6 @@ page cache: a cold client over a warm server is the NAS-cache case of the refere
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from bench.data.generate import GenerateSpec, generate
 from bench.data.probe import ProbeSettings, probe
 from bench.data.stage import stage
-from tests.conftest import BENCH
+from tests.bench.metrics.epochs import train, train_cmd
 from tests.infra.faults import blkio_read_throttle, wait_for
 from tests.infra.ssh_hosts import SshHosts, link_rate_limit, sh
 
@@ -64,32 +63,6 @@ def mount(tmp_path_factory):
     finally:
         subprocess.run(["fusermount", "-u", "-z", str(point)], capture_output=True)
         hosts.stop()
-
-
-def train_cmd(data: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        BENCH,
-        "train",
-        "--workload",
-        "ssd",
-        "--data",
-        str(data),
-        "--batch-size",
-        "8",
-        "--loader",
-        "dali",
-        "--metrics-out",
-        str(out),
-        "--sample-interval",
-        "0.25",
-        *extra,
-    ]
-
-
-def train(data: Path, out: Path, *extra: str) -> dict:
-    done = subprocess.run(train_cmd(data, out, *extra), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads((out / "summary.json").read_text())
 
 
 def test_cold_epoch_counts_the_true_bytes_and_a_warm_epoch_none(mount, tmp_path):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from bench.data.generate import GenerateSpec, generate
-from tests.conftest import BENCH
+from tests.bench.metrics.epochs import train
 from tests.infra.faults import blkio_read_throttle
 
 pytestmark = pytest.mark.slow
@@ -20,32 +18,6 @@ def big_dataset(tmp_path_factory) -> tuple[Path, int]:
     root = tmp_path_factory.mktemp("big") / "coco"
     generate(GenerateSpec("coco", root, images=240, min_side=700, max_side=900, seed=6))
     return root, sum(p.stat().st_size for p in (root / "images").iterdir())
-
-
-def train(data: Path, out: Path, *extra: str, prefix: str = "") -> dict:
-    cmd = [
-        BENCH,
-        "train",
-        "--workload",
-        "ssd",
-        "--data",
-        str(data),
-        "--batch-size",
-        "8",
-        "--loader",
-        "dali",
-        "--metrics-out",
-        str(out),
-        "--sample-interval",
-        "0.25",
-        *extra,
-    ]
-    if prefix:
-        done = subprocess.run(["sh", "-c", f'{prefix} && exec "$@"', "sh", *cmd], capture_output=True, text=True)
-    else:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads((out / "summary.json").read_text())
 
 
 def test_cold_epoch_reports_true_bytes_and_warm_epoch_is_flagged(big_dataset, tmp_path):
