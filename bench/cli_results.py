@@ -31,6 +31,12 @@ def add_parsers(sub) -> None:
     d.add_argument("--max-pvalue", type=float, default=0.001)
     d.add_argument("--window", type=int, default=30)
     d.add_argument("--json", action="store_true")
+    d.add_argument(
+        "--online",
+        action="store_true",
+        help="replay the history run by run, as the weekly DAG sees it: each change point gets detected_at, "
+        "the run that confirmed it (and confirmed false if a later run no longer shows it)",
+    )
     d.set_defaults(func=_detect)
 
 
@@ -106,33 +112,35 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else 1
 
 
+CHANGE_KEYS = ("model", "gpus", "timestamp", "before", "after", "change", "pvalue")
+
+
 def _detect(args: argparse.Namespace) -> int:
-    from bench.analysis.detect import change_points, read_history_csv
+    from bench.analysis.detect import DetectorSettings, change_points, online_change_points, read_history_csv
 
     if not 4 <= args.window <= 10_000:
         raise ConfigError(f"--window: {args.window} must be between 4 and 10000 (points per comparison window)")
     if not 0 < args.max_pvalue < 1:
         raise ConfigError(f"--max-pvalue: {args.max_pvalue} must be between 0 and 1 (exclusive)")
     history = read_history_csv(args.history, args.metric)
-    found = change_points(history, args.metric, args.max_pvalue, args.window)
+    settings = DetectorSettings(
+        max_pvalue=args.max_pvalue,
+        window=args.window,
+        new_level_max_pvalue=min(args.max_pvalue, DetectorSettings.new_level_max_pvalue),
+    )
+    keys = CHANGE_KEYS + (("detected_at", "confirmed") if args.online else ())
+    found = (online_change_points if args.online else change_points)(history, args.metric, settings)
     if args.json:
+        print(json.dumps({"change_points": [{k: c[k] for k in keys} for c in found]}))
+        return 0
+    extra = f"  {'detected_at':<26}" if args.online else ""
+    print(f"{'model':<16}{'gpus':>6}  {'timestamp':<26}{'before':>12}{'after':>12}{'change':>9}{extra}")
+    for c in found:
+        when = f"  {c['detected_at']:<26}{'' if c['confirmed'] else '(not confirmed later)'}" if args.online else ""
         print(
-            json.dumps(
-                {
-                    "change_points": [
-                        {k: c[k] for k in ("model", "gpus", "timestamp", "before", "after", "change", "pvalue")}
-                        for c in found
-                    ]
-                }
-            )
+            f"{c['model']:<16}{c['gpus']:>6}  {c['timestamp']:<26}{c['before']:>12.4g}{c['after']:>12.4g}"
+            f"{c['change']:>+9.1%}{when}"
         )
-    else:
-        print(f"{'model':<16}{'gpus':>6}  {'timestamp':<26}{'before':>12}{'after':>12}{'change':>9}")
-        for c in found:
-            print(
-                f"{c['model']:<16}{c['gpus']:>6}  {c['timestamp']:<26}{c['before']:>12.4g}{c['after']:>12.4g}"
-                f"{c['change']:>+9.1%}"
-            )
-        if not found:
-            print("no change points")
+    if not found:
+        print("no change points")
     return 0

@@ -344,7 +344,8 @@ def finish(
     (out / "suite.json").write_text(
         json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
     )
-    report = write_report(out / "report.html", suite_run_id, ev, runs, store.frame(), cfg, store.probes(cfg.cluster))
+    history, probes = store.frame(), store.probes(cfg.cluster)
+    report = write_report(out / "report.html", suite_run_id, ev, runs, history, cfg, probes)
     suite = {
         "suite_run_id": suite_run_id,
         "started_at": started,
@@ -367,6 +368,9 @@ def finish(
                 "accepted": ev.probe["accepted"],
             }
         )
+    changes = watch_changes(store, ev.frame, suite_run_id)
+    if changes:  # the report was written before the store had this run; it shows what the run confirmed
+        write_report(report, suite_run_id, ev, runs, history, cfg, probes, changes)
     return {
         "passed": ev.passed,
         "verdict": ev.verdict,
@@ -376,4 +380,28 @@ def finish(
         "report": str(report),
         "data_docs": ev.data_docs,
         "results_csv": str(out / "results.csv"),
+        "changes": changes,
     }
+
+
+def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
+    """Change points this run confirmed in each of its series' history, stored once; the notices to send."""
+    from bench.analysis.changes import WATCHED, series_keys, watch_series
+
+    known = store.change_alerts()
+    notices = []
+    for cluster, workload, gpus, config_key in series_keys(frame):
+        series = store.accepted_series(cluster, workload, gpus, config_key)
+        for metric in WATCHED:
+            mine = known[
+                (known["cluster"] == cluster)
+                & (known["workload"] == workload)
+                & (known["gpus"] == gpus)
+                & (known["config_key"] == config_key)
+                & (known["metric"] == metric)
+            ]
+            rows, found = watch_series(series, metric, mine, suite_run_id)
+            for row in rows:
+                store.upsert_change(row)
+            notices += [{"kind": n.kind, "line": n.line(), **n.row} for n in found]
+    return notices

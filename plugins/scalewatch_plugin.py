@@ -20,5 +20,11 @@ class ScalewatchPlugin(AirflowPlugin):
             "href": "/scalewatch/reports/",
             "destination": "nav",
             "url_route": "scalewatch-reports",
-        }
+        },
+        {
+            "name": "Scaling history",
+            "href": "/scalewatch/reports/history",
+            "destination": "nav",
+            "url_route": "scalewatch-history",
+        },
     ]

@@ -1,7 +1,21 @@
-"""Change points in weekly history, per (workload, GPUs, metric), with Apache Otava's E-Divisive."""
+"""Change points in weekly history, per series, that a channel can be alerted with.
+
+Candidates come from Apache Otava's E-Divisive (windowed, with its t-test). On its own it flags every
+statistically real difference, and weekly benchmark series have many that nobody should be paged
+for: a slow drift cut into steps, a one-week outlier, a 2% wobble that long segments make
+"significant". A candidate is kept only if the level right before and right after it (medians of up
+to `local_runs` runs, robust to one outlier) differs by at least `min_change` and by at least
+`noise_multiple` times the series' own week-to-week noise, with `min_runs` runs on each side, and its
+two segments still differ at `max_pvalue`. The weakest failing candidate goes first and its neighbours
+are judged again, as in Otava's merge step. The parameters are tuned on labelled histories
+(bench.analysis.labelled_history); benchmarks/RESULTS.md has the table.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 
 from bench.errors import ResultsInputError
@@ -46,34 +60,186 @@ def read_history_csv(path, metric: str) -> pd.DataFrame:
     return frame.assign(**{metric: values, "gpus": gpus.astype(int), "timestamp": stamps})
 
 
-def change_points(
-    history: pd.DataFrame,
-    metric: str,
-    max_pvalue: float = 0.001,
-    window_len: int = 30,
-    min_magnitude: float = 0.0,
-) -> list[dict]:
+@dataclass(frozen=True)
+class DetectorSettings:
+    max_pvalue: float = 0.001
+    window: int = 30  # Otava's sliding window, in runs
+    min_change: float = 0.04  # relative; smaller steps are never alerted
+    noise_multiple: float = 2.0  # a step must be this many times the series' own run-to-run noise
+    local_runs: int = 8  # runs each side whose medians measure the step (a drift moves them little)
+    min_runs: int = 3  # runs each side before a change is confirmed (a one-run outlier is no step)
+    # A level newer than `local_runs` runs is tested again at every weekly run: a stricter p-value keeps
+    # those repeated tests from adding up to false alarms (multiple testing over the weeks).
+    new_level_max_pvalue: float = 0.0001
+    new_level_noise_multiple: float = 2.0
+    new_level_min_runs: int = 2  # a new level is flagged after 2 runs and confirmed by a third (see confirmed)
+
+
+DEFAULT_SETTINGS = DetectorSettings()
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int  # the first run at the new level
+    before: float  # mean of the segment before (to the previous change point)
+    after: float
+    change: float  # after / before - 1
+    pvalue: float  # Student's t-test of the runs either side, around their trend (see _judge)
+
+
+def series_noise(values: np.ndarray) -> float:
+    """Relative run-to-run noise from the median absolute first difference: steps and drifts barely move it."""
+    if len(values) < 3:
+        return 0.0
+    diffs = np.diff(values)
+    mad = np.median(np.abs(diffs - np.median(diffs)))
+    level = np.median(np.abs(values))
+    return float(1.4826 * mad / np.sqrt(2) / level) if level > 0 else 0.0
+
+
+def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: DetectorSettings) -> tuple[float, Step]:
+    """(margin, step) for cut j: margin >= 1 passes every rule; the smallest margin fails first.
+
+    The runs before the cut (up to `window`, back to the previous cut) give the level and, with 15 or
+    more, its robust Theil-Sen trend; the first `local_runs` runs after it are measured against that
+    line extended. So a slow drift is not a step, and a step inside a drift is measured from the drift.
+    The step is the median residual after (one outlier does not make it); its p-value is Student's
+    t-test of the residuals before against those after.
+    """
+    from scipy.stats import theilslopes, ttest_ind
+
+    i = cuts[j]
+    lo = cuts[j - 1] if j > 0 else 0
+    hi = cuts[j + 1] if j + 1 < len(cuts) else len(values)
+    start = max(lo, i - s.window)
+    before_idx, after_idx = np.arange(start, i), np.arange(i, min(hi, i + s.local_runs))
+    if len(before_idx) >= s.window // 2:  # a trend of fewer runs extrapolates its own noise
+        slope, intercept, _, _ = theilslopes(values[before_idx], before_idx)
+    else:
+        slope, intercept = 0.0, float(np.median(values[before_idx]))
+    level = intercept + slope * i
+    resid_before = values[before_idx] - (intercept + slope * before_idx)
+    resid_after = values[after_idx] - (intercept + slope * after_idx)
+    local = abs(float(np.median(resid_after)) / level) if level > 0 else 0.0
+    pvalue = 1.0
+    if min(len(resid_before), len(resid_after)) >= 2:
+        pvalue = float(ttest_ind(resid_before, resid_after).pvalue)
+        if not np.isfinite(pvalue):  # constant runs either side: any difference is certain
+            pvalue = 0.0 if resid_before.mean() != resid_after.mean() else 1.0
+    before, after = float(values[lo:i].mean()), float(values[i:hi].mean())
+    step = Step(i, before, after, after / before - 1 if before else float("nan"), pvalue)
+    new_level = hi - i < s.local_runs
+    margins = [
+        local / max(s.min_change, (s.new_level_noise_multiple if new_level else s.noise_multiple) * noise),
+        min((i - lo) / s.min_runs, (hi - i) / (s.new_level_min_runs if hi == len(values) else s.min_runs)),
+        (s.new_level_max_pvalue if new_level else s.max_pvalue) / pvalue if pvalue > 0 else float("inf"),
+    ]
+    return min(margins), step
+
+
+def find_steps(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[Step]:
+    """The change points of one series, oldest first."""
     from otava.analysis import compute_change_points
 
-    found = []
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 * settings.min_runs:
+        return []
+    candidates, _ = compute_change_points(values.tolist(), window_len=settings.window, max_pvalue=settings.max_pvalue)
+    cuts = {c.index for c in candidates}
+    # E-Divisive rarely splits off a window's last few runs: the newest level is a candidate of its own,
+    # or a weekly run would wait many weeks for an alert the data already supports.
+    tail = len(values) - settings.new_level_min_runs
+    if not any(abs(c - tail) <= settings.min_runs for c in cuts):
+        cuts.add(tail)
+    cuts = sorted(cuts)
+    noise = series_noise(values)
+    while cuts:
+        judged = [_judge(values, cuts, j, noise, settings) for j in range(len(cuts))]
+        worst = min(range(len(cuts)), key=lambda j: judged[j][0])
+        if judged[worst][0] >= 1:
+            return [step for _, step in judged]
+        del cuts[worst]
+    return []
+
+
+def _same(a: Step, b: Step, match_runs: int) -> bool:
+    return abs(a.index - b.index) <= match_runs and (a.change > 0) == (b.change > 0)
+
+
+def confirmed(now: list[Step], before: list[Step], match_runs: int = 3) -> list[Step]:
+    """The change points of the latest history that the history without its latest run also showed.
+
+    A change seen once can be the newest run's noise; seen by two runs in a row it is confirmed. The
+    weekly DAG alerts on these, so one noisy week does not page anyone."""
+    return [step for step in now if any(_same(step, old, match_runs) for old in before)]
+
+
+@dataclass
+class Flagged:
+    """A confirmed change point as the weekly runs saw it: first confirmed at one run, refined after."""
+
+    step: Step
+    flagged_at: int  # index of the run whose result confirmed it
+    last_seen: int
+
+
+def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: int = 3) -> list[Flagged]:
+    """Run the detector after every run, as the weekly DAG does; a change confirmed again within
+    `match_runs` of where it was first confirmed is the same change, not a new alert."""
+    values = np.asarray(values, dtype=float)
+    flagged: list[Flagged] = []
+    previous: list[Step] = []
+    for t in range(1, len(values) + 1):
+        current = find_steps(values[:t], settings)
+        for step in confirmed(current, previous, match_runs):
+            near = [f for f in flagged if _same(f.step, step, match_runs)]
+            if near:
+                seen = min(near, key=lambda f: abs(f.step.index - step.index))
+                seen.step, seen.last_seen = step, t - 1
+            else:
+                flagged.append(Flagged(step, t - 1, t - 1))
+        previous = current
+    return flagged
+
+
+def _series(history: pd.DataFrame, metric: str):
     for (model, gpus), group in history.sort_values("timestamp").groupby(["model", "gpus"], sort=True):
-        series = group[metric].dropna()
-        if len(series) < 4:
-            continue
-        stamps = group.loc[series.index, "timestamp"].tolist()
-        cps, _ = compute_change_points(
-            series.tolist(), window_len=window_len, max_pvalue=max_pvalue, min_magnitude=min_magnitude
-        )
-        for cp in cps:
-            found.append(
-                {
-                    "model": str(model),
-                    "gpus": int(gpus),
-                    "timestamp": stamps[cp.index].isoformat(),
-                    "before": float(cp.stats.mean_1),
-                    "after": float(cp.stats.mean_2),
-                    "change": float(cp.stats.forward_rel_change()),
-                    "pvalue": float(cp.stats.pvalue),
-                }
+        group = group[group[metric].notna()]
+        yield str(model), int(gpus), group[metric].to_numpy(dtype=float), group["timestamp"].tolist()
+
+
+def _row(model: str, gpus: int, stamps: list, step: Step) -> dict:
+    return {
+        "model": model,
+        "gpus": gpus,
+        "timestamp": stamps[step.index].isoformat(),
+        "before": step.before,
+        "after": step.after,
+        "change": step.change,
+        "pvalue": step.pvalue,
+    }
+
+
+def change_points(history: pd.DataFrame, metric: str, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[dict]:
+    """Every change point of every (model, gpus) series, on the whole history."""
+    return [
+        _row(model, gpus, stamps, step)
+        for model, gpus, values, stamps in _series(history, metric)
+        for step in find_steps(values, settings)
+    ]
+
+
+def online_change_points(
+    history: pd.DataFrame, metric: str, settings: DetectorSettings = DEFAULT_SETTINGS
+) -> list[dict]:
+    """The history replayed run by run: each change point with `detected_at`, the run that first flagged
+    it, and `confirmed` (false for one a later run no longer shows: an alert that was noise)."""
+    out = []
+    for model, gpus, values, stamps in _series(history, metric):
+        last = len(values) - 1
+        for f in replay(values, settings):
+            out.append(
+                _row(model, gpus, stamps, f.step)
+                | {"detected_at": stamps[f.flagged_at].isoformat(), "confirmed": f.last_seen == last}
             )
-    return found
+    return out

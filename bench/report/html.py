@@ -1,28 +1,26 @@
-"""The per-run offline HTML report: the reference study's figures, plus the verdict and history."""
+"""The per-run offline HTML report: the reference study's figures, plus the verdict and history.
+
+The page is the Jinja2 template `templates/report.html` (autoescaped); this module turns the
+evaluation into the plain values and matplotlib charts it shows.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from datetime import datetime
-from html import escape
 from pathlib import Path
 
 import pandas as pd
+from markupsafe import Markup
 
-from bench.report.svg import Series, line_chart, stacked_bars
-
-CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}
-td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:right}th{background:#f4f4f4}
-.pass{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}.warn{color:#9a6700}
-figure{display:inline-block;margin:8px;border:1px solid #ddd}figcaption{font-weight:bold}
-.grid{display:flex;flex-wrap:wrap}"""
+from bench.report.plots import Series, line_chart, stacked_bars
 
 
 def _num(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and pd.isna(v)):
         return "—"
-    return f"{v:.{digits}g}" if isinstance(v, float) else escape(str(v))
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
 def _bandwidth_cell(r: dict) -> str:
@@ -30,7 +28,7 @@ def _bandwidth_cell(r: dict) -> str:
     if r.get("bandwidth_valid") is True:
         return "yes"
     note = r.get("bandwidth_note")
-    return "no" + (f": {escape(note)}" if isinstance(note, str) and note else "")
+    return "no" + (f": {note}" if isinstance(note, str) and note else "")
 
 
 def _why(r: dict) -> str:
@@ -53,7 +51,7 @@ SCALING_COLUMNS = [
     ("workload", lambda r: _num(r["workload"])),
     ("GPUs", lambda r: _num(r["gpus"])),
     ("verdict", lambda r: _num(r.get("verdict"))),
-    ("why", lambda r: escape(_why(r))),
+    ("why", lambda r: _why(r)),
     (
         "images/s [95% CI]",
         lambda r: _with_interval(r["throughput_img_s"], r.get("throughput_ci_low"), r.get("throughput_ci_high")),
@@ -78,7 +76,7 @@ def _bottleneck_cell(r: dict) -> str:
     cause = r.get("bottleneck")
     if not isinstance(cause, str) or not cause:
         return ""
-    return f"<b>{escape(cause)}</b>: {escape(str(r.get('bottleneck_evidence') or ''))}"
+    return f"{cause}: {r.get('bottleneck_evidence') or ''}"
 
 
 def _breakdown_charts(frame: pd.DataFrame) -> list[str]:
@@ -132,23 +130,15 @@ STORAGE_COLUMNS = [
 ]
 
 
-def _cause(f: dict) -> str:
-    if not f.get("bottleneck"):
-        return ""
-    return f"; bottleneck: <b>{escape(f['bottleneck'])}</b> — {escape(f.get('evidence', ''))}"
-
-
 def _straggler_cell(r: dict) -> str:
     host = r.get("slowest_host")
     if not isinstance(host, str) or not host:
         return _num(r.get("straggler_gap"), 2)
-    return f"rank {int(r['slowest_rank'])} on {escape(host)}, {r['straggler_gap']:.0%} below median"
+    return f"rank {int(r['slowest_rank'])} on {host}, {r['straggler_gap']:.0%} below median"
 
 
-def _table(records: list[dict], columns) -> str:
-    head = "".join(f"<th>{escape(name)}</th>" for name, _ in columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(r)}</td>" for _, cell in columns) + "</tr>" for r in records)
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _table(records: list[dict], columns) -> dict:
+    return {"headers": [name for name, _ in columns], "rows": [[cell(r) for _, cell in columns] for r in records]}
 
 
 def _scaling_charts(frame: pd.DataFrame) -> list[str]:
@@ -181,6 +171,7 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
                 ],
                 "GPUs (ranks)",
                 "images/s",
+                integer_x=True,
             )
         )
         charts.append(
@@ -192,6 +183,7 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
                 ],
                 "GPUs (ranks)",
                 "seconds",
+                integer_x=True,
             )
         )
         charts.append(
@@ -203,6 +195,7 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
                 ],
                 "GPUs (ranks)",
                 "MB/s",
+                integer_x=True,
             )
         )
     return charts
@@ -277,84 +270,94 @@ def _history_chart(history: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
     )
 
 
+def _borderline(frame: pd.DataFrame) -> list[dict]:
+    return [
+        {
+            "workload": r["workload"],
+            "gpus": r["gpus"],
+            "efficiency": _num(r["scaling_efficiency"]),
+            "low": _num(r["scaling_efficiency_ci_low"]),
+            "high": _num(r["scaling_efficiency_ci_high"]),
+            "bound": _num(r["min_scaling_efficiency"]),
+        }
+        for r in frame.to_dict("records")
+        if r.get("borderline") is True
+    ]
+
+
+def _slots(frame: pd.DataFrame) -> list[dict]:
+    return [
+        {
+            "workload": r["workload"],
+            "gpus": r["gpus"],
+            "rank": s["rank"],
+            "host": s["host"],
+            "cpus": ",".join(map(str, s["cpus"])),
+            "gpu": _num(s.get("gpu")),
+            "bound_by": s.get("bound_by", ""),
+            "oversubscribed": "yes" if s.get("oversubscribed") else "no",
+        }
+        for r in frame.to_dict("records")
+        for s in json.loads(r.get("slots") or "[]")
+    ]
+
+
+def _failures(failures: list[dict]) -> list[dict]:
+    return [{**f, "value": _num(f["value"]), "bound": _num(f["bound"])} for f in failures]
+
+
+def template(name: str):
+    """One Jinja2 environment for the report's pages: autoescaped; charts come in as Markup."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("bench.report", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template(name)
+
+
 def write_report(
-    path: Path, suite_run_id: str, ev, runs: list[dict], history: pd.DataFrame, cfg, probes: pd.DataFrame | None = None
+    path: Path,
+    suite_run_id: str,
+    ev,
+    runs: list[dict],
+    history: pd.DataFrame,
+    cfg,
+    probes: pd.DataFrame | None = None,
+    changes: list[dict] | None = None,
 ) -> Path:
     from bench.report import storage
 
     frame = ev.frame
-    css_class = {"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn")
-    verdict = f'<span class="{css_class}">{escape(ev.verdict)}</span>'
     records = frame.to_dict("records")
-    table = _table(records, SCALING_COLUMNS) + _table(records, STORAGE_COLUMNS)
-    fail_rows = "".join(
-        f"<li class=fail>{escape(f['workload'])} @ {f['gpus']} GPUs: {escape(f['metric'])} = "
-        f"{_num(f['value'])} (bound {_num(f['bound'])}; {escape(f['expectation'])})"
-        f"{' — ' + escape(f.get('reason', '')) if f.get('reason') else ''}"
-        f"{_cause(f)}</li>"
-        for f in ev.failures
-    )
-    warn_rows = "".join(
-        f"<li class=warn>{escape(i['workload'])} @ {i['gpus']} GPUs: inconclusive: {escape(i['reason'])}</li>"
-        for i in ev.inconclusive
-    ) + "".join(
-        f"<li class=warn>{escape(w['workload'])} @ {w['gpus']} GPUs: bandwidth figure is cache-"
-        f"distorted (dataset fits in page cache or was served from it); not reported as storage "
-        f"bandwidth</li>"
-        for w in ev.warnings
-    )
-    borderline = "".join(
-        f"<li class=warn>{escape(r['workload'])} @ {r['gpus']} GPUs: efficiency {_num(r['scaling_efficiency'])}, "
-        f"95% interval [{_num(r['scaling_efficiency_ci_low'])}, {_num(r['scaling_efficiency_ci_high'])}] "
-        f"straddles the bound {_num(r['min_scaling_efficiency'])}: borderline</li>"
-        for r in frame.to_dict("records")
-        if r.get("borderline") is True
-    )
-    slot_rows = "".join(
-        f"<tr><td>{escape(r['workload'])}</td><td>{r['gpus']}</td><td>{s['rank']}</td><td>{escape(s['host'])}</td>"
-        f"<td>{escape(','.join(map(str, s['cpus'])))}</td><td>{_num(s.get('gpu'))}</td>"
-        f"<td>{escape(s.get('bound_by', ''))}</td><td>{'yes' if s.get('oversubscribed') else 'no'}</td></tr>"
-        for r in frame.to_dict("records")
-        for s in json.loads(r.get("slots") or "[]")
-    )
-    slots = (
-        "<table><tr><th>workload</th><th>GPUs</th><th>rank</th><th>host</th><th>cores</th><th>GPU</th>"
-        f"<th>bound by</th><th>oversubscribed</th></tr>{slot_rows}</table>"
-        if slot_rows
-        else "<p>no slots recorded</p>"
-    )
-    charts = _scaling_charts(frame) + _breakdown_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
-    docs = ""
-    if ev.data_docs:
-        docs = (
-            f'<p>Great Expectations Data Docs: <a href="{escape(os.path.relpath(ev.data_docs, path.parent))}">'
-            f"{escape(ev.data_docs)}</a></p>"
-        )
     th = cfg.thresholds
-    html = f"""<!doctype html><html><head><meta charset="utf-8"><title>scalewatch {escape(suite_run_id)}</title>
-<style>{CSS}</style></head><body>
-<h1>scalewatch suite run {escape(suite_run_id)}: {verdict}</h1>
-<p>launcher {escape(cfg.launcher)}, cluster {escape(cfg.cluster)}, workloads {escape(", ".join(cfg.workloads))},
-GPU counts {escape(", ".join(map(str, sorted(cfg.gpus))))};
-bounds: scaling efficiency ≥ {th.min_scaling_efficiency}{
-        " (per scale: " + ", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())) + ")"
-        if th.min_scaling_efficiency_by_gpus
-        else ""
-    } (the bound each row met or missed is in its
-min_scaling_efficiency column), bandwidth efficiency ≥ {th.min_bandwidth_efficiency},
-step-time spread ≤ {th.max_step_time_spread}, measured ≥ {cfg.train.min_measure_s:g} s per scale,
-regression tolerance {th.regression_tolerance} over the last {th.history_runs} accepted runs.
-Generated {datetime.now().isoformat(timespec="seconds")}.</p>
-<h2>Failures</h2><ul>{fail_rows or "<li class=pass>none</li>"}</ul>
-<h2>Inconclusive</h2><ul>{warn_rows or "<li>none</li>"}</ul>
-{f"<h2>Borderline</h2><ul>{borderline}</ul>" if borderline else ""}
-{docs}
-<h2>Results</h2><p>Intervals are 95% (block bootstrap over measured steps); verdicts compare the point
-estimate with its bound.</p>{table}
-<h2>Rank slots</h2>{slots}
-<h2>Figures</h2><div class="grid">{"".join(charts)}</div>
-{storage.section(frame, getattr(ev, "probe", None), probes if probes is not None else pd.DataFrame(), suite_run_id)}
-</body></html>"""
+    charts = _scaling_charts(frame) + _breakdown_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
+    html = template("report.html").render(
+        suite_run_id=suite_run_id,
+        verdict=ev.verdict,
+        verdict_class={"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn"),
+        cfg=cfg,
+        th=th,
+        gpus=sorted(cfg.gpus),
+        by_gpus=", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())),
+        generated=datetime.now().isoformat(timespec="seconds"),
+        failures=_failures(ev.failures),
+        inconclusive=ev.inconclusive,
+        warnings=ev.warnings,
+        borderline=_borderline(frame),
+        changes=changes or [],
+        data_docs=os.path.relpath(ev.data_docs, path.parent) if ev.data_docs else None,
+        tables=[_table(records, SCALING_COLUMNS), _table(records, STORAGE_COLUMNS)],
+        slots=_slots(frame),
+        charts=[Markup(c) for c in charts],
+        **storage.context(
+            frame, getattr(ev, "probe", None), probes if probes is not None else pd.DataFrame(), suite_run_id
+        ),
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(html)

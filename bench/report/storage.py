@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-from html import escape
 
 import pandas as pd
+from markupsafe import Markup
 
-from bench.report.svg import Series, line_chart
+from bench.report.plots import Series, line_chart
 
 PROJECTION_MAX_GPUS = 1024
 
@@ -17,7 +17,7 @@ PROJECTION_MAX_GPUS = 1024
 def _num(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
         return "—"
-    return f"{v:.{digits}g}" if isinstance(v, float) else escape(str(v))
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
 def _probe_chart(probe: dict) -> str:
@@ -47,7 +47,6 @@ def _projection_chart(sized: list[dict], ceiling: float) -> str:
         series,
         "GPUs",
         "MB/s",
-        width=620,
         x_labels=[str(n) for n in counts],
     )
 
@@ -68,60 +67,42 @@ def _history_chart(probes: pd.DataFrame, probe: dict, suite_run_id: str) -> str:
     return line_chart("storage ceiling history", series, "suite run", "MB/s", x_labels=[d for d, _ in points])
 
 
-def section(frame: pd.DataFrame, probe: dict | None, probes: pd.DataFrame, suite_run_id: str) -> str:
-    """HTML for the storage section; says plainly what could not be sized and why."""
+def context(frame: pd.DataFrame, probe: dict | None, probes: pd.DataFrame, suite_run_id: str) -> dict:
+    """The storage section's values for the report template; says plainly what could not be sized."""
     rows = frame[frame["per_gpu_read_mb_s"].notna()] if "per_gpu_read_mb_s" in frame else frame.iloc[0:0]
-    demand = "".join(
-        f"<tr><td>{escape(r['workload'])}</td><td>{int(r['gpus'])}</td><td>{_num(r['per_gpu_read_mb_s'])}</td>"
-        f"<td>{_num(r.get('per_gpu_peak_mb_s'))}</td><td>{_num(r.get('img_s_per_gpu'))}</td>"
-        f"<td>{_num(r.get('bytes_per_image'))}</td></tr>"
+    demand = [
+        [
+            r["workload"],
+            int(r["gpus"]),
+            _num(r["per_gpu_read_mb_s"]),
+            _num(r.get("per_gpu_peak_mb_s")),
+            _num(r.get("img_s_per_gpu")),
+            _num(r.get("bytes_per_image")),
+        ]
         for r in rows.to_dict("records")
-    )
-    parts = ["<h2>Storage sizing</h2>"]
-    if probe is None:
-        parts.append(
-            "<p class=warn>No storage probe result for this run (probe off, or it failed: see the task log).</p>"
-        )
-    else:
-        note = "" if probe["conclusive"] else f" <span class=warn>inconclusive: {escape(probe['reason'])}</span>"
-        paths = json.loads(probe["paths"]) if isinstance(probe["paths"], str) else probe["paths"]
-        parts.append(
-            f"<p>fio ceiling <b>{probe['ceiling_mb_s']:.1f} MB/s</b> ({escape(probe['method'])} reads, block "
-            f"{probe['block_size']} B, {probe['sample_files']} files, {probe['sample_bytes'] / 1e6:.1f} MB sampled "
-            f"from {escape(', '.join(paths))})"
-            f"{note}.</p>"
-        )
-    sized = []
-    if "supported_gpus" in frame:
-        for r in frame[frame["supported_gpus"].notna()].to_dict("records"):
-            sized.append(r)
-    if sized:
-        rows_html = "".join(
-            f"<tr><td>{escape(s['workload'])}</td><td>{_num(s['per_gpu_read_mb_s'])} (at {int(s['gpus'])})</td>"
-            f"<td><b>{int(s['supported_gpus'])}</b></td><td>{_num(s.get('supported_gpus_peak'))}</td>"
-            f"<td>{_num(s.get('supported_gpus_au'))}</td><td>{_num(s.get('min_supported_gpus'))}</td></tr>"
-            for s in sized
-        )
-        parts.append(
-            "<table><tr><th>workload</th><th>demand MB/s per GPU (largest, at GPUs)</th><th>GPUs fed (avg)</th>"
-            f"<th>GPUs fed (peak)</th><th>GPUs fed at 90% AU</th><th>planned</th></tr>{rows_html}</table>"
-        )
-    elif probe is not None:
-        parts.append(
-            "<p class=warn>Not sized: no scale has a valid, cache-free epoch-1 read rate"
-            + ("" if probe["conclusive"] else " and the probe is inconclusive")
-            + ".</p>"
-        )
-    if demand:
-        parts.append(
-            "<table><tr><th>workload</th><th>GPUs</th><th>avg MB/s per GPU</th><th>peak MB/s per GPU</th>"
-            f"<th>images/s per GPU</th><th>bytes per image</th></tr>{demand}</table>"
-        )
+    ]
+    sized_rows = frame[frame["supported_gpus"].notna()].to_dict("records") if "supported_gpus" in frame else []
+    sized = [
+        {
+            "workload": s["workload"],
+            "demand": _num(s["per_gpu_read_mb_s"]),
+            "gpus": int(s["gpus"]),
+            "supported": int(s["supported_gpus"]),
+            "peak": _num(s.get("supported_gpus_peak")),
+            "au": _num(s.get("supported_gpus_au")),
+            "planned": _num(s.get("min_supported_gpus")),
+        }
+        for s in sized_rows
+    ]
+    shown = None
     charts = []
     if probe is not None:
+        paths = json.loads(probe["paths"]) if isinstance(probe["paths"], str) else probe["paths"]
+        shown = {**probe, "paths": paths}
         charts.append(_probe_chart(probe))
-        if sized:
-            charts.append(_projection_chart(sized, probe["ceiling_mb_s"]))
-        charts.append(_history_chart(probes, probe, suite_run_id))
-    parts.append(f'<div class="grid">{"".join(charts)}</div>')
-    return "".join(parts)
+        if sized_rows:
+            charts.append(_projection_chart(sized_rows, probe["ceiling_mb_s"]))
+        history = _history_chart(probes, probe, suite_run_id)
+        if history:
+            charts.append(history)
+    return {"probe": shown, "sized": sized, "demand": demand, "storage_charts": [Markup(c) for c in charts]}

@@ -109,11 +109,24 @@ suite_runs_table = sa.Table(
     sa.Column("dag_id", sa.Text),
 )
 
+change_alerts_table = sa.Table(
+    "change_alerts",
+    metadata,
+    *(
+        sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True)
+        for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
+    ),
+    *(sa.Column(c, sa.Text) for c in ("changed_in", "detected_at", "detected_in")),
+    *(sa.Column(c, sa.Float) for c in ("before", "after", "change", "pvalue")),
+    *(sa.Column(c, sa.Text) for c in ("state", "recovered_at", "recovered_in")),
+)
+CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at"]
+
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3.
 LEGACY_REVISION = {3: "0001", 4: "0002"}
 
@@ -311,6 +324,35 @@ class ResultsStore:
         )
         with self.engine.connect() as conn:
             return [float(v) for v in conn.execute(q).scalars() if v is not None]
+
+    def accepted_series(self, cluster: str, workload: str, gpus: int, config_key: str) -> pd.DataFrame:
+        """Every accepted run of one series, oldest first: the history its change points are found in."""
+        t = results_table
+        q = (
+            sa.select(t)
+            .where(
+                t.c.cluster == cluster,
+                t.c.workload == workload,
+                t.c.gpus == int(gpus),
+                t.c.config_key == config_key,
+                t.c.accepted.is_(True),
+            )
+            .order_by(t.c.started_at)
+        )
+        with self.engine.connect() as conn:
+            return pd.read_sql(q, conn)
+
+    def change_alerts(self, cluster: str | None = None) -> pd.DataFrame:
+        query = sa.select(change_alerts_table)
+        if cluster is not None:
+            query = query.where(change_alerts_table.c.cluster == cluster)
+        with self.engine.connect() as conn:
+            return pd.read_sql(query.order_by(change_alerts_table.c.changed_at), conn)
+
+    def upsert_change(self, row: dict) -> None:
+        """One row per series change point: finding it again next week updates it, never adds one."""
+        with self.engine.begin() as conn:
+            conn.execute(self._upsert(change_alerts_table, row, CHANGE_KEY), [row])
 
     def suite_runs(self) -> pd.DataFrame:
         with self.engine.connect() as conn:

@@ -64,7 +64,7 @@ def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str
 
 
 def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
-    from scalewatch.notifiers.message import alert_text
+    from scalewatch.notifiers.message import alert_text, change_text
     from scalewatch.notifiers.registry import send
 
     if plan is None:
@@ -87,9 +87,16 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
     else:
         failures, report = outcome["failures"], outcome["report"]
         inconclusive = outcome.get("inconclusive", [])
-        if not failures and not inconclusive:
-            return []
     report_url, run_url = links(cfg, suite_run_id, context)
-    text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive)
-    verdict = "FAILED" if failures else "INCONCLUSIVE"
-    return send(cfg.alerts, f"scalewatch: scaling check {verdict} ({suite_run_id})", text, context)
+    sent = []
+    if failures or inconclusive:
+        text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive)
+        verdict = "FAILED" if failures else "INCONCLUSIVE"
+        sent += send(cfg.alerts, f"scalewatch: scaling check {verdict} ({suite_run_id})", text, context)
+    changes = (outcome or {}).get("changes") or []
+    if changes:  # sent whatever the verdict: a change point inside the tolerance is still news, once
+        text = change_text(suite_run_id, changes, report, report_url, run_url)
+        sent += send(
+            cfg.alerts, f"scalewatch: {len(changes)} change(s) in the weekly history ({suite_run_id})", text, context
+        )
+    return sent

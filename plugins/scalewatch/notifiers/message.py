@@ -26,10 +26,24 @@ def alert_text(
         )
     for i in inconclusive:
         lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: inconclusive — {i['reason']}")
+    return "\n".join(lines + link_lines(report, report_url, run_url))
+
+
+def change_text(
+    suite_run_id: str, changes: list[dict], report: str | None, report_url: str | None, run_url: str | None
+) -> str:
+    """Change points the latest run confirmed in the weekly history (each sent once), and recoveries."""
+    lines = [f"scalewatch: the weekly history changed, confirmed by suite run {suite_run_id} (sent once)"]
+    lines += [f"• [{c['cluster']}] {c['line']}" for c in changes]
+    return "\n".join(lines + link_lines(report, report_url, run_url))
+
+
+def link_lines(report: str | None, report_url: str | None, run_url: str | None) -> list[str]:
+    lines = []
     if report_url:
         lines.append(f"Report: {report_url}")
     elif report:
         lines.append(f"Report (a path on the Airflow worker; set [api] base_url for a link): {report}")
     if run_url:
         lines.append(f"Airflow run: {run_url}")
-    return "\n".join(lines)
+    return lines

@@ -171,3 +171,20 @@ def test_a_bounds_file_with_a_bad_value_names_file_and_field(tmp_path):
     table = write(tmp_path, "model,gpus,throughput_img_s\nssd,1,1\nssd,2,2\n")
     done = run("evaluate", str(table), "--bounds", str(bounds))
     assert done.returncode == 2 and str(bounds) in done.stderr and "min_scaling_efficiency_by_gpus" in done.stderr
+
+
+def test_detect_online_gives_each_change_point_the_run_that_confirmed_it(tmp_path):
+    rng = np.random.default_rng(4)
+    weeks = pd.date_range("2024-01-01", periods=60, freq="W", tz="UTC")
+    values = np.r_[rng.normal(1000, 15, 45), rng.normal(880, 15, 15)]
+    path = tmp_path / "h.csv"
+    pd.DataFrame({"timestamp": weeks, "model": "ssd", "gpus": 16, "throughput_img_s": values}).to_csv(path, index=False)
+    done = run("detect", str(path), "--metric", "throughput_img_s", "--json", "--online")
+    assert done.returncode == 0, done.stderr
+    (cp,) = json.loads(done.stdout)["change_points"]
+    assert set(cp) == {"model", "gpus", "timestamp", "before", "after", "change", "pvalue", "detected_at", "confirmed"}
+    assert cp["timestamp"].startswith(str(weeks[45].date())) and cp["confirmed"] is True
+    delay = weeks.get_loc(pd.Timestamp(cp["detected_at"])) - 45
+    assert 1 <= delay <= 3  # confirmed by the second or third run at the new level, not before
+    offline = json.loads(run("detect", str(path), "--metric", "throughput_img_s", "--json").stdout)["change_points"]
+    assert [c["timestamp"] for c in offline] == [cp["timestamp"]] and "detected_at" not in offline[0]

@@ -75,9 +75,11 @@ def test_history_chart_draws_only_matching_series_labelled_by_run():
     frame = pd.DataFrame([{"workload": "ssd", "gpus": 2, "cluster": "a", "config_key": key}])
     svg = "".join(_history_chart(history, frame))
     assert "ssd @2" in svg and "ssd @4" not in svg and "ssd @8" not in svg
-    labels = re.findall(r'font-size="11">(\d{4}-\d\d-\d\d)</text>', svg)
+    # matplotlib's x ticks: the tick mark's x, then its label's text
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<use [^>]*x="([\d.]+)".*?>(\d{4}-\d\d-\d\d)</text>', svg, re.S)
+    labels = [label for _, label in ticks]
+    xs = [float(x) for x, _ in ticks]
     assert labels and labels == sorted(labels)
-    xs = [float(x) for x in re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="middle" font-size="11">\d{4}', svg)]
     # each label sits where its own run is: spacing is proportional to the run's index
     positions = [list(dates.str[:10]).index(label) for label in labels]
     step = (xs[-1] - xs[0]) / (positions[-1] - positions[0])

@@ -1,0 +1,142 @@
+"""Which change points of a series the latest run confirmed, which of them to alert, which regressions recovered.
+
+The weekly DAG calls this after each run is stored, per (cluster, workload, GPUs, config) series and
+watched figure. A change point is alerted once, by the run that confirms it, whether or not the figure
+is inside its bound (a 9% drop within a 30% tolerance is still news); the next runs find it again and
+only refine its numbers. A regression whose series later steps back to its old level gets one
+"recovered" note. Change points older than `local_runs` runs when first seen (history recorded before
+this check existed) are recorded for the dashboard, not alerted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.analysis.detect import DEFAULT_SETTINGS, DetectorSettings, Step, confirmed, find_steps
+
+# Figures watched over time; all are better when higher. The label is what an alert calls it.
+WATCHED = {
+    "throughput_img_s": "images/s",
+    "scaling_efficiency": "scaling efficiency",
+    "avg_read_mb_s": "avg epoch-1 read MB/s",
+}
+ALERTED, RECORDED, RECOVERED, RECOVERY = "alerted", "recorded", "recovered", "recovery"
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: str  # "change" or "recovered"
+    row: dict  # the change_alerts row it is about
+
+    def line(self) -> str:
+        r = self.row
+        what = f"{r['workload']} @ {r['gpus']} GPUs, {WATCHED.get(r['metric'], r['metric'])}"
+        if self.kind == "recovered":
+            return (
+                f"{what}: recovered — back to {r['recovered_level']:.4g} (was {r['before']:.4g} before the "
+                f"{r['change']:+.1%} change point of {r['changed_at'][:10]}); confirmed by run {r['recovered_in']}"
+            )
+        word = "regression" if r["change"] < 0 else "improvement"
+        return (
+            f"{what}: change point ({word}) {r['change']:+.1%} at {r['changed_at'][:10]}: mean {r['before']:.4g} -> "
+            f"{r['after']:.4g}, p={r['pvalue']:.1e}; confirmed by run {r['detected_in']}"
+        )
+
+
+def metric_values(series: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The runs whose figure counts: bandwidth only where it was a valid storage figure."""
+    keep = series[metric].notna()
+    if metric == "avg_read_mb_s" and "bandwidth_valid" in series:
+        keep &= series["bandwidth_valid"].fillna(False).astype(bool)
+    return series[keep]
+
+
+def _index_of(stamps: list[str], when: str) -> int | None:
+    return stamps.index(when) if when in stamps else None
+
+
+def watch_series(
+    series: pd.DataFrame,
+    metric: str,
+    known: pd.DataFrame,
+    suite_run_id: str,
+    settings: DetectorSettings = DEFAULT_SETTINGS,
+    match_runs: int = 3,
+) -> tuple[list[dict], list[Notice]]:
+    """(change_alerts rows to upsert, notices to send) for one series and figure after `suite_run_id`.
+
+    `series`: the accepted runs, oldest first (started_at, suite_run_id, the figure); `known`: the
+    change_alerts rows already stored for this series and figure.
+    """
+    runs = metric_values(series, metric)
+    if runs.empty or runs["suite_run_id"].iloc[-1] != suite_run_id:
+        return [], []  # this run added no figure to the series: nothing new to confirm
+    values = runs[metric].to_numpy(dtype=float)
+    stamps = runs["started_at"].astype(str).tolist()
+    ids = runs["suite_run_id"].astype(str).tolist()
+    steps = confirmed(find_steps(values, settings), find_steps(values[:-1], settings), match_runs)
+    first = series.iloc[0]
+    key = {
+        "cluster": first["cluster"],
+        "workload": first["workload"],
+        "gpus": int(first["gpus"]),
+        "config_key": first["config_key"],
+        "metric": metric,
+    }
+    stored = [r for r in known.to_dict("records") if _index_of(stamps, r["changed_at"]) is not None]
+    rows: list[dict] = []
+    notices: list[Notice] = []
+    latest = len(values) - 1
+
+    def stats(step: Step) -> dict:
+        return {"before": step.before, "after": step.after, "change": step.change, "pvalue": step.pvalue}
+
+    for step in steps:
+        same = [r for r in stored if abs(_index_of(stamps, r["changed_at"]) - step.index) <= match_runs]
+        if same:  # found again: refine its numbers, keep its key and state
+            old = min(same, key=lambda r: abs(_index_of(stamps, r["changed_at"]) - step.index))
+            rows.append({**old, **stats(step)})
+            continue
+        recovers = [
+            r
+            for r in stored
+            if r["state"] == ALERTED
+            and r["change"] < 0
+            and _index_of(stamps, r["changed_at"]) < step.index
+            and step.change > 0
+            and step.after >= r["before"] * (1 - settings.min_change)
+        ]
+        state = RECOVERY if recovers else ALERTED if step.index >= latest - settings.local_runs else RECORDED
+        row = (
+            key
+            | stats(step)
+            | {
+                "changed_at": stamps[step.index],
+                "changed_in": ids[step.index],
+                "detected_at": stamps[latest],
+                "detected_in": suite_run_id,
+                "state": state,
+                "recovered_at": None,
+                "recovered_in": None,
+            }
+        )
+        rows.append(row)
+        stored.append(row)
+        if state == ALERTED:
+            notices.append(Notice("change", row))
+        for r in recovers:
+            done = {**r, "state": RECOVERED, "recovered_at": stamps[latest], "recovered_in": suite_run_id}
+            rows.append(done)
+            notices.append(Notice("recovered", done | {"recovered_level": step.after}))
+    return rows, notices
+
+
+def series_keys(frame: pd.DataFrame) -> list[tuple[str, str, int, str]]:
+    """(cluster, workload, GPUs, config) of each accepted row of this run."""
+    accepted = frame[frame["accepted"].fillna(False).astype(bool)]
+    return sorted(
+        {(r.cluster, r.workload, int(r.gpus), r.config_key) for r in accepted.itertuples()},
+        key=lambda k: (k[0], k[1], k[2], k[3]),
+    )

@@ -1,0 +1,144 @@
+"""Weekly histories with known truth, and the score of a change-point detector against them.
+
+A detector that alerts a channel must be measured before it is trusted: these series plant steps,
+slow drifts, clean stretches and missing weeks with the noise of real weekly benchmark figures, so
+precision, recall and the online delay are counted, not guessed. The benchmark and the tests use
+them; the dashboard tests seed a store with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+# A detected change within this many weekly runs of a planted step is that step.
+MATCH_WEEKS = 3
+# Steps of at least this relative size, in noise at most NOISE_TARGET, are the ones the targets cover.
+STEP_TARGET = 0.06
+NOISE_TARGET = 0.03
+
+
+@dataclass
+class LabelledSeries:
+    """One (workload, GPUs) series: its values, dates and what was planted in it."""
+
+    name: str
+    values: np.ndarray
+    timestamps: pd.DatetimeIndex
+    noise: float  # relative standard deviation of one weekly figure
+    steps: list[tuple[int, float]] = field(default_factory=list)  # (index of first changed run, relative size)
+    drift: float = 0.0  # relative change per year over the drifting span (0: none)
+
+    def targeted_steps(self) -> list[tuple[int, float]]:
+        return [(i, s) for i, s in self.steps if abs(s) >= STEP_TARGET and self.noise <= NOISE_TARGET]
+
+
+def labelled_histories(
+    n_series: int = 100,
+    weeks: int = 156,
+    seed: int = 0,
+    noise: tuple[float, float] = (0.01, 0.03),
+    step_size: tuple[float, float] = (0.05, 0.15),
+    missing: float = 0.05,
+    start: str = "2023-01-02",
+) -> list[LabelledSeries]:
+    """Series of four kinds: clean (30%), one or two steps (45%), a slow drift (15%), a step inside a drift (10%)."""
+    rng = np.random.default_rng(seed)
+    all_weeks = pd.date_range(start, periods=weeks, freq="W-MON", tz="UTC")
+    out = []
+    for k in range(n_series):
+        level = rng.uniform(100, 5000)
+        sigma = rng.uniform(*noise)
+        kind = rng.choice(["clean", "step", "drift", "step+drift"], p=[0.30, 0.45, 0.15, 0.10])
+        keep = np.sort(rng.choice(weeks, size=weeks - round(missing * weeks), replace=False))
+        n = len(keep)
+        mean = np.full(n, level)
+        steps: list[tuple[int, float]] = []
+        drift = 0.0
+        if "drift" in kind:
+            drift = rng.choice([-1, 1]) * rng.uniform(0.03, 0.10)  # per year
+            a = int(rng.integers(0, n // 2))
+            b = int(rng.integers(a + 26, n + 1)) if a + 26 <= n else n
+            years = (np.arange(n) - a).clip(0, b - a) / 52.0
+            mean = mean * (1 + drift * years)
+        if "step" in kind:
+            count = 1 if kind == "step+drift" else int(rng.choice([1, 2]))
+            lo, hi = 20, n - 8
+            at = sorted(int(x) for x in rng.choice(np.arange(lo, hi), size=count, replace=False))
+            if count == 2 and at[1] - at[0] < 20:
+                at = at[:1]
+            for i in at:
+                size = rng.choice([-1, 1]) * rng.uniform(*step_size)
+                mean[i:] = mean[i:] * (1 + size)
+                steps.append((i, float(size)))
+        values = rng.normal(mean, mean * sigma)
+        out.append(
+            LabelledSeries(f"seed{seed}-s{k:03d}-{kind}", values, all_weeks[keep], float(sigma), steps, float(drift))
+        )
+    return out
+
+
+def as_history(series: list[LabelledSeries], metric: str = "throughput_img_s") -> pd.DataFrame:
+    """The `bench detect` input table: one (model, gpus) per series."""
+    return pd.concat(
+        pd.DataFrame({"timestamp": s.timestamps, "model": s.name, "gpus": 1, metric: s.values}) for s in series
+    ).reset_index(drop=True)
+
+
+@dataclass
+class Score:
+    detected: int = 0
+    true_positive: int = 0
+    targeted: int = 0
+    targeted_found: int = 0
+    false_alarms: int = 0
+    series_years: float = 0.0
+    # Weekly runs from a targeted step to its alert (online): 0 is the step's own run, which alone cannot
+    # be told from an outlier; 3 is the third run after it.
+    delays: list[int] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float:
+        return self.true_positive / self.detected if self.detected else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.targeted_found / self.targeted if self.targeted else 1.0
+
+    @property
+    def false_alarms_per_100_series_years(self) -> float:
+        return 100 * self.false_alarms / self.series_years if self.series_years else 0.0
+
+    def within(self, runs: int) -> float:
+        """Share of targeted steps alerted at most `runs` weekly runs after the step's own run."""
+        return sum(d <= runs for d in self.delays) / self.targeted if self.targeted else 1.0
+
+
+def score(series: list[LabelledSeries], found: dict[str, list[tuple[int, int]]]) -> Score:
+    """`found[name]`: (index of the change, index of the run that flagged it); offline, both the same index.
+
+    A detection matches the nearest unmatched planted step within MATCH_WEEKS (any size: a 5% step found
+    is not a false alarm); the rest are false alarms. Targeted steps count toward recall.
+    """
+    result = Score()
+    for s in series:
+        result.series_years += len(s.values) / 52.0
+        hits = found.get(s.name, [])
+        result.detected += len(hits)
+        unmatched = dict(s.steps)
+        targeted = dict(s.targeted_steps())
+        result.targeted += len(targeted)
+        for index, flagged_at in sorted(hits, key=lambda h: h[1]):
+            near = [i for i in unmatched if abs(i - index) <= MATCH_WEEKS]
+            if not near:
+                result.false_alarms += 1
+                continue
+            step = min(near, key=lambda i: abs(i - index))
+            del unmatched[step]
+            result.true_positive += 1
+            if step in targeted:
+                result.targeted_found += 1
+                result.delays.append(max(0, flagged_at - step))
+    return result

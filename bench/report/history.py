@@ -1,0 +1,193 @@
+"""The history dashboard's content: per (cluster, workload, GPUs, config) series, the weekly trends with
+their bounds, the regression band and the change points, and the table of suite runs.
+
+Built from the results store alone, so what the page draws is what the store holds: accepted runs
+as points, every other run hollow (never part of a trend), the floor the regression check held each
+run to (recomputed from the runs before it, with the run's own configured tolerance and window), and
+the change points the weekly check confirmed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.analysis.changes import WATCHED, metric_values
+from bench.analysis.regression import series_floor
+from bench.report.plots import Marker, trend_chart
+
+MAX_SERIES = 24  # charts per page; the filters narrow it
+FIGURES = (
+    ("throughput_img_s", "images/s"),
+    ("scaling_efficiency", "scaling efficiency"),
+    ("avg_read_mb_s", "avg epoch-1 read MB/s"),
+    ("peak_read_mb_s", "peak epoch-1 read MB/s"),
+)
+
+
+@dataclass(frozen=True)
+class Filters:
+    cluster: str | None = None
+    workload: str | None = None
+    config_key: str | None = None
+
+    def apply(self, frame: pd.DataFrame) -> pd.DataFrame:
+        for column, value in (("cluster", self.cluster), ("workload", self.workload), ("config_key", self.config_key)):
+            if value:
+                frame = frame[frame[column] == value]
+        return frame
+
+
+class UnknownFilter(ValueError):
+    """A filter value the store does not have: named with the values it does."""
+
+
+def check_filters(filters: Filters, results: pd.DataFrame) -> None:
+    for field, column in (("cluster", "cluster"), ("workload", "workload"), ("config", "config_key")):
+        value = getattr(filters, column)
+        have = sorted(results[column].dropna().unique()) if column in results else []
+        if value and value not in have:
+            raise UnknownFilter(f"{field}: {value!r} is not in the store (have: {', '.join(map(str, have)) or 'none'})")
+
+
+def _config(text) -> dict:
+    try:
+        return json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+
+
+def _bound(config: dict, gpus: int) -> float | None:
+    th = config.get("thresholds") or {}
+    by_gpus = {int(k): v for k, v in (th.get("min_scaling_efficiency_by_gpus") or {}).items()}
+    return by_gpus.get(int(gpus), th.get("min_scaling_efficiency"))
+
+
+def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
+    """The regression check's floor and median at each run, from the accepted runs before it."""
+    lows, highs, seen = [], [], []
+    for r in series.itertuples():
+        th = (configs.get(r.suite_run_id) or {}).get("thresholds") or {}
+        window = int(th.get("history_runs", 8))
+        stats = series_floor(seen[-window:], float(th.get("regression_tolerance", 0.1)))
+        lows.append(stats["regression_floor"])
+        highs.append(stats["history_median"] if stats["regression_floor"] is not None else None)
+        if r.accepted is True and pd.notna(r.throughput_img_s):
+            seen.append(float(r.throughput_img_s))
+    return lows, highs
+
+
+def series_panels(
+    results: pd.DataFrame, suite_runs: pd.DataFrame, changes: pd.DataFrame, filters: Filters
+) -> list[dict]:
+    """One panel per series: its key, counts and the four trend charts (SVG)."""
+    configs = {r.suite_run_id: _config(r.config) for r in suite_runs.itertuples()}
+    rows = filters.apply(results).sort_values("started_at")
+    panels = []
+    keys = rows.groupby(["cluster", "workload", "gpus", "config_key"], sort=True)
+    for (cluster, workload, gpus, config_key), series in list(keys)[:MAX_SERIES]:
+        series = series.reset_index(drop=True)
+        accepted = series["accepted"].fillna(False).astype(bool)
+        labels = [str(t)[:10] for t in series["started_at"]]
+        marks = changes[
+            (changes["cluster"] == cluster)
+            & (changes["workload"] == workload)
+            & (changes["gpus"] == gpus)
+            & (changes["config_key"] == config_key)
+        ]
+        position = {t: i for i, t in enumerate(series["started_at"].astype(str))}
+        charts = []
+        for metric, label in FIGURES:
+            if metric not in series:
+                continue
+            shown = metric_values(series[accepted], metric) if metric in WATCHED else series[accepted]
+            ys = [shown[metric].get(i) if i in shown.index else None for i in series.index]
+            others = series[~accepted & series[metric].notna()]
+            markers = [
+                Marker(position[c.changed_at], float(c.change), c.state)
+                for c in marks[marks["metric"] == metric].itertuples()
+                if c.changed_at in position
+            ]
+            band = _band(series, configs) if metric == "throughput_img_s" else None
+            bound = (
+                [_bound(configs.get(s, {}), gpus) for s in series["suite_run_id"]]
+                if metric == "scaling_efficiency"
+                else None
+            )
+            charts.append(
+                trend_chart(
+                    f"{workload} @ {gpus} GPUs: {label}",
+                    list(series.index),
+                    ys,
+                    labels,
+                    label,
+                    band=band,
+                    bound=bound,
+                    markers=markers,
+                    rejected=(list(others.index), others[metric].astype(float).tolist()),
+                )
+            )
+        panels.append(
+            {
+                "cluster": cluster,
+                "workload": workload,
+                "gpus": int(gpus),
+                "config_key": config_key,
+                "runs": len(series),
+                "accepted": int(accepted.sum()),
+                "charts": charts,
+                "changes": [
+                    {
+                        "metric": WATCHED.get(c.metric, c.metric),
+                        "changed_at": str(c.changed_at)[:10],
+                        "change": float(c.change),
+                        "before": float(c.before),
+                        "after": float(c.after),
+                        "pvalue": float(c.pvalue),
+                        "state": c.state,
+                    }
+                    for c in marks.itertuples()
+                ],
+            }
+        )
+    return panels
+
+
+def runs_table(
+    results: pd.DataFrame,
+    suite_runs: pd.DataFrame,
+    filters: Filters,
+    report_link: Callable[[str | None], str | None],
+    run_link: Callable[[str | None, str], str | None],
+) -> list[dict]:
+    """Newest first: date, run, cluster, verdict, how many rows were inconclusive, links."""
+    rows = filters.apply(results)
+    out = []
+    for run in suite_runs.sort_values("started_at", ascending=False).itertuples():
+        mine = rows[rows["suite_run_id"] == run.suite_run_id]
+        if mine.empty:
+            continue
+        verdicts = mine["verdict"].fillna("").astype(str).str.upper()
+        inconclusive = int((verdicts == "INCONCLUSIVE").sum())
+        failed = int((verdicts == "FAIL").sum() + (verdicts == "FAILED").sum())
+        verdict = "PASSED" if run.passed else ("FAILED" if failed or not inconclusive else "INCONCLUSIVE")
+        out.append(
+            {
+                "date": str(run.started_at)[:16].replace("T", " "),
+                "suite_run_id": run.suite_run_id,
+                "cluster": run.cluster,
+                "verdict": verdict,
+                "rows": len(mine),
+                "inconclusive": inconclusive,
+                "report": report_link(run.report_path),
+                "run": run_link(run.dag_id, run.suite_run_id),
+            }
+        )
+    return out
+
+
+def options(results: pd.DataFrame) -> dict[str, list[str]]:
+    return {c: sorted(map(str, results[c].dropna().unique())) for c in ("cluster", "workload", "config_key")}

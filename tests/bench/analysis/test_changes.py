@@ -1,0 +1,74 @@
+"""The weekly change watch over a real results store: one alert per change point, one recovery note,
+nothing for a rerun or for history older than the check."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.pipeline import watch_changes
+from bench.store.db import ResultsStore
+from tests.bench.store.test_store import frame
+
+
+def weekly(store: ResultsStore, levels: list[float], seed: int = 0, start: str = "2026-01-05") -> list[list[dict]]:
+    """Store one accepted run a week at these throughput levels (1.5% noise); the notices of each week."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for week, level in enumerate(levels):
+        suite = f"weekly-{week:03d}"
+        started = (pd.Timestamp(start, tz="UTC") + pd.Timedelta(weeks=week)).isoformat()
+        f = frame(suite, float(rng.normal(level, level * 0.015)), started, gpus=(1,))
+        store.upsert(f)
+        out.append(watch_changes(store, f, suite))
+    return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultsStore(f"sqlite:///{tmp_path}/r.db")
+
+
+def test_a_drop_alerts_once_and_its_recovery_once(store):
+    levels = [1000.0] * 40 + [900.0] * 12 + [1000.0] * 12
+    notices = weekly(store, levels)
+    sent = [(week, n) for week, found in enumerate(notices) for n in found]
+    changes = [(w, n) for w, n in sent if n["kind"] == "change"]
+    recovered = [(w, n) for w, n in sent if n["kind"] == "recovered"]
+    assert len(changes) == 1 and len(recovered) == 1, [n["line"] for _, n in sent]
+    week, change = changes[0]
+    assert 41 <= week <= 43  # confirmed within three runs of the drop
+    assert change["metric"] == "throughput_img_s" and change["change"] == pytest.approx(-0.10, abs=0.025)
+    assert change["changed_at"].startswith(str((pd.Timestamp("2026-01-05") + pd.Timedelta(weeks=40)).date()))
+    assert "regression" in change["line"] and "-1" in change["line"]
+    week, note = recovered[0]
+    assert 53 <= week <= 55 and "recovered" in note["line"]
+    stored = store.change_alerts()
+    assert sorted(stored["state"]) == ["recovered", "recovery"]  # the drop, and the step back up (not re-sent)
+
+
+def test_a_rerun_of_the_confirming_run_sends_nothing_again(store):
+    notices = weekly(store, [1000.0] * 40 + [880.0] * 3)
+    assert [n["kind"] for n in notices[-1]] == ["change"] or [n["kind"] for n in notices[-2]] == ["change"]
+    last = store.frame()
+    last = last[last["suite_run_id"] == last["suite_run_id"].max()]
+    assert watch_changes(store, last, last["suite_run_id"].iloc[0]) == []
+    assert len(store.change_alerts()) == 1
+
+
+def test_change_points_older_than_the_check_are_recorded_not_alerted(store):
+    """A store filled before this check ran: its old step shows on the dashboard, no one is paged for it."""
+    levels = [1000.0] * 30 + [880.0] * 30
+    rng = np.random.default_rng(3)
+    for week, level in enumerate(levels):
+        started = (pd.Timestamp("2025-01-06", tz="UTC") + pd.Timedelta(weeks=week)).isoformat()
+        store.upsert(frame(f"old-{week:03d}", float(rng.normal(level, level * 0.015)), started, gpus=(1,)))
+    f = frame("new-000", 880.0, pd.Timestamp("2026-03-02", tz="UTC").isoformat(), gpus=(1,))
+    store.upsert(f)
+    assert watch_changes(store, f, "new-000") == []
+    stored = store.change_alerts()
+    assert list(stored["state"]) == ["recorded"] and stored["changed_in"].iloc[0] == "old-030"
+
+
+def test_a_steady_year_sends_nothing(store):
+    assert not any(weekly(store, [1000.0] * 52, seed=5))
+    assert store.change_alerts().empty

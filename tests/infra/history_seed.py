@@ -1,0 +1,95 @@
+"""A year of weekly suite runs in a real results store, as the suite would have left them.
+
+Each week stores its rows and runs the change watch, exactly as `bench.pipeline.finish` does, so the
+change points on the dashboard are the ones the weekly check really confirmed. One series drops 12%
+at week 36; two weeks are not accepted (one failed, one inconclusive); every run has a report folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.frame import build_frame
+from bench.pipeline import watch_changes
+from bench.store.db import ResultsStore
+
+WEEKS = 52
+DROP_WEEK, DROP = 36, 0.12
+CONFIG_KEY = "tiny/dali/bs8/img128/amp0"
+CONFIG = {"thresholds": {"min_scaling_efficiency": 0.7, "regression_tolerance": 0.1, "history_runs": 8}}
+
+
+def _rows(suite: str, started: str, cluster: str, thr1: float, thr2: float, accepted: bool, verdict: str):
+    rows = [
+        {
+            "suite_run_id": suite,
+            "workload": "ssd",
+            "gpus": g,
+            "state": "COMPLETED" if verdict != "fail" else "FAILED",
+            "valid": verdict != "inconclusive",
+            "throughput_img_s": thr,
+            "avg_read_mb_s": thr * 0.11,
+            "peak_read_mb_s": thr * 0.16,
+            "cluster": cluster,
+            "started_at": started,
+            "launcher": "slurm",
+            "reason": "",
+            "versions": "{}",
+            "schema_version": 4,
+            "cache_risk": False,
+            "bandwidth_valid": True,
+            "drop_caches": "done",
+            "config_key": CONFIG_KEY,
+        }
+        for g, thr in ((1, thr1), (2, thr2))
+    ]
+    frame = build_frame(rows)
+    return frame.assign(
+        accepted=accepted,
+        passed=verdict == "pass",
+        verdict=verdict,
+        failed_expectations="[]",
+        scaling_efficiency=[1.0, thr2 / (2 * thr1)],
+        bandwidth_efficiency=np.nan,
+    )
+
+
+def seed_year(
+    store: ResultsStore, reports_root: Path, cluster: str = "history-test", dag_id: str = "scaling_regression"
+) -> pd.DataFrame:
+    """Write the year; returns the stored results of this cluster."""
+    rng = np.random.default_rng(52)
+    start = pd.Timestamp("2025-12-01T03:00:00", tz="UTC")
+    for week in range(WEEKS):
+        suite = f"scheduled__{cluster}-{week:03d}"
+        started = (start + pd.Timedelta(weeks=week)).isoformat()
+        verdict = "fail" if week == 20 else "inconclusive" if week == 30 else "pass"
+        thr1 = float(rng.normal(100.0, 1.5))
+        level2 = 190.0 * (1 - DROP if week >= DROP_WEEK else 1.0)
+        thr2 = float(rng.normal(level2, level2 * 0.015)) * (0.5 if week == 20 else 1.0)
+        frame = _rows(suite, started, cluster, thr1, thr2, verdict == "pass", verdict)
+        folder = reports_root / suite.replace(":", "-")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.html").write_text(
+            f"<!doctype html><title>{suite}</title><h1>scalewatch suite run {suite}</h1>"
+        )
+        (folder / "suite.json").write_text(json.dumps({"dag_id": dag_id, "run_id": suite, "verdict": verdict}))
+        store.upsert(
+            frame,
+            {
+                "suite_run_id": suite,
+                "started_at": started,
+                "cluster": cluster,
+                "passed": verdict == "pass",
+                "report_path": str(folder / "report.html"),
+                "config": json.dumps(CONFIG),
+                "dag_id": dag_id,
+            },
+        )
+        watch_changes(store, frame, suite)
+    results = store.frame()
+    return results[results["cluster"] == cluster]

@@ -1,0 +1,36 @@
+"""The alert task's messages, delivered to a real webhook receiver."""
+
+from __future__ import annotations
+
+import json
+
+from bench.config import AlertTargets, SweepConfig, TrainConfig
+from tests.infra.receivers import WebhookReceiver
+
+
+def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_else(monkeypatch, tmp_path):
+    from scalewatch.suite import send_alerts
+
+    data = str(tmp_path / "data")
+    cfg = SweepConfig(
+        dataset_path=data,
+        train=TrainConfig(workload="ssd", data=data, steps=6),
+        output_dir=str(tmp_path),
+        alerts=AlertTargets(slack_conn_id="sw_t_slack"),
+    )
+    change = {
+        "kind": "change",
+        "cluster": "gpu-a",
+        "line": "ssd @ 16 GPUs, images/s: change point (regression) -9.8% at 2026-11-02: mean 1180 -> 1064",
+    }
+    outcome = {"passed": True, "failures": [], "inconclusive": [], "report": "/w/r1/report.html", "changes": [change]}
+    with WebhookReceiver() as webhook:
+        conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
+        monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
+        plan = {"sweep": cfg.model_dump(mode="json"), "suite_run_id": "r1"}
+        send_alerts(plan, outcome, {})
+        send_alerts(plan, {**outcome, "changes": []}, {})  # a plain pass: nothing
+    assert len(webhook.posts) == 1
+    text = webhook.posts[0]["json"]["text"]
+    assert "[gpu-a] ssd @ 16 GPUs, images/s: change point (regression) -9.8%" in text
+    assert "FAILED" not in text and "sent once" in text
