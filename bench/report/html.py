@@ -308,12 +308,11 @@ def _failures(failures: list[dict]) -> list[dict]:
 
 def template(name: str):
     """One Jinja2 environment for the report's pages: autoescaped; charts come in as Markup."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+    from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(
         loader=PackageLoader("bench.report", "templates"),
         autoescape=select_autoescape(["html"]),
-        undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.dags.conftest import airflow_env
+from tests.infra.browser import CHROMIUM, CHROMIUM_ARGS
 
 PASSWORD = "sw-test-pw"
 NOBODY_PASSWORD = "sw-nobody-pw"
@@ -183,23 +184,12 @@ def wait_until(predicate, timeout: float):
     raise TimeoutError("condition not met")
 
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
 @pytest.fixture
 def page(running_airflow, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
         yield page

@@ -1,0 +1,82 @@
+"""The history dashboard behind Airflow's login, in real Chromium, over a store seeded with a year of runs."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from bench.store.db import ResultsStore
+from tests.airflow.conftest import NOBODY_PASSWORD, login
+from tests.infra.history_seed import WEEKS, seed_year
+
+pytestmark = pytest.mark.slow
+CLUSTER = "history-test"
+PAGE = f"/scalewatch/reports/history?cluster={CLUSTER}"
+
+
+@pytest.fixture(scope="module")
+def seeded(running_airflow):
+    (running_airflow.home / "sw" / "runs").mkdir(parents=True, exist_ok=True)
+    url = running_airflow.env.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{running_airflow.home}/sw/results.db"
+    store = ResultsStore(url)
+    results = seed_year(store, running_airflow.home / "sw" / "runs", CLUSTER)
+    return store, results
+
+
+def test_anonymous_and_unauthorised_users_see_no_history(running_airflow, seeded):
+    anonymous = httpx.get(running_airflow.url + PAGE, headers={"Accept": "application/json"}, timeout=30)
+    assert anonymous.status_code == 401 and CLUSTER not in anonymous.text
+    browser = httpx.get(running_airflow.url + PAGE, headers={"Accept": "text/html"}, timeout=30)
+    assert browser.status_code == 303 and "/auth/login" in browser.headers["location"]
+    token = running_airflow.token_for("nobody", NOBODY_PASSWORD)
+    nobody = httpx.get(
+        running_airflow.url + "/scalewatch/reports/history", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert nobody.status_code == 200 and CLUSTER not in nobody.text  # no DAG it may read: no run shown
+
+
+def test_an_unknown_filter_is_refused_naming_the_choices(running_airflow, seeded):
+    bad = running_airflow.get("/scalewatch/reports/history?cluster=nope")
+    assert bad.status_code == 400 and "cluster: &#39;nope&#39; is not in the store" in bad.text
+
+
+def test_the_dashboard_draws_what_the_store_holds_and_its_links_open(running_airflow, seeded, page):
+    store, results = seeded
+    login(page, running_airflow.url)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(running_airflow.url + PAGE)
+    panels = page.locator("section.panel")
+    assert panels.count() == 2
+    for i, gpus in enumerate((1, 2)):
+        panel = panels.nth(i)
+        assert f"ssd @ {gpus} GPUs" in panel.locator("h3").inner_text()
+        images = panel.locator("figure").first.inner_html()
+        drawn = re.search(r'<g id="accepted">(.*?)(?=<g id=")', images, re.S).group(1)
+        accepted = results[(results["gpus"] == gpus) & results["accepted"].astype(bool)]
+        assert len(re.findall(r"<use ", drawn)) == len(accepted) == WEEKS - 2
+    drop = panels.nth(1).locator("ul.changes li").first.inner_text()
+    stored = store.change_alerts()
+    stored = stored[(stored["cluster"] == CLUSTER) & (stored["metric"] == "throughput_img_s")]
+    assert len(stored) == 1 and f"{stored['change'].iloc[0] * 100:+.1f}%" in drop
+    assert 'id="change-point-0"' in panels.nth(1).locator("figure").first.inner_html()
+    rows = page.locator("table tr")
+    assert rows.count() == WEEKS + 1
+    assert all(u.startswith(running_airflow.url) for u in requests), [u for u in requests if "127.0.0.1" not in u]
+    run_href = page.locator("a.airflow-run").first.get_attribute("href")
+    assert run_href.startswith("/dags/scaling_regression/runs/scheduled__")
+    page.locator("a.report").first.click()
+    page.wait_for_load_state()
+    newest = sorted(results["suite_run_id"].unique())[-1]
+    assert f"scalewatch suite run {newest}" in page.content()
+
+
+def test_the_nav_link_opens_the_dashboard(running_airflow, seeded, page):
+    login(page, running_airflow.url)
+    page.get_by_role("link", name="Scaling history").first.click()
+    page.wait_for_timeout(1000)
+    view = page.frame_locator("iframe").first if page.locator("iframe").count() else page
+    view.get_by_role("heading", name="scalewatch: weekly history").wait_for(timeout=60_000)
+    assert view.locator("section.panel").count() >= 2
