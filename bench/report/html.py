@@ -6,6 +6,7 @@ evaluation into the plain values and matplotlib charts it shows.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from datetime import datetime
@@ -201,6 +202,32 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
     return charts
 
 
+def _timeline(samples: list[dict], key: str, t0: float) -> tuple[list, list, list, list]:
+    """Read MB/s and utilisation in bins as wide as the peak figure's (at least 1 s, at least one page-cache
+    scan pass), so the chart and the peak in the table measure the same thing; counters summed over ranks."""
+    import numpy as np
+
+    from bench.metrics.io import cumulative_at
+
+    periods = [s.get("dataset_scan_period_s") or 0.0 for s in samples if key == "dataset_read_bytes"]
+    width = max(1.0, float(np.median(periods)) if periods else 0.0)
+    end = max(s["t"] for s in samples)
+    edges = np.arange(t0, end + width, width)
+    if len(edges) < 2:
+        return [], [], [], []
+    total = np.zeros(len(edges))
+    for rank in sorted({s["rank"] for s in samples}):
+        total += cumulative_at([s for s in samples if s["rank"] == rank], key, edges)
+    mid = (edges[:-1] + edges[1:]) / 2 - t0
+    mb = np.diff(total) / width / 1e6
+    util = {"cpu_util": [], "gpu_util": []}
+    for lo, hi in itertools.pairwise(edges):
+        for name, out in util.items():
+            values = [s[name] for s in samples if lo <= s["t"] < hi and s.get(name) is not None]
+            out.append(float(np.mean(values)) if values else None)
+    return mid.tolist(), mb.tolist(), util["cpu_util"], util["gpu_util"]
+
+
 def _timeline_charts(runs: list[dict]) -> list[str]:
     charts = []
     for workload in sorted({r["workload"] for r in runs}):
@@ -215,25 +242,12 @@ def _timeline_charts(runs: list[dict]) -> list[str]:
         if not samples:
             continue
         t0 = min(s["t"] for s in samples)
-        by_time = sorted(samples, key=lambda s: s["t"])
         # The dataset-only counter where the node sampler recorded it (as the figures above), else the
         # process counter, labelled with what it includes.
         key, label = "dataset_read_bytes", "dataset MB/s (page cache)"
         if not any(s.get(key) is not None for s in samples):
             key, label = "read_bytes", "process reads MB/s (procio: libraries included)"
-        reporting = len({s["rank"] for s in samples if s.get(key) is not None})
-        xs, mb, cpu, gpu = [], [], [], []
-        last: dict[int, tuple[float, float]] = {}
-        for s in by_time:
-            rank, rb = s["rank"], s.get(key)
-            if rb is None:
-                continue
-            if rank in last and s["t"] > last[rank][0]:
-                xs.append(s["t"] - t0)
-                mb.append((rb - last[rank][1]) / (s["t"] - last[rank][0]) / 1e6 * reporting)
-                cpu.append(s.get("cpu_util"))
-                gpu.append(s.get("gpu_util"))
-            last[rank] = (s["t"], rb)
+        xs, mb, cpu, gpu = _timeline(samples, key, t0)
         charts.append(
             line_chart(f"{workload} on {run['gpus']} ranks: read bandwidth", [Series(label, xs, mb)], "seconds", "MB/s")
         )
