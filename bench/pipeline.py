@@ -403,5 +403,9 @@ def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
             rows, found = watch_series(series, metric, mine, suite_run_id)
             for row in rows:
                 store.upsert_change(row)
-            notices += [{"kind": n.kind, "line": n.line(), **n.row} for n in found]
+            # plain Python values: the outcome travels as an XCom (numpy integers do not serialise)
+            notices += [
+                json.loads(json.dumps({"kind": n.kind, "line": n.line(), **n.row}, default=lambda v: v.item()))
+                for n in found
+            ]
     return notices
