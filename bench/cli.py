@@ -50,6 +50,11 @@ def _train_parser(sub) -> None:
         default=True,
         help="evict the dataset's pages from the node's page cache before epoch 1 (default: on)",
     )
+    p.add_argument(
+        "--warm-cache",
+        action="store_true",
+        help="read every dataset file once before epoch 1 (needs --no-drop-caches): storage out of the run",
+    )
     p.add_argument("--amp", action="store_true")
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
 

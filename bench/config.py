@@ -114,6 +114,9 @@ class TrainConfig(Frozen):
     # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
     # cache and no epoch-1 figure is a storage figure.
     drop_caches: bool = True
+    # Read every dataset file once before epoch 1 (one rank per node): the differential rerun that takes
+    # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
+    warm_cache: bool = False
     amp: bool = False
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
@@ -136,6 +139,8 @@ class TrainConfig(Frozen):
             raise ValueError("steps/epochs: give one of them")
         if self.steps is not None and self.epochs is not None:
             raise ValueError("steps/epochs: give only one of them")
+        if self.warm_cache and (self.drop_caches or self.synthetic):
+            raise ValueError("warm_cache: a warm-cache run reads the dataset; set drop_caches and synthetic false")
         return self
 
     def to_argv(self) -> list[str]:
@@ -160,6 +165,8 @@ class TrainConfig(Frozen):
         if not self.sampler:
             argv.append("--no-sampler")
         argv.append("--drop-caches" if self.drop_caches else "--no-drop-caches")
+        if self.warm_cache:
+            argv.append("--warm-cache")
         if self.amp:
             argv.append("--amp")
         if self.run_nonce:
@@ -294,6 +301,10 @@ class SweepConfig(Frozen):
     probe_storage: bool = True
     probe_max_jobs: int = Field(8, ge=1, le=256)
     probe_seconds: float = Field(3.0, ge=0.5, le=600)
+    # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
+    # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
+    # extra runs per failing workload.
+    confirm_causes: bool = True
 
     @field_validator("hosts")
     @classmethod

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.regression import series_floor
-from bench.config import RunSpec, SweepConfig
+from bench.config import RunSpec, SweepConfig, TrainConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 
 DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
@@ -83,19 +83,19 @@ def read_probe(out: Path) -> dict | None:
         return None
 
 
-def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int) -> RunSpec:
-    train = cfg.train.model_copy(
-        update={
-            "workload": workload,
-            "synthetic": cfg.train.synthetic,
-            "data": None if cfg.train.synthetic else dataset_dir(cfg, workload),
-        }
-    )
+def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunSpec:
+    """One scale's launch; `variant` ("warm" or "synthetic") is a differential rerun of it."""
+    synthetic = cfg.train.synthetic or variant == "synthetic"
+    update = {"workload": workload, "synthetic": synthetic, "data": None if synthetic else dataset_dir(cfg, workload)}
+    if variant == "warm":
+        update |= {"warm_cache": True, "drop_caches": False}
+    train = TrainConfig.model_validate(cfg.train.model_dump() | update)
+    name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
     return RunSpec(
-        run_id=f"{suite_run_id}-{workload}-{gpus}".replace(":", "-").replace("+", "-"),
+        run_id=f"{suite_run_id}-{name}".replace(":", "-").replace("+", "-"),
         train=train,
         ranks=gpus,
-        output_dir=suite_dir(cfg.output_dir, suite_run_id) / f"{workload}-{gpus}",
+        output_dir=suite_dir(cfg.output_dir, suite_run_id) / name,
         hosts=cfg.hosts,
         partition=cfg.partition,
         account=cfg.account,
@@ -112,18 +112,70 @@ def suite_dir(output_dir: Path, suite_run_id: str) -> Path:
     return output_dir / "".join(c if c.isalnum() or c in "._-" else "-" for c in suite_run_id)
 
 
-def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int) -> RunResult:
+def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunResult:
     """Submit, wait (cancelling on timeout), collect: a failure becomes a FAILED result, not an exception."""
     from bench.errors import BenchError
     from bench.launch.leftovers import submit_recorded
 
-    spec = run_spec(cfg, suite_run_id, workload, gpus)
+    spec = run_spec(cfg, suite_run_id, workload, gpus, variant)
     try:
         handle = submit_recorded(launcher, spec)
     except BenchError as error:
         return launch_failed(spec, launcher.name, error)
     state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
     return fetch_and_collect(launcher, handle, state, reason)
+
+
+def _rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str) -> list[dict]:
+    from bench.analysis.frame import config_key, row_from_result
+
+    key = config_key(cfg)
+    return [
+        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
+        for r in runs
+    ]
+
+
+def differential_runs(
+    cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, log=print
+) -> list[dict]:
+    """The warm-cache and synthetic reruns of each scale below its bound and of its baseline, one at a
+    time after every scale has ended (bench.analysis.differential); [] when confirm_causes is off."""
+    from bench.analysis.differential import rerun_plan
+    from bench.analysis.frame import build_frame
+    from bench.analysis.scaling import derive
+    from bench.errors import ResultsInputError
+
+    if not cfg.confirm_causes or cfg.train.synthetic:
+        return []
+    try:
+        frame = derive(build_frame(_rows(cfg, suite_run_id, runs, started_at)), cfg.thresholds.baseline_gpus)
+    except ResultsInputError:
+        return []  # no baseline to compare with: evaluate says why
+    out = []
+    for item in rerun_plan(frame, cfg.thresholds.scaling_bound):
+        log(f"  confirming the cause: {item['workload']} on {item['gpus']} rank(s), {item['variant']} ...")
+        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item["variant"])
+        log(f"    {result.state} {result.reason}".rstrip())
+        out.append({**item, "result": result.as_dict()})
+    return out
+
+
+def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started_at: str) -> pd.DataFrame:
+    """One row per differential rerun: valid only where it completed and its measurement holds."""
+    from bench.analysis.frame import build_frame
+    from bench.analysis.verdict import measurement_problems
+
+    if not reruns:
+        return pd.DataFrame(columns=["workload", "gpus", "variant", "valid", "throughput_img_s"])
+    rows = _rows(cfg, suite_run_id, reruns, started_at)
+    # one frame per rerun: build_frame sorts by (workload, gpus), and each scale has two variants
+    frame = pd.concat(
+        [build_frame([row]).assign(variant=r["variant"]) for row, r in zip(rows, reruns, strict=True)],
+        ignore_index=True,
+    )
+    frame["valid"] = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
+    return frame[["workload", "gpus", "variant", "valid", "throughput_img_s"]]
 
 
 @dataclass
@@ -148,10 +200,11 @@ def evaluate(
     probe: dict | None = None,
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
-    from bench.analysis.bottleneck import add_bottlenecks
+    from bench.analysis.bottleneck import add_bottlenecks, without_input_side
     from bench.analysis.cache import label_cache_served
+    from bench.analysis.differential import add_differential
     from bench.analysis.expectations import prepare, validate
-    from bench.analysis.frame import build_frame, config_key, row_from_result
+    from bench.analysis.frame import build_frame
     from bench.analysis.scaling import derive
     from bench.analysis.sizing import add_sizing
     from bench.analysis.verdict import (
@@ -164,12 +217,8 @@ def evaluate(
         with_baseline_problems,
     )
 
-    key = config_key(cfg)
-    rows = [
-        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
-        for r in runs
-    ]
-    frame = build_frame(rows)
+    reruns = [r for r in runs if r.get("variant")]
+    frame = build_frame(_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
     ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
     frame = label_cache_served(frame, cfg.storage_cache_bytes, ceiling)
     frame = derive(frame, cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
@@ -193,6 +242,12 @@ def evaluate(
     prepared["passed"] = prepared["verdict"] == PASS
     au_failed = {k for k, names in critical.items() if "ExpectAcceleratorUtilisationAtLeast" in names}
     prepared = add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed)
+    prepared = add_differential(
+        prepared,
+        rerun_frame(cfg, suite_run_id, reruns, started_at),
+        cfg.thresholds.scaling_bound,
+        without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
+    )
     prepared["failed_expectations"] = [
         json.dumps(verdict.per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
     ]
@@ -318,6 +373,7 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
         result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
+    runs += differential_runs(cfg, launcher, suite_run_id, runs, started, log)
     if cfg.probe_storage and not cfg.train.synthetic:
         from bench.errors import BenchError
 
@@ -345,6 +401,7 @@ def finish(
         json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
     )
     history, probes = store.frame(), store.probes(cfg.cluster)
+    runs = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
     report = write_report(out / "report.html", suite_run_id, ev, runs, history, cfg, probes)
     suite = {
         "suite_run_id": suite_run_id,

@@ -5,8 +5,9 @@ Rules, in order (the first that holds names the cause):
 1. contention: the scale ran oversubscribed (ranks shared cores): its figures are contended by design.
 2. straggler: one rank's work rate (images per second of its own time: step time minus its exposed
    communication wait) is more than `straggler_gap` below the ranks' median, and it is slow on its
-   own: its compute rate is that far below the others', or only its data wait grew (a host-local
-   input path). When every rank's data wait grew, the data-wait rule decides instead. Checked
+   own: its compute rate is that far below the others', or only its data wait grew while it has a
+   host of its own (a host-local input path; on a shared host uneven waits are the storage's).
+   When every rank's data wait grew, the data-wait rule decides instead. Checked
    before the network: a slow rank shows up as communication wait on every other rank.
 3. data wait grew (by >= DATA_WAIT_GROWTH of step time over the baseline, or, for an AU failure, is
    at least that large):
@@ -60,6 +61,10 @@ def _stands_out(ranks: list[dict], base_data_wait: float, threshold: float) -> b
     rate = lambda r: float(r["images"]) / max(float(r["compute_s"]), 1e-9)  # noqa: E731
     if 1.0 - rate(slow) / statistics.median(rate(r) for r in others) > threshold:
         return True
+    # A host-local input path needs a host of its own: ranks sharing the slow rank's host share its
+    # input path too, and uneven waits among them are the shared storage's (seen on a throttled disk).
+    if any(str(r["host"]) == str(slow["host"]) for r in others if r is not slow):
+        return False
     others_wait = statistics.median(float(r["data_wait_share"]) for r in others)
     return (
         float(slow["data_wait_share"]) - others_wait >= DATA_WAIT_GROWTH
@@ -79,9 +84,17 @@ def _pct(x: float) -> str:
 
 
 def diagnose(
-    row: dict, base: dict | None, straggler_gap: float, ceiling_mb_s: float | None, au_failed: bool
+    row: dict,
+    base: dict | None,
+    straggler_gap: float,
+    ceiling_mb_s: float | None,
+    au_failed: bool,
+    input_side: bool = True,
 ) -> tuple[str, str]:
-    """(cause, evidence) for one failing or borderline row; base is its baseline scale's row."""
+    """(cause, evidence) for one failing or borderline row; base is its baseline scale's row.
+
+    `input_side` False leaves out the data-wait rule: for a drop that warm and synthetic reruns did
+    not remove (bench.analysis.differential), whatever the data wait says."""
     ranks, base_ranks = _ranks(row), _ranks(base or {})
     if not ranks:
         return "undetermined", "no step-time breakdown in this run's summary"
@@ -102,7 +115,7 @@ def diagnose(
             f"(compute {slow['compute_median_s'] * 1e3:.0f} ms/step, data wait {_pct(slow['data_wait_share'])}); "
             f"the others wait for it in communication ({_pct(comm)} of step time)"
         )
-    grew = dw - b_dw >= DATA_WAIT_GROWTH or (au_failed and dw >= DATA_WAIT_GROWTH)
+    grew = input_side and (dw - b_dw >= DATA_WAIT_GROWTH or (au_failed and dw >= DATA_WAIT_GROWTH))
     if grew:
         cpu = [r.get("slot_cpu_util") for r in ranks if r.get("slot_cpu_util") is not None]
         slot_cpu = float(np.mean(cpu)) if cpu else None
@@ -162,3 +175,14 @@ def add_bottlenecks(
         )
         f.at[idx, "bottleneck"], f.at[idx, "bottleneck_evidence"] = cause, evidence
     return f
+
+
+def without_input_side(frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None):
+    """row -> (cause, evidence) with the data-wait rule left out (see bench.analysis.differential)."""
+
+    def rediagnose(row) -> tuple[str, str]:
+        base = frame[(frame["workload"] == row["workload"]) & (frame["gpus"] == row.get("baseline_gpus"))]
+        base_row = base.iloc[0].to_dict() if not base.empty else None
+        return diagnose(row.to_dict(), base_row, straggler_gap, ceiling_mb_s, False, input_side=False)
+
+    return rediagnose

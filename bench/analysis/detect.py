@@ -73,6 +73,10 @@ class DetectorSettings:
     new_level_max_pvalue: float = 0.0001
     new_level_noise_multiple: float = 2.0
     new_level_min_runs: int = 2  # a new level is flagged after 2 runs and confirmed by a third (see confirmed)
+    # The same new level is tested again every week until it has `local_runs` runs: its p-value bound
+    # shrinks as (new_level_min_runs / runs after) ** new_level_spend, spending the false-alarm rate
+    # over those repeated looks (0: the same bound at every look).
+    new_level_spend: float = 0.0
 
 
 DEFAULT_SETTINGS = DetectorSettings()
@@ -129,10 +133,13 @@ def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: Detecto
     before, after = float(values[lo:i].mean()), float(values[i:hi].mean())
     step = Step(i, before, after, after / before - 1 if before else float("nan"), pvalue)
     new_level = hi - i < s.local_runs
+    new_level_p = (
+        s.new_level_max_pvalue * (s.new_level_min_runs / max(hi - i, s.new_level_min_runs)) ** s.new_level_spend
+    )
     margins = [
         local / max(s.min_change, (s.new_level_noise_multiple if new_level else s.noise_multiple) * noise),
         min((i - lo) / s.min_runs, (hi - i) / (s.new_level_min_runs if hi == len(values) else s.min_runs)),
-        (s.new_level_max_pvalue if new_level else s.max_pvalue) / pvalue if pvalue > 0 else float("inf"),
+        (new_level_p if new_level else s.max_pvalue) / pvalue if pvalue > 0 else float("inf"),
     ]
     return min(margins), step
 

@@ -163,7 +163,7 @@ SUMMARY_SCHEMA = {
                 "dataset_bytes": {"type": "integer"},
                 "aggregate_ram_bytes": {"type": "integer"},
                 "cache_risk": {"type": "boolean"},
-                "drop_caches": {"enum": ["done", "not_requested", "not_permitted", "incomplete"]},
+                "drop_caches": {"enum": ["done", "not_requested", "not_permitted", "incomplete", "warmed"]},
                 "first_epoch_avg_read_mb_s": _num_or_null,
                 "first_epoch_peak_read_mb_s": _num_or_null,
                 "bandwidth_valid": {"type": "boolean"},

@@ -77,7 +77,8 @@ def _bottleneck_cell(r: dict) -> str:
     cause = r.get("bottleneck")
     if not isinstance(cause, str) or not cause:
         return ""
-    return f"{cause}: {r.get('bottleneck_evidence') or ''}"
+    confirmed = " (confirmed by reruns)" if r.get("cause_check") == "confirmed" else ""
+    return f"{cause}{confirmed}: {r.get('bottleneck_evidence') or ''}"
 
 
 def _breakdown_charts(frame: pd.DataFrame) -> list[str]:

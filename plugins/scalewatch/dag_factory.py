@@ -1,8 +1,8 @@
 """The suite's DAG, built once per suite: the embedded default and every suite file share this shape.
 
 Thin on purpose: parsing imports only the Airflow SDK and the form; all work happens in `bench`.
-Weekly scaling regression: stage -> train at each scale -> probe the storage (fio) -> evaluate (GX) ->
-store -> report -> alert.
+Weekly scaling regression: stage -> train at each scale -> rerun a failing scale warm and synthetic
+(its cause) -> probe the storage (fio) -> evaluate (GX) -> store -> report -> alert.
 """
 
 from __future__ import annotations
@@ -67,6 +67,13 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
             return cancel_leftover_runs(plan) if plan else []  # no plan: nothing was launched
 
         @task(trigger_rule="all_done")
+        def confirm_causes(plan: dict | None, results: list[dict] | None, **context) -> list[dict]:
+            """Warm-cache and synthetic reruns of each failing scale and its baseline (one at a time)."""
+            from scalewatch.suite import confirm_causes
+
+            return confirm_causes(plan, results or [], context) if plan else []
+
+        @task(trigger_rule="all_done")
         def probe_storage(plan: dict | None) -> dict:
             """fio's read ceiling of the staged dataset, after every scale has ended (never beside training)."""
             from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -86,10 +93,10 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
                 raise AirflowFailException(f"storage probe: {error}") from None
 
         @task(trigger_rule="all_done")
-        def evaluate(plan: dict, results: list[dict] | None, **context) -> dict:
+        def evaluate(plan: dict, results: list[dict] | None, reruns: list[dict] | None, **context) -> dict:
             from scalewatch.suite import evaluate_and_report
 
-            return evaluate_and_report(plan, results or [], context)
+            return evaluate_and_report(plan, results or [], reruns or [], context)
 
         @task(trigger_rule="all_done")
         def alert(plan: dict, outcome: dict | None, **context) -> list[str]:
@@ -131,9 +138,14 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
         # (or left on the cluster) until every run of this suite has ended.
         leftovers = cancel_leftover_runs(plan)
         runs >> leftovers
+        reruns = confirm_causes(plan, runs.output)
+        leftovers >> reruns
+        # A rerun task killed mid-run leaves its job too: swept again before fio measures the storage.
+        rerun_leftovers = cancel_leftover_runs.override(task_id="cancel_leftover_reruns")(plan)
+        reruns >> rerun_leftovers
         probed = probe_storage(plan)
-        leftovers >> probed
-        outcome = evaluate(plan, runs.output)
+        rerun_leftovers >> probed
+        outcome = evaluate(plan, runs.output, reruns)
         probed >> outcome
         alert(plan, outcome)
         verdict(outcome)

@@ -202,6 +202,15 @@ def _form() -> dict[str, Param]:
             section=s_data,
             description="After the last scale: fio reads the staged files cold at 1, 2, 4, ... jobs.",
         ),
+        "confirm_causes": Param(
+            True,
+            type="boolean",
+            title="Confirm a failing scale's cause by rerunning it",
+            section=s_bounds,
+            description="A scale below its bound and its baseline run again with the dataset cached and with "
+            "synthetic data (four extra runs per failing workload): which one removes the drop confirms or "
+            "corrects the named bottleneck.",
+        ),
         "oversubscribe": Param(
             False,
             type="boolean",
@@ -371,4 +380,5 @@ def to_sweep(p: dict) -> dict:
         "cluster": p.get("cluster") or os.environ.get("SCALEWATCH_CLUSTER", "local"),
         "storage_cache_bytes": p.get("storage_cache") or None,
         "probe_storage": p.get("probe_storage", True),
+        "confirm_causes": p.get("confirm_causes", True),
     }

@@ -25,25 +25,47 @@ def cancel_leftover_runs(plan: dict) -> list[str]:
     return cancel_unfinished(launcher, suite_dir(cfg.output_dir, plan["suite_run_id"]))
 
 
-def evaluate_and_report(plan: dict, results: list[dict], context) -> dict:
-    from bench.pipeline import finish, run_spec
-    from scalewatch.paths import results_url
+def _runs(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:
+    """Each planned scale with its train task's result (a missing one is a FAILED run, never skipped)."""
+    from bench.pipeline import run_spec
 
-    cfg = SweepConfig.model_validate(plan["sweep"])
-    suite_run_id = plan["suite_run_id"]
     by_run = {(r.get("run_id") or ""): r for r in results if r}
     runs = []
     for item in plan["matrix"]:
-        spec = run_spec(cfg, suite_run_id, item["workload"], item["gpus"])
+        spec = run_spec(cfg, plan["suite_run_id"], item["workload"], item["gpus"])
         result = by_run.get(spec.run_id) or {
             "state": "FAILED",
             "reason": "training task did not return a result",
             "output_dir": str(spec.output_dir),
         }
         runs.append({**item, "result": _summary(result)})
-    started = context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
+    return runs
+
+
+def _started(context) -> str:
+    return context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
+
+
+def confirm_causes(plan: dict, results: list[dict], context) -> list[dict]:
+    """The differential reruns of each failing scale, after every scale has ended; small XComs (the
+    summaries are read back from their paths)."""
+    from bench.pipeline import differential_runs
+    from scalewatch.launchers import from_kwargs, launcher_kwargs
+
+    cfg = SweepConfig.model_validate(plan["sweep"])
+    launcher = from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
+    reruns = differential_runs(cfg, launcher, plan["suite_run_id"], _runs(cfg, plan, results), _started(context))
+    return [{**r, "result": {**r["result"], "summary": None}} for r in reruns]
+
+
+def evaluate_and_report(plan: dict, results: list[dict], reruns: list[dict], context) -> dict:
+    from bench.pipeline import finish
+    from scalewatch.paths import results_url
+
+    cfg = SweepConfig.model_validate(plan["sweep"])
+    runs = _runs(cfg, plan, results) + [{**r, "result": _summary(r["result"])} for r in reruns if r]
     dag_id = context["dag_run"].dag_id if context.get("dag_run") else None
-    return finish(cfg, suite_run_id, runs, started, results_url(), dag_id)
+    return finish(cfg, plan["suite_run_id"], runs, _started(context), results_url(), dag_id)
 
 
 def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str | None]:

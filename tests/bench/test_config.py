@@ -71,6 +71,15 @@ def test_train_needs_data_or_synthetic_and_steps_xor_epochs():
         parse(TrainConfig, {"workload": "ssd", "synthetic": True, "steps": 1, "epochs": 1})
 
 
+def test_a_warm_cache_run_neither_evicts_nor_skips_the_dataset():
+    ok = parse(TrainConfig, {"workload": "ssd", "data": "/d", "steps": 1, "warm_cache": True, "drop_caches": False})
+    assert "--warm-cache" in ok.to_argv() and "--no-drop-caches" in ok.to_argv()
+    with pytest.raises(ConfigError, match=r"warm_cache: .*drop_caches and synthetic false"):
+        parse(TrainConfig, {"workload": "ssd", "data": "/d", "steps": 1, "warm_cache": True})
+    with pytest.raises(ConfigError, match="warm_cache"):
+        parse(TrainConfig, {"workload": "ssd", "synthetic": True, "steps": 1, "warm_cache": True, "drop_caches": False})
+
+
 def test_ssh_ranks_must_fit_slots():
     with pytest.raises(ConfigError, match="exceed"):
         parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 1}], gpus=[1, 4]))

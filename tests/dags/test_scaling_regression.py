@@ -34,6 +34,8 @@ def test_dag_integrity(airflow_home):
         "stage_dataset",
         "train",
         "cancel_leftover_runs",
+        "confirm_causes",
+        "cancel_leftover_reruns",
         "probe_storage",
         "evaluate",
         "alert",
@@ -41,7 +43,12 @@ def test_dag_integrity(airflow_home):
     } <= ids
     sweep = dag.get_task("cancel_leftover_runs")  # runs however train ended, before anything is evaluated
     assert sweep.trigger_rule == "all_done"
-    assert "train" in sweep.upstream_task_ids and "probe_storage" in sweep.downstream_task_ids
+    assert "train" in sweep.upstream_task_ids and "confirm_causes" in sweep.downstream_task_ids
+    # the differential reruns come after every scale, each swept in turn, all before fio and evaluation
+    reruns = dag.get_task("confirm_causes")
+    assert reruns.trigger_rule == "all_done" and "cancel_leftover_reruns" in reruns.downstream_task_ids
+    assert "evaluate" in reruns.downstream_task_ids
+    assert "probe_storage" in dag.get_task("cancel_leftover_reruns").downstream_task_ids
     probe = dag.get_task("probe_storage")  # never beside training; its failure never stops the evaluation
     assert probe.trigger_rule == "all_done" and "evaluate" in probe.downstream_task_ids
     assert dag.get_task("evaluate").trigger_rule == "all_done"
@@ -152,6 +159,27 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch)
     assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
     assert smtp.logins == ["alerts"]
     assert f"ssd @ {n} GPUs: scaling_efficiency" in smtp.messages[0]["data"]
+
+
+@pytest.mark.slow
+def test_a_failing_scale_is_rerun_warm_and_synthetic_and_its_cause_checked(airflow_home):
+    # A bound no 2-rank CPU run meets: the confirm_causes task reruns both scales warm and synthetic
+    # through the launcher, one at a time, and the alert line carries what the reruns showed.
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        run, states = run_dag(
+            airflow_home, {"gpus": [1, 2], "min_scaling_efficiency": 1.2, "confirm_causes": True}, webhook, smtp
+        )
+    assert run.state == "failed" and states["confirm_causes"] == "success", states
+    assert states["cancel_leftover_reruns"] == "success"
+    out = next(d for d in (airflow_home / "sw" / "runs").iterdir() if (d / "ssd-2-warm").is_dir())
+    assert {p.name for p in out.iterdir()} >= {"ssd-1-warm", "ssd-2-warm", "ssd-1-synthetic", "ssd-2-synthetic"}
+    frame = pd.read_csv(out / "results.csv")
+    assert len(frame) == 2  # the reruns are figures on their scale's row, never rows of their own
+    two = frame[frame["gpus"] == 2].iloc[0]
+    assert two["rerun_removed"] in ("warm", "synthetic", "neither") and isinstance(two["cause_check"], str)
+    assert two["warm_efficiency"] > 0 and two["synthetic_efficiency"] > 0
+    text = webhook.posts[0]["json"]["text"]
+    assert "ssd @ 2 GPUs: scaling_efficiency" in text and "reruns: efficiency" in text
 
 
 @pytest.mark.slow

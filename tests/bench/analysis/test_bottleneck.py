@@ -45,6 +45,7 @@ def config(data: Path, **over) -> dict:
         "dataset_path": str(data),
         "probe_max_jobs": 2,
         "probe_seconds": 1.0,
+        "confirm_causes": False,  # the differential reruns are exercised in the knee below (and the network test)
         "thresholds": {"min_scaling_efficiency": 0.7, "min_bandwidth_efficiency": 0.0} | over.pop("thresholds", {}),
         "train": train,
         **over,
@@ -136,6 +137,7 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
         stage_from=str(tmp_path / "src"),
         thresholds={"max_step_time_spread": 100.0},
         train={"steps": None, "epochs": 1, "min_measure_s": 0.0, "drop_caches": True},
+        confirm_causes=True,
     )
     # What this machine's ranks read unthrottled (its 2-core ceiling moves with the host's load: take a
     # moment where 2 ranks read clearly more than the throttle will allow).
@@ -143,22 +145,31 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
         _, free = sweep(tmp_path / "home", f"free{attempt}", cfg)
         d1 = row(free, 1)["throughput_img_s"] * per_image
         d2 = row(free, 2)["throughput_img_s"] * per_image
-        rate = int(1.25 * d1)
-        if d2 >= 1.1 * rate:
+        # 1.1 x one rank: two ranks then reach at most 0.55 of linear, a clear failure even when the
+        # throttled run's 1 rank is 15% slower than here (at 1.25 x, one CI run scored 2 ranks a borderline pass).
+        # 2 ranks must scale well enough unthrottled (>= 0.66) that a warm-cache rerun wins back at least
+        # half of the 0.7 bound's shortfall: the differential rerun confirms storage.
+        rate = int(1.1 * d1)
+        if d2 >= 1.2 * rate:
             break
     else:
-        pytest.fail(f"2 ranks never read 10% above 1.25 x 1 rank here ({d1 / 1e6:.1f} vs {d2 / 1e6:.1f} MB/s)")
+        pytest.fail(f"2 ranks never read 20% above 1.1 x 1 rank here ({d1 / 1e6:.1f} vs {d2 / 1e6:.1f} MB/s)")
     assert row(free, 2)["bottleneck"] != "storage"
     with blkio_read_throttle(tmp_path, rate) as prefix:
         outcome, knee = sweep(tmp_path / "home", "knee", cfg, prefix=prefix)
     two = row(knee, 2)
     allowed = rate / per_image
     assert two["throughput_img_s"] == pytest.approx(allowed, rel=0.10), (two["throughput_img_s"], allowed)
-    # The cause is not asserted here any more: since epoch 1 counts dataset-only bytes and every scale
-    # evicts the dataset, two CI runs named this scale `contention` and then `communication` (before:
-    # `storage`). Open in issue 13; the throughput, the probe and the projection below still hold.
-    assert two["bottleneck"], two.to_dict()  # a failing scale always names a cause, with evidence
+    # The cause is storage. The step-time rules alone named it in most runs here, but not all: ranks
+    # that take turns waiting on a shared throttled disk also wait for each other in the allreduce, and
+    # CI runs saw `communication` and `contention`. DS-Analyzer's differential settles it: with the
+    # dataset cached the throttle is out and 2 ranks scale again, confirming or correcting the rule.
+    assert two["verdict"] == "fail" and two["bottleneck"] == "storage", two.to_dict()
+    assert two["rerun_removed"] == "warm", two.to_dict()
+    assert two["cause_check"] == "confirmed" or two["cause_check"].startswith("corrected from"), two.to_dict()
+    assert two["warm_efficiency"] > two["scaling_efficiency"] and two["fetch_stall"] > 0.1
+    assert "warm cache" in two["bottleneck_evidence"] and "MB/s" in two["bottleneck_evidence"]
     assert two["storage_ceiling_mb_s"] == pytest.approx(rate / 1e6, rel=0.10)  # the probe saw the throttle too
     sized = knee[knee["supported_gpus"].notna()]
     assert len(sized) == 1 and int(sized["supported_gpus"].iloc[0]) == 1  # the projection's knee: 1 GPU
-    assert any(f.get("bottleneck") for f in outcome["failures"])
+    assert any(f.get("bottleneck") == "storage" for f in outcome["failures"] if f["gpus"] == 2)
