@@ -48,8 +48,8 @@ def defaults(base: Path) -> dict:
             "min_bandwidth_efficiency": 0.4,
         },
         "cpus_per_rank": 1,
-        # No differential reruns in the embedded default: one failing workload's four reruns add about
-        # a minute on two cores (docs/benchmarks.md). Suites and --config files have them on.
+        # No differential reruns in the embedded default: one failing workload's four reruns add about 80 s
+        # on two cores (docs/benchmarks.md). Suites and --config files have them on.
         "confirm_causes": False,
         "train": {
             "workload": "ssd",

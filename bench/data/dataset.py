@@ -119,45 +119,64 @@ def load_segmentation(root: Path) -> SegmentationDataset:
     return SegmentationDataset(root, tuple(images), tuple(masks), tuple(sizes), num_classes)
 
 
-def read_uncached(path: Path) -> bytes:
-    """A file's bytes without touching the page cache (O_DIRECT), so checks do not warm epoch 1.
+# What the up-front check reads of each image: its header (markers up to the scan). A header that does
+# not fit (a large EXIF thumbnail or ICC profile) is read again whole before any verdict.
+HEADER_BYTES = 16 * 1024
 
-    Filesystems that refuse O_DIRECT (tmpfs, where RAM is the storage anyway) get a plain read.
+
+def read_uncached(path: Path, limit: int | None = None) -> bytes:
+    """A file's bytes (its first `limit` only, if given) without touching the page cache (O_DIRECT),
+    so checks do not warm epoch 1. Filesystems that refuse O_DIRECT (tmpfs, where RAM is the storage
+    anyway) get a plain read.
     """
     import mmap
     import os
 
     size = path.stat().st_size
+    want = size if limit is None else min(size, limit)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     except OSError:
-        return path.read_bytes()
+        with open(path, "rb") as f:
+            return f.read(want)
     try:
-        buf = mmap.mmap(-1, max(4096, (size + 4095) // 4096 * 4096))  # page-aligned, as O_DIRECT needs
+        buf = mmap.mmap(-1, max(4096, (want + 4095) // 4096 * 4096))  # page-aligned, as O_DIRECT needs
         try:
             got = os.readv(fd, [buf])
         except OSError:
-            return path.read_bytes()
-        return bytes(buf[: min(got, size)])
+            with open(path, "rb") as f:
+                return f.read(want)
+        return bytes(buf[: min(got, want)])
     finally:
         os.close(fd)
 
 
-def check_jpegs(root: Path, files: tuple[str, ...]) -> None:
-    """Verify every image up front, so a corrupt JPEG fails naming the file before any rank trains.
+def check_jpegs(root: Path, files: tuple[str, ...], rank: int = 0, world: int = 1) -> None:
+    """Verify images up front, so a corrupt JPEG fails naming the file before any step is measured.
 
-    Reads bypass the page cache: the check must leave the cache as it found it, or epoch 1 would be
-    served from what the check warmed (or, evicting afterwards, never be seen warm).
+    Each rank checks every `world`-th file from its `rank` and reads its header only: reading every
+    image whole on every rank cost ranks x the dataset per scale (on a 3 TB NAS dataset at 64 GPUs,
+    192 TB before epoch 1). Reads bypass the page cache: the check must leave the cache as it found
+    it, or epoch 1 would be served from what the check warmed.
     """
     import io
 
     from PIL import Image
 
-    for name in files:
+    def parse(data: bytes) -> None:
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+
+    for name in files[rank::world]:
         file = root / name
         try:
-            with Image.open(io.BytesIO(read_uncached(file))) as img:
-                img.verify()
+            try:
+                parse(read_uncached(file, HEADER_BYTES))
+            except Exception:
+                if file.is_file() and file.stat().st_size > HEADER_BYTES:
+                    parse(read_uncached(file))  # a header larger than the first read: judge it whole
+                else:
+                    raise
         except OSError as error:
             if not file.is_file():
                 raise DatasetError(f"{file}: missing") from None

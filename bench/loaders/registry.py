@@ -17,7 +17,7 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
     opts = LoaderOptions(shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
     if cfg.workload == "ssd":
         ds = load_coco(cfg.data)
-        check_jpegs(ds.root / "images", ds.files)
+        check_jpegs(ds.root / "images", ds.files, shard.rank, shard.world)
         if cfg.loader == "dali":
             from bench.loaders.dali_loader import DaliCocoLoader
 
@@ -26,7 +26,7 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
 
         return coco_loader(ds, model.anchors, opts)
     ds = load_segmentation(cfg.data)
-    check_jpegs(ds.root, ds.images)
+    check_jpegs(ds.root, ds.images, shard.rank, shard.world)
     if cfg.loader == "dali":
         from bench.loaders.dali_loader import DaliSegmentationLoader
 
