@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.detect import DEFAULT_SETTINGS, DetectorSettings, Step, confirmed, find_steps
+from bench.analysis.detect import DEFAULT_SETTINGS, MATCH_RUNS, DetectorSettings, Step, confirmed, find_steps
 
 # Figures watched over time; all are better when higher. The label is what an alert calls it.
 WATCHED = {
@@ -63,7 +63,7 @@ def watch_series(
     known: pd.DataFrame,
     suite_run_id: str,
     settings: DetectorSettings = DEFAULT_SETTINGS,
-    match_runs: int = 3,
+    match_runs: int = MATCH_RUNS,
 ) -> tuple[list[dict], list[Notice]]:
     """(change_alerts rows to upsert, notices to send) for one series and figure after `suite_run_id`.
 
