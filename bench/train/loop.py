@@ -61,6 +61,9 @@ def drop_page_cache(dist: Dist, data: Path | None) -> str:
     first; what is still resident afterwards makes the eviction "incomplete", never silently "done".
     A storage server's own cache (NAS) is out of the client's reach: cache_served covers that.
     """
+    # Every rank first ends what it reads before epoch 1 (its image check, its loader's build): a rank
+    # still reading while its node is evicted left pages resident ("incomplete" on a default 2-rank run).
+    dist.allgather("ready")
     status = "done"
     if dist.local_rank == 0 and data is not None:
         try:
