@@ -150,6 +150,12 @@ def diagnose(
     )
 
 
+def baseline_row(frame: pd.DataFrame, row) -> dict | None:
+    """The row of `row`'s baseline scale (same workload), or None where it did not run."""
+    base = frame[(frame["workload"] == row["workload"]) & (frame["gpus"] == row.get("baseline_gpus"))]
+    return base.iloc[0].to_dict() if not base.empty else None
+
+
 def add_bottlenecks(
     frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None, au_failed: set[tuple[str, int]]
 ) -> pd.DataFrame:
@@ -165,10 +171,9 @@ def add_bottlenecks(
             continue
         if row.get("verdict") == "inconclusive" or row.get("state") != "COMPLETED":
             continue  # no figure to explain: the reason says why
-        base = f[(f["workload"] == row["workload"]) & (f["gpus"] == row.get("baseline_gpus"))]
         cause, evidence = diagnose(
             row.to_dict(),
-            base.iloc[0].to_dict() if not base.empty else None,
+            baseline_row(f, row),
             straggler_gap,
             ceiling_mb_s,
             (row["workload"], int(row["gpus"])) in au_failed,
@@ -181,8 +186,7 @@ def without_input_side(frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: 
     """row -> (cause, evidence) with the data-wait rule left out (see bench.analysis.differential)."""
 
     def rediagnose(row) -> tuple[str, str]:
-        base = frame[(frame["workload"] == row["workload"]) & (frame["gpus"] == row.get("baseline_gpus"))]
-        base_row = base.iloc[0].to_dict() if not base.empty else None
-        return diagnose(row.to_dict(), base_row, straggler_gap, ceiling_mb_s, False, input_side=False)
+        base = baseline_row(frame, row)
+        return diagnose(row.to_dict(), base, straggler_gap, ceiling_mb_s, False, input_side=False)
 
     return rediagnose

@@ -134,18 +134,21 @@ def read_uncached(path: Path, limit: int | None = None) -> bytes:
 
     size = path.stat().st_size
     want = size if limit is None else min(size, limit)
+
+    def plain() -> bytes:
+        with open(path, "rb") as f:
+            return f.read(want)
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     except OSError:
-        with open(path, "rb") as f:
-            return f.read(want)
+        return plain()
     try:
         buf = mmap.mmap(-1, max(4096, (want + 4095) // 4096 * 4096))  # page-aligned, as O_DIRECT needs
         try:
             got = os.readv(fd, [buf])
         except OSError:
-            with open(path, "rb") as f:
-                return f.read(want)
+            return plain()
         return bytes(buf[: min(got, want)])
     finally:
         os.close(fd)

@@ -14,15 +14,20 @@ def _summary(result: dict) -> dict:
     return result
 
 
+def _launcher(cfg: SweepConfig):
+    """The suite's launcher as this task's process builds it (key material resolved here)."""
+    from scalewatch.launchers import from_kwargs, launcher_kwargs
+
+    return from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
+
+
 def cancel_leftover_runs(plan: dict) -> list[str]:
     """After the last scale: no job of this suite may outlive it (see bench.launch.leftovers)."""
     from bench.launch.leftovers import cancel_unfinished
     from bench.pipeline import suite_dir
-    from scalewatch.launchers import from_kwargs, launcher_kwargs
 
     cfg = SweepConfig.model_validate(plan["sweep"])
-    launcher = from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
-    return cancel_unfinished(launcher, suite_dir(cfg.output_dir, plan["suite_run_id"]))
+    return cancel_unfinished(_launcher(cfg), suite_dir(cfg.output_dir, plan["suite_run_id"]))
 
 
 def _runs(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:
@@ -50,11 +55,9 @@ def confirm_causes(plan: dict, results: list[dict], context) -> list[dict]:
     """The differential reruns of each failing scale, after every scale has ended; small XComs (the
     summaries are read back from their paths)."""
     from bench.pipeline import differential_runs
-    from scalewatch.launchers import from_kwargs, launcher_kwargs
 
     cfg = SweepConfig.model_validate(plan["sweep"])
-    launcher = from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
-    reruns = differential_runs(cfg, launcher, plan["suite_run_id"], _runs(cfg, plan, results), _started(context))
+    reruns = differential_runs(cfg, _launcher(cfg), plan["suite_run_id"], _runs(cfg, plan, results), _started(context))
     return [{**r, "result": {**r["result"], "summary": None}} for r in reruns]
 
 
