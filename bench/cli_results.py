@@ -136,7 +136,11 @@ def _detect(args: argparse.Namespace) -> int:
     extra = f"  {'detected_at':<26}" if args.online else ""
     print(f"{'model':<16}{'gpus':>6}  {'timestamp':<26}{'before':>12}{'after':>12}{'change':>9}{extra}")
     for c in found:
-        when = f"  {c['detected_at']:<26}{'' if c['confirmed'] else '(not confirmed later)'}" if args.online else ""
+        when = ""
+        if args.online:
+            flags = (("not confirmed later", c["confirmed"]), ("recorded, not sent", c["alerted"]))
+            notes = [note for note, ok in flags if not ok]
+            when = f"  {c['detected_at']:<26}{'; '.join(notes)}"
         print(
             f"{c['model']:<16}{c['gpus']:>6}  {c['timestamp']:<26}{c['before']:>12.4g}{c['after']:>12.4g}"
             f"{c['change']:>+9.1%}{when}"

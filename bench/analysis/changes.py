@@ -4,8 +4,9 @@ The weekly DAG calls this after each run is stored, per (cluster, workload, GPUs
 watched figure. A change point is alerted once, by the run that confirms it, whether or not the figure
 is inside its bound (a 9% drop within a 30% tolerance is still news); the next runs find it again and
 only refine its numbers. A regression whose series later steps back to its old level gets one
-"recovered" note. Change points older than `local_runs` runs when first seen (history recorded before
-this check existed) are recorded for the dashboard, not alerted.
+"recovered" note. A change point whose level already had `local_runs` runs when it was first confirmed
+(history recorded before this check existed, or a shift that only the established-level test finds) is
+recorded for the dashboard, not alerted (detect.is_news).
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.detect import DEFAULT_SETTINGS, MATCH_RUNS, DetectorSettings, Step, confirmed, find_steps
+from bench.analysis.detect import (
+    DEFAULT_SETTINGS,
+    MATCH_RUNS,
+    DetectorSettings,
+    Step,
+    confirmed,
+    find_steps,
+    is_news,
+    same_change,
+)
 
 # Figures watched over time; all are better when higher. The label is what an alert calls it.
 WATCHED = {
@@ -25,6 +35,16 @@ WATCHED = {
 ALERTED, RECORDED, RECOVERED, RECOVERY = "alerted", "recorded", "recovered", "recovery"
 
 
+def step_size(size: float | None, change: float) -> float:
+    """A stored change point's step where it happened; rows stored before sizes were kept fall back to
+    the change of the segment means."""
+    return float(change) if size is None or pd.isna(size) else float(size)
+
+
+def _size(row: dict) -> float:
+    return step_size(row.get("size"), row["change"])
+
+
 @dataclass(frozen=True)
 class Notice:
     kind: str  # "change" or "recovered"
@@ -33,14 +53,15 @@ class Notice:
     def line(self) -> str:
         r = self.row
         what = f"{r['workload']} @ {r['gpus']} GPUs, {WATCHED.get(r['metric'], r['metric'])}"
+        size = _size(r)
         if self.kind == "recovered":
             return (
                 f"{what}: recovered — back to {r['recovered_level']:.4g} (was {r['before']:.4g} before the "
-                f"{r['change']:+.1%} change point of {r['changed_at'][:10]}); confirmed by run {r['recovered_in']}"
+                f"{size:+.1%} change point of {r['changed_at'][:10]}); confirmed by run {r['recovered_in']}"
             )
-        word = "regression" if r["change"] < 0 else "improvement"
+        word = "regression" if size < 0 else "improvement"
         return (
-            f"{what}: change point ({word}) {r['change']:+.1%} at {r['changed_at'][:10]}: mean {r['before']:.4g} -> "
+            f"{what}: change point ({word}) {size:+.1%} at {r['changed_at'][:10]}: mean {r['before']:.4g} -> "
             f"{r['after']:.4g}, p={r['pvalue']:.1e}; confirmed by run {r['detected_in']}"
         )
 
@@ -91,10 +112,20 @@ def watch_series(
     latest = len(values) - 1
 
     def stats(step: Step) -> dict:
-        return {"before": step.before, "after": step.after, "change": step.change, "pvalue": step.pvalue}
+        return {
+            "before": step.before,
+            "after": step.after,
+            "change": step.change,
+            "pvalue": step.pvalue,
+            "size": step.size,
+        }
 
     for step in steps:
-        same = [r for r in stored if abs(_index_of(stamps, r["changed_at"]) - step.index) <= match_runs]
+        same = [
+            r
+            for r in stored
+            if same_change(_index_of(stamps, r["changed_at"]), _size(r), step.index, step.size, match_runs)
+        ]
         if same:  # found again: refine its numbers, keep its key and state
             old = min(same, key=lambda r: abs(_index_of(stamps, r["changed_at"]) - step.index))
             rows.append({**old, **stats(step)})
@@ -103,12 +134,12 @@ def watch_series(
             r
             for r in stored
             if r["state"] == ALERTED
-            and r["change"] < 0
+            and _size(r) < 0
             and _index_of(stamps, r["changed_at"]) < step.index
-            and step.change > 0
+            and step.size > 0
             and step.after >= r["before"] * (1 - settings.min_change)
         ]
-        state = RECOVERY if recovers else ALERTED if step.index >= latest - settings.local_runs else RECORDED
+        state = RECOVERY if recovers else ALERTED if is_news(step.index, len(values), settings) else RECORDED
         row = (
             key
             | stats(step)

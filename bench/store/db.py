@@ -123,6 +123,7 @@ change_alerts_table = sa.Table(
     *(sa.Column(c, sa.Text) for c in ("changed_in", "detected_at", "detected_in")),
     *(sa.Column(c, sa.Float) for c in ("before", "after", "change", "pvalue")),
     *(sa.Column(c, sa.Text) for c in ("state", "recovered_at", "recovered_in")),
+    sa.Column("size", sa.Float),
 )
 CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at"]
 
@@ -130,7 +131,7 @@ CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3.
 LEGACY_REVISION = {3: "0001", 4: "0002"}
 

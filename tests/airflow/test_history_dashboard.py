@@ -60,7 +60,7 @@ def test_the_dashboard_draws_what_the_store_holds_and_its_links_open(running_air
     drop = panels.nth(1).locator("ul.changes li").first.inner_text()
     stored = store.change_alerts()
     stored = stored[(stored["cluster"] == CLUSTER) & (stored["metric"] == "throughput_img_s")]
-    assert len(stored) == 1 and f"{stored['change'].iloc[0] * 100:+.1f}%" in drop
+    assert len(stored) == 1 and f"{stored['size'].iloc[0] * 100:+.1f}%" in drop
     assert 'id="change-point-0"' in panels.nth(1).locator("figure").first.inner_html()
     rows = page.locator("table tr")
     assert rows.count() == WEEKS + 1

@@ -46,6 +46,27 @@ def test_a_drop_alerts_once_and_its_recovery_once(store):
     assert sorted(stored["state"]) == ["recovered", "recovery"]  # the drop, and the step back up (not re-sent)
 
 
+def test_a_regression_fixed_three_weeks_later_is_two_change_points_and_one_recovery(store):
+    """Within MATCH_RUNS of each other but going opposite ways: the fix is not the regression refined."""
+    notices = weekly(store, [1000.0] * 40 + [880.0] * 3 + [1000.0] * 10, seed=7)
+    sent = [n for found in notices for n in found]
+    assert [n["kind"] for n in sent] == ["change", "recovered"], [n["line"] for n in sent]
+    stored = store.change_alerts().sort_values("changed_at")
+    assert list(stored["state"]) == ["recovered", "recovery"]
+    assert stored["size"].iloc[0] == pytest.approx(-0.12, abs=0.03) and stored["change"].iloc[0] < 0
+    assert stored["size"].iloc[1] > 0
+
+
+def test_a_change_stored_before_sizes_were_kept_is_found_again_by_its_sign(store):
+    """A row from before migration 0007 (size NULL) is matched by the sign of its change: no second alert."""
+    notices = weekly(store, [1000.0] * 40 + [880.0] * 3)
+    assert sum(n["kind"] == "change" for found in notices for n in found) == 1
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE change_alerts SET size = NULL")
+    assert not any(weekly(store, [1000.0] * 40 + [880.0] * 6))  # the same runs again, then three more
+    assert len(store.change_alerts()) == 1
+
+
 def test_a_rerun_of_the_confirming_run_sends_nothing_again(store):
     notices = weekly(store, [1000.0] * 40 + [880.0] * 3)
     assert [n["kind"] for n in notices[-1]] == ["change"] or [n["kind"] for n in notices[-2]] == ["change"]

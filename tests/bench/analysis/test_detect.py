@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bench.analysis.detect import confirmed, find_steps, replay
+from bench.analysis.detect import confirmed, find_steps, is_news, replay
 from bench.analysis.labelled_history import labelled_histories, score
 
 
@@ -58,3 +58,24 @@ def test_a_change_seen_by_one_run_only_is_not_confirmed():
     now = find_steps(np.r_[base, [870.0, 872.0]])
     assert now, "two runs at a level 13% lower are a candidate"
     assert confirmed(now, find_steps(np.r_[base, [870.0]])) == []
+
+
+def test_a_drop_inside_a_climb_is_one_regression_not_later_a_second_improvement():
+    """Segment means hide a 7% drop in a 9%-a-year climb; the step where it happened has its sign."""
+    runs = np.arange(148)
+    values = noisy(1000, 148, 0.015, 13) * (1 + 0.09 * runs / 52) * np.where(runs >= 60, 0.93, 1.0)
+    flagged = [f for f in replay(values) if f.alerted]
+    assert len(flagged) == 1, [(f.step.index, f.step.size) for f in flagged]
+    assert abs(flagged[0].step.index - 60) <= 1
+    assert flagged[0].step.size == pytest.approx(-0.07, abs=0.025)
+
+
+def test_a_change_first_confirmed_once_its_level_is_established_is_recorded_not_alerted():
+    """Benchmark series seed33-s040: a drift that the established-level test cuts 8 runs after the cut;
+    it passed no test that spends its false-alarm rate over the weekly looks, so it is not sent."""
+    series = labelled_histories(41, seed=33)[40]
+    assert series.steps == [] and series.drift > 0
+    flagged = replay(series.values)
+    assert flagged and all(f.flagged_at - f.step.index >= 7 for f in flagged)
+    assert not any(f.alerted for f in flagged)
+    assert is_news(100, 107) and not is_news(100, 108)  # 7 runs at the new level: news; 8: established

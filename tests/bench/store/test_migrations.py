@@ -149,3 +149,25 @@ def test_a_store_newer_than_the_code_is_refused(url):
     with engine.connect() as conn:  # and nothing was changed by trying
         assert conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar() == "0099"
         assert conn.exec_driver_sql("SELECT count(*) FROM results").scalar() == 2
+
+
+def test_change_points_stored_before_step_sizes_were_kept_stay_and_gain_an_empty_size(url):
+    """0007 adds `size` to change_alerts: a store at 0006 with an alerted change keeps it, size unknown."""
+    from alembic import command
+
+    from bench.store.db import _alembic_config
+
+    store = ResultsStore(url)
+    with store.engine.begin() as conn:
+        command.downgrade(_alembic_config(conn), "0006")
+        assert "size" not in {c["name"] for c in sa.inspect(conn).get_columns("change_alerts")}
+        conn.exec_driver_sql(
+            "INSERT INTO change_alerts (cluster, workload, gpus, config_key, metric, changed_at, change, state) "
+            "VALUES ('c', 'ssd', 4, 'k', 'throughput_img_s', '2026-01-05', -0.1, 'alerted')"
+        )
+    store.engine.dispose()
+    upgraded = ResultsStore(url)
+    assert upgraded.schema_version() == SCHEMA_REVISION
+    kept = upgraded.change_alerts()
+    assert len(kept) == 1 and kept["change"].iloc[0] == -0.1 and kept["state"].iloc[0] == "alerted"
+    assert kept["size"].isna().all()
