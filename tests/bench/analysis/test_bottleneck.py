@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.analysis.differential import FIGURES, LABELS
 from bench.data.generate import GenerateSpec, generate
 from tests.conftest import BENCH
 from tests.infra.faults import blkio_read_throttle, train_pids, wait_for
@@ -141,19 +142,21 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     )
     # What this machine's ranks read unthrottled (its 2-core ceiling moves with the host's load: take a
     # moment where 2 ranks read clearly more than the throttle will allow).
-    for attempt in range(3):
+    for attempt in range(4):
         _, free = sweep(tmp_path / "home", f"free{attempt}", cfg)
         d1 = row(free, 1)["throughput_img_s"] * per_image
         d2 = row(free, 2)["throughput_img_s"] * per_image
         # 1.1 x one rank: two ranks then reach at most 0.55 of linear, a clear failure even when the
         # throttled run's 1 rank is 15% slower than here (at 1.25 x, one CI run scored 2 ranks a borderline pass).
-        # 2 ranks must scale well enough unthrottled (>= 0.66) that a warm-cache rerun wins back at least
-        # half of the 0.7 bound's shortfall: the differential rerun confirms storage.
+        # 2 ranks must scale well enough unthrottled (>= 0.715) that a warm-cache rerun, which runs like
+        # the free run, wins back at least half of the 0.7 bound's shortfall even on a noisier moment: the
+        # differential rerun confirms storage. At >= 0.66 one CI run's warm rerun fell short, and the
+        # synthetic one (no decode on these 2 shared cores) named input_cpu.
         rate = int(1.1 * d1)
-        if d2 >= 1.2 * rate:
+        if d2 >= 1.3 * rate:
             break
     else:
-        pytest.fail(f"2 ranks never read 20% above 1.1 x 1 rank here ({d1 / 1e6:.1f} vs {d2 / 1e6:.1f} MB/s)")
+        pytest.fail(f"2 ranks never read 30% above 1.1 x 1 rank here ({d1 / 1e6:.1f} vs {d2 / 1e6:.1f} MB/s)")
     assert row(free, 2)["bottleneck"] != "storage"
     with blkio_read_throttle(tmp_path, rate) as prefix:
         outcome, knee = sweep(tmp_path / "home", "knee", cfg, prefix=prefix)
@@ -164,8 +167,9 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     # that take turns waiting on a shared throttled disk also wait for each other in the allreduce, and
     # CI runs saw `communication` and `contention`. DS-Analyzer's differential settles it: with the
     # dataset cached the throttle is out and 2 ranks scale again, confirming or correcting the rule.
-    assert two["verdict"] == "fail" and two["bottleneck"] == "storage", two.to_dict()
-    assert two["rerun_removed"] == "warm", two.to_dict()
+    shown = {k: two[k] for k in ("scaling_efficiency", *FIGURES, *LABELS, "bottleneck", "bottleneck_evidence")}
+    assert two["verdict"] == "fail" and two["bottleneck"] == "storage", shown
+    assert two["rerun_removed"] == "warm", shown
     assert two["cause_check"] == "confirmed" or two["cause_check"].startswith("corrected from"), two.to_dict()
     assert two["warm_efficiency"] > two["scaling_efficiency"] and two["fetch_stall"] > 0.1
     assert "warm cache" in two["bottleneck_evidence"] and "MB/s" in two["bottleneck_evidence"]
