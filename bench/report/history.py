@@ -107,7 +107,7 @@ def series_panels(
             ys = [shown[metric].get(i) if i in shown.index else None for i in series.index]
             others = series[~accepted & series[metric].notna()]
             markers = [
-                Marker(position[c.changed_at], step_size(getattr(c, "size", None), c.change), c.state)
+                Marker(position[c.changed_at], step_size(c.size, c.change), c.state)
                 for c in marks[marks["metric"] == metric].itertuples()
                 if c.changed_at in position
             ]
@@ -143,7 +143,7 @@ def series_panels(
                     {
                         "metric": WATCHED.get(c.metric, c.metric),
                         "changed_at": str(c.changed_at)[:10],
-                        "change": step_size(getattr(c, "size", None), c.change),
+                        "size": step_size(c.size, c.change),
                         "before": float(c.before),
                         "after": float(c.after),
                         "pvalue": float(c.pvalue),

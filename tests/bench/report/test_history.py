@@ -46,7 +46,7 @@ def test_the_confirmed_drop_is_drawn_and_listed_once(seeded):
     panels = series_panels(results, store.suite_runs(), store.change_alerts(), Filters(cluster="history-test"))
     two = next(p for p in panels if p["gpus"] == 2)
     drops = [c for c in two["changes"] if c["metric"] == "images/s"]
-    assert len(drops) == 1 and drops[0]["change"] == pytest.approx(-0.12, abs=0.03)
+    assert len(drops) == 1 and drops[0]["size"] == pytest.approx(-0.12, abs=0.03)
     week = sorted(results["started_at"].unique())[DROP_WEEK]
     assert drops[0]["changed_at"] == str(week)[:10] and drops[0]["state"] == "alerted"
     assert 'id="change-point-0"' in two["charts"][0] and "-1" in two["charts"][0]
