@@ -357,6 +357,17 @@ def new_suite_run_id() -> str:
     return "manual-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
 
 
+def suite_run_identity(dag_id: str, run_id: str) -> str:
+    """One suite run's identity: its DAG and Airflow's run_id (which alone repeats across suites on one
+    schedule). It names the run folder, the jobs, the store rows and the pages."""
+    return f"{dag_id}.{run_id}"
+
+
+def airflow_run_id(dag_id: str | None, suite_run_id: str) -> str:
+    """Airflow's run_id back from a suite run's identity (runs stored before it held the DAG stay as they are)."""
+    return suite_run_id.removeprefix(f"{dag_id}.") if dag_id else suite_run_id
+
+
 def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log=print) -> dict:
     """The whole suite without Airflow: what the README's first command runs."""
     from bench.launch.registry import build_launcher

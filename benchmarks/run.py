@@ -540,20 +540,14 @@ def storage_knee(tmp: Path, add) -> None:
                 "stage_from": str(src.parent),
                 "probe_max_jobs": 2,
                 "probe_seconds": 1.0,
-                "thresholds": {
-                    "min_scaling_efficiency": 0.7,
-                    "min_bandwidth_efficiency": 0.0,
-                    "max_step_time_spread": 100,
-                },
-                "train": {
-                    "workload": "ssd",
-                    "epochs": 1,
-                    "batch_size": 8,
-                    "image_size": 128,
-                    "loader_threads": 1,
-                    "sample_interval_s": 0.25,
-                    "drop_caches": True,
-                },
+                "min_scaling_efficiency": 0.7,
+                "min_bandwidth_efficiency": 0.0,
+                "max_step_time_spread": 100,
+                "epochs": 1,
+                "batch_size": 8,
+                "image_size": 128,
+                "evict_dataset": True,
+                "confirm_causes": False,
             }
         )
     )

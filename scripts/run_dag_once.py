@@ -47,8 +47,9 @@ class Progress:
                 self.say(f"{task_id}: {state}")
         if not states:
             return
-        run_id = states[0][2]
-        suite = self.runs_root / "".join(c if c.isalnum() or c in "._-" else "-" for c in run_id)
+        from bench.pipeline import suite_dir, suite_run_identity
+
+        suite = suite_dir(self.runs_root, suite_run_identity(self.dag_id, states[0][2]))
         for state_file in sorted(suite.glob("*/state.json")):
             try:
                 doc = json.loads(state_file.read_text())
@@ -154,14 +155,39 @@ def storage_line(frame, probe_path: Path) -> str:
     return f"{text}; GPUs it feeds at the measured demand: {fed}"
 
 
+DAG_ID = "scaling_regression"
+
+
+def read_conf(text: str) -> dict:
+    """The conf as the DAG will see it, checked first by the same rule as its validate_config task:
+    a key the suite does not know, or a bad value, ends here with exit 2 before anything runs."""
+    from bench.config import settings_from
+    from bench.errors import ConfigError
+
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"conf is not valid JSON: {error}") from None
+    if not isinstance(conf, dict):
+        raise ConfigError("conf must be a JSON object of setting: value")
+    settings_from(conf)
+    return conf
+
+
 def main() -> int:
-    conf = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    from bench.errors import ConfigError
+
+    try:
+        conf = read_conf(sys.argv[1] if len(sys.argv) > 1 else "{}")
+    except ConfigError as error:
+        sys.stderr.write(f"invalid conf: {error}\n")
+        return 2
     from scalewatch import paths
 
     log_path = Path(paths.home()) / "run-once.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     terminal = os.fdopen(os.dup(1), "w", buffering=1)
-    progress = Progress(terminal, "scaling_regression", datetime.now(UTC), Path(paths.output_dir()))
+    progress = Progress(terminal, DAG_ID, datetime.now(UTC), Path(paths.output_dir()))
     progress.say(f"running the scaling_regression DAG once (Airflow logs: {log_path})")
     with log_path.open("w") as log:  # Airflow writes to fds 1/2 directly: redirect them, not sys.stdout
         saved = os.dup(1), os.dup(2)
@@ -175,17 +201,18 @@ def main() -> int:
             if bag.import_errors:
                 terminal.write(f"DAG import errors: {bag.import_errors}\n")
                 return 2
-            run = bag.get_dag("scaling_regression").test(run_conf=conf)
+            run = bag.get_dag(DAG_ID).test(run_conf=conf)
         finally:
             progress.stop.set()
             progress.thread.join()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
     progress.poll()
+    from bench.pipeline import suite_run_identity
     from bench.store.db import ResultsStore
 
     runs = ResultsStore(paths.results_url()).suite_runs()
-    mine = runs[runs["suite_run_id"] == run.run_id]
+    mine = runs[runs["suite_run_id"] == suite_run_identity(DAG_ID, run.run_id)]
     progress.say(f"dag run {run.run_id}: {run.state}")
     if mine.empty:
         terminal.write(f"verdict: NO RESULT (the run failed before evaluation; see {log_path})\n")

@@ -7,8 +7,10 @@ for this process, never to a predictable shared path another local user could pl
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,6 +19,19 @@ from bench.launch.sshopts import SshOptions, known_hosts_line, write_private
 
 # Per process: one private folder per connection version, so each poll does not write keys anew.
 _resolved: dict[str, tuple[SshOptions, str | None]] = {}
+# conn_id -> (version, its private folder): a changed connection's old keys go at once, the rest at exit.
+_folders: dict[str, tuple[str, Path]] = {}
+
+
+def remove_key_folders() -> None:
+    """Delete every private folder this process wrote key material to (at exit, or when done)."""
+    for _, folder in _folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    _folders.clear()
+    _resolved.clear()
+
+
+atexit.register(remove_key_folders)
 
 
 def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOptions, str | None]:
@@ -34,7 +49,12 @@ def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOpt
     ).hexdigest()
     if version in _resolved:
         return _resolved[version]
+    if conn_id in _folders:  # the connection changed since: its old key material goes now
+        old_version, old_home = _folders.pop(conn_id)
+        _resolved.pop(old_version, None)
+        shutil.rmtree(old_home, ignore_errors=True)
     home = Path(tempfile.mkdtemp(prefix="scalewatch-ssh-"))  # fresh, 0700, ours alone
+    _folders[conn_id] = (version, home)
     key_file = extra.get("key_file")
     if extra.get("private_key"):
         key_file = str(write_private(home / "id", extra["private_key"].strip() + "\n"))

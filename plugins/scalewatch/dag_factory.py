@@ -31,21 +31,27 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
     def scaling_regression():
         @task
         def validate_config(**context) -> dict:
+            """The run's Params as the typed settings, before anything is staged or launched: a conf key
+            the suite does not know (a typo, a stale key) fails here, naming it and the closest names."""
             from airflow.sdk.exceptions import AirflowFailException
 
-            from bench.config import SweepConfig, parse
             from bench.errors import ConfigError
-            from bench.pipeline import run_matrix
-            from scalewatch.params import to_sweep
+            from bench.pipeline import run_matrix, suite_run_identity
+            from scalewatch import paths
+            from scalewatch.params import settings_from_params
 
+            dag_run = context.get("dag_run")
+            conf = dict(getattr(dag_run, "conf", None) or {})
             try:
-                cfg = parse(SweepConfig, to_sweep(dict(context["params"])))
+                settings = settings_from_params(dict(context["params"]) | conf)
+                cfg = settings.sweep_config(paths.home(), paths.output_dir())
             except ConfigError as error:
                 raise AirflowFailException(f"invalid params: {error}") from None
             return {
                 "sweep": cfg.model_dump(mode="json"),
                 "matrix": run_matrix(cfg),
-                "suite_run_id": context["run_id"],
+                # the suite's identity holds its DAG: two suites on one schedule share Airflow's run_id
+                "suite_run_id": suite_run_identity(context["dag"].dag_id, context["run_id"]),
             }
 
         @task(outlets=[DATASET])

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.pipeline import suite_dir
+from bench.pipeline import suite_dir, suite_run_identity
 from tests.airflow.conftest import SECRET_TOKEN, SMTP_PASSWORD, wait_until
 from tests.conftest import oversubscribed_ranks
 
@@ -54,6 +54,19 @@ def test_invalid_conf_refused_with_reason(running_airflow, conf, needle):
     assert not Path("/tmp/scalewatch-pwned").exists()
 
 
+def test_a_conf_key_the_suite_does_not_know_fails_the_first_task_naming_it(running_airflow):
+    response = running_airflow.trigger(SMALL | {"gpu": [1, 2]})
+    assert response.status_code == 200, response.text  # Airflow lets unknown conf keys through
+    run_id = response.json()["dag_run_id"]
+    assert running_airflow.wait_run(run_id) == "failed"
+    path = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
+    states = {t["task_id"]: t["state"] for t in running_airflow.get(path).json()["task_instances"]}
+    assert states["validate_config"] == "failed" and states.get("stage_dataset") != "success", states
+    log = running_airflow.get(f"{path}/validate_config/logs/1")
+    assert "unknown setting 'gpu'; did you mean 'gpus'?" in log.text, log.text[-2000:]
+    assert not any((running_airflow.home / "sw" / "runs").glob(f"*{run_id.replace(':', '-')}*/*/state.json"))
+
+
 def test_triggered_run_succeeds_and_report_is_served(running_airflow):
     response = running_airflow.trigger(SMALL)
     assert response.status_code == 200, response.text
@@ -69,7 +82,7 @@ def test_triggered_run_succeeds_and_report_is_served(running_airflow):
     index = running_airflow.get("/scalewatch/reports/")
     assert index.status_code == 200 and "report.html" in index.text
     # Scales are measured one at a time: concurrent scales would share the cores and measure each other.
-    out = suite_dir(running_airflow.home / "sw" / "runs", run_id)
+    out = suite_dir(running_airflow.home / "sw" / "runs", suite_run_identity("scaling_regression", run_id))
     spans = sorted(
         (s["started_at"], s["ended_at"])
         for s in (json.loads((out / f"ssd-{g}" / "metrics" / "summary.json").read_text()) for g in (1, 2))

@@ -98,8 +98,8 @@ def test_train_flags_fuzzed_are_refused_with_exit_2(batch, size, steps, workload
 def test_sweep_flags_fuzzed(gpus, workloads, images, tmp_path_factory):
     out = tmp_path_factory.mktemp("fz")
     config = out / "c.json"
-    config.write_text(json.dumps({"output_dir": str(out), "dataset_path": str(out / "d")}))
-    flags = ["--gpus", gpus, "--workloads", workloads, "--dataset-images", images]
+    config.write_text(json.dumps({"dataset_path": str(out / "d")}))
+    flags = ["--gpus", gpus, "--workloads", workloads, "--dataset-images", images, "--output-dir", str(out)]
     code, err = run_cli(["sweep", "--config", str(config), "--results-url", f"sqlite:///{out}/r.db", *flags])
     assert code == 2, err
     assert "Traceback" not in err

@@ -106,6 +106,13 @@ def run_dag(airflow_home, conf: dict, webhook: WebhookReceiver, smtp: SmtpReceiv
     return run, {ti.task_id: ti.state for ti in run.get_task_instances() if ti.map_index < 1}
 
 
+def test_a_conf_key_the_suite_does_not_know_fails_before_anything_runs(airflow_home):
+    with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
+        run, states = run_dag(airflow_home, {"gpus": [1, 2], "min_scaling_eficiency": 0.5}, webhook, smtp)
+    assert run.state == "failed" and states["validate_config"] == "failed", states
+    assert states["stage_dataset"] != "success" and states["train"] != "success", states
+
+
 @pytest.mark.slow
 def test_clean_sweep_passes_without_alert(airflow_home):
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
@@ -232,9 +239,9 @@ def test_results_password_stays_out_of_xcoms_fields_logs_rows_and_report(airflow
     with store.connect() as conn:
         rows = [str(r) for t in ("results", "suite_runs") for r in conn.exec_driver_sql(f"SELECT * FROM {t}")]
     assert any(run.run_id in r for r in rows) and not any(secret in r for r in rows)
-    from bench.pipeline import suite_dir
+    from bench.pipeline import suite_dir, suite_run_identity
 
-    report = suite_dir(airflow_home / "sw" / "runs", run.run_id)
+    report = suite_dir(airflow_home / "sw" / "runs", suite_run_identity("scaling_regression", run.run_id))
     assert (report / "report.html").exists()
     for path in report.rglob("*"):
         if path.is_file():

@@ -46,3 +46,19 @@ def test_run_once_prints_progress_a_table_and_the_verdict_within_budget(airflow_
     assert "scaling_regression" in Path(log).read_text()  # the full Airflow logs are where it says
     report = next(line for line in lines if line.startswith("report: ")).split(": ", 1)[1]
     assert os.path.exists(report)
+
+
+@pytest.mark.parametrize("conf,names", [({"gpu": [1, 2]}, ("'gpu'", "'gpus'")), ({"backnd": "ddp"}, ("'backnd'",))])
+def test_run_once_refuses_a_conf_key_it_does_not_know(airflow_home, conf, names):
+    """A typo or a stale key never runs the default scales as if it had been understood."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_dag_once.py"), json.dumps(conf)],
+        env=os.environ | airflow_env(airflow_home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = (done.stdout + done.stderr).strip().splitlines()[-1]
+    assert all(n in last for n in names), last
+    assert not (airflow_home / "sw" / "runs").exists() or not any((airflow_home / "sw" / "runs").iterdir())

@@ -37,18 +37,21 @@ def sweep(home: Path, run_id: str, config: dict, prefix: str = "") -> tuple[dict
 
 
 def config(data: Path, **over) -> dict:
-    train = {"workload": "ssd", "steps": 20, "min_measure_s": 3.0, "warmup_steps": 2, "batch_size": 8}
-    train |= {"image_size": 128, "loader_threads": 1, "sample_interval_s": 0.25}
-    train |= over.pop("train", {})
+    """A `bench sweep --config` file: suite settings, by the names a suite file uses."""
     return {
         "workloads": ["ssd"],
         "gpus": [1, 2],
         "dataset_path": str(data),
+        "steps": 20,
+        "min_measure_s": 3.0,
+        "warmup_steps": 2,
+        "batch_size": 8,
+        "image_size": 128,
         "probe_max_jobs": 2,
         "probe_seconds": 1.0,
         "confirm_causes": False,  # the differential reruns are exercised in the knee below (and the network test)
-        "thresholds": {"min_scaling_efficiency": 0.7, "min_bandwidth_efficiency": 0.0} | over.pop("thresholds", {}),
-        "train": train,
+        "min_scaling_efficiency": 0.7,
+        "min_bandwidth_efficiency": 0.0,
         **over,
     }
 
@@ -58,7 +61,7 @@ def row(frame: pd.DataFrame, gpus: int) -> pd.Series:
 
 
 def test_a_clean_run_names_no_cause_and_carries_its_breakdown(tmp_path):
-    outcome, frame = sweep(tmp_path, "clean", config(tmp_path / "data", thresholds={"min_scaling_efficiency": 0.3}))
+    outcome, frame = sweep(tmp_path, "clean", config(tmp_path / "data", min_scaling_efficiency=0.3))
     assert outcome["verdict"] == "PASSED", outcome
     assert frame["bottleneck"].fillna("").eq("").all()
     for col in ("data_wait_share", "compute_share", "comm_share", "au", "straggler_gap"):
@@ -92,7 +95,7 @@ def test_a_rank_under_a_cpu_quota_is_named_as_the_straggler(tmp_path, cpu_quota)
 
     mover = threading.Thread(target=throttle_rank_1, daemon=True)
     mover.start()
-    outcome, frame = sweep(home, "strag", config(tmp_path / "data", train={"min_measure_s": 6.0}))
+    outcome, frame = sweep(home, "strag", config(tmp_path / "data", min_measure_s=6.0))
     mover.join(1)
     r = row(frame, 2)
     assert r["verdict"] == "fail" and r["bottleneck"] == "straggler", r.to_dict()
@@ -117,8 +120,9 @@ def test_one_loader_thread_on_large_images_is_input_cpu_bound(tmp_path):
         tmp_path / "data",
         gpus=[1],
         stage_from=str(tmp_path / "src"),
-        thresholds={"min_au": 0.9},
-        train={"loader": "torch", "loader_threads": 1, "min_measure_s": 4.0},
+        min_au=0.9,
+        loader="torch",
+        min_measure_s=4.0,
     )
     outcome, frame = sweep(tmp_path / "home", "input", cfg)
     r = row(frame, 1)
@@ -136,8 +140,10 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     cfg = config(
         tmp_path / "data",
         stage_from=str(tmp_path / "src"),
-        thresholds={"max_step_time_spread": 100.0},
-        train={"steps": None, "epochs": 1, "min_measure_s": 0.0, "drop_caches": True},
+        max_step_time_spread=100.0,
+        epochs=1,
+        min_measure_s=0.0,
+        evict_dataset=True,
         confirm_causes=True,
     )
     # What this machine's ranks read unthrottled (its 2-core ceiling moves with the host's load: take a

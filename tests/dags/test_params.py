@@ -1,0 +1,82 @@
+"""The form is the settings model's: same names, same defaults, same bounds; unknown names refused."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from bench.config import SuiteSettings, SweepConfig, Thresholds, parse, settings_from
+from bench.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _airflow(airflow_home):
+    """Airflow's SDK reads its home on first import: the session's isolated one, never the user's."""
+
+
+def params(*args):
+    from scalewatch.params import params as form
+
+    return form(*args)
+
+
+def check_suite_values(name, values):
+    from scalewatch.params import check_suite_values as check
+
+    return check(name, values)
+
+
+def test_every_param_default_is_the_settings_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("SCALEWATCH_HOME", str(tmp_path))
+    monkeypatch.delenv("SCALEWATCH_CLUSTER", raising=False)
+    form = params()
+    assert set(form) == set(SuiteSettings.model_fields)
+    expected = SuiteSettings.defaults() | {"dataset_path": str(tmp_path / "data"), "cluster": "local"}
+    for name, param in form.items():
+        assert param.value == expected[name], name
+        jsonschema.validate(param.value, param.schema)  # every default passes its own form field
+
+
+def test_the_bounds_the_dag_applies_are_the_configs(tmp_path):
+    """The form's defaults, taken through the one mapping, are Thresholds' defaults (they disagreed once)."""
+    cfg = parse(SweepConfig, SuiteSettings().to_sweep(tmp_path, tmp_path / "runs"))
+    assert cfg.thresholds == Thresholds()
+    form = params()
+    assert form["min_scaling_efficiency"].value == Thresholds().min_scaling_efficiency
+    assert form["min_bandwidth_efficiency"].value == Thresholds().min_bandwidth_efficiency
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("partition", "gpu\n"), ("hosts", ["node1\n"]), ("dataset_path", "/data/x\n"), ("conn_id", "ssh\n")],
+)
+def test_form_patterns_refuse_a_trailing_newline(field, value):
+    schema = params()[field].schema
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(value, schema)
+    with pytest.raises(ConfigError, match=field):
+        settings_from({field: value})
+
+
+def test_form_patterns_accept_what_the_settings_accept():
+    form = params()
+    for field, value in [("partition", "gpu"), ("hosts", ["node1:8", "n-2.example.com"]), ("conn_id", "ssh_a")]:
+        jsonschema.validate(value, form[field].schema)
+        settings_from({field: value})
+
+
+def test_unknown_setting_names_the_key_and_the_closest_names():
+    with pytest.raises(ConfigError) as err:
+        settings_from({"gpu": [1, 2]})
+    assert "'gpu'" in str(err.value) and "did you mean 'gpus'" in str(err.value)
+
+
+def test_a_suite_file_and_a_conf_share_the_rule():
+    with pytest.raises(ConfigError, match="did you mean 'min_scaling_efficiency'"):
+        check_suite_values("x", {"min_scaling_eficiency": 0.8})
+
+
+def test_a_gpu_table_keyed_by_numbers_is_accepted_as_yaml_writes_it():
+    values = {"scaling_efficiency_by_gpus": {16: 0.9, 32: 0.8}}
+    check_suite_values("x", values)
+    assert settings_from(values).scaling_efficiency_by_gpus == {"16": 0.9, "32": 0.8}
