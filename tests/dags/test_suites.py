@@ -95,6 +95,7 @@ def test_the_shipped_example_suite_is_valid(airflow_home, monkeypatch):
 
 @pytest.mark.slow
 def test_each_suite_dag_runs_on_the_local_launcher(airflow_home, suites, monkeypatch):
+    from bench.pipeline import suite_run_identity
     from bench.store.db import ResultsStore
     from scalewatch import paths
 
@@ -103,10 +104,11 @@ def test_each_suite_dag_runs_on_the_local_launcher(airflow_home, suites, monkeyp
         run = b.dags[f"scaling_regression__{name}"].test()
         assert run.state == "success", name
         rows = ResultsStore(paths.results_url()).frame()
-        mine = rows[rows["suite_run_id"] == run.run_id]
+        identity = suite_run_identity(f"scaling_regression__{name}", run.run_id)
+        mine = rows[rows["suite_run_id"] == identity]
         assert len(mine) == 1 and (mine["cluster"] == cluster).all()
         runs = ResultsStore(paths.results_url()).suite_runs()
-        assert runs[runs["suite_run_id"] == run.run_id]["dag_id"].tolist() == [f"scaling_regression__{name}"]
+        assert runs[runs["suite_run_id"] == identity]["dag_id"].tolist() == [f"scaling_regression__{name}"]
 
 
 @pytest.mark.slow
