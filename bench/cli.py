@@ -15,7 +15,12 @@ EXIT_FAIL, EXIT_BAD_INPUT = 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad flags already; keep that and name the flag in one line."""
+    """argparse exits 2 on bad flags already; keep that and name the flag in one line. No abbreviations:
+    `--gpu 1` is a typo to refuse, not a prefix of --gpus to guess."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)

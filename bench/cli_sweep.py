@@ -93,7 +93,7 @@ def settings_values(args: argparse.Namespace, home: Path) -> dict:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from bench.pipeline import sweep
+    from bench.suite.sweep import sweep
 
     if args.suite_run_id is not None and not RUN_ID_RE.fullmatch(args.suite_run_id):
         raise ConfigError(f"--suite-run-id {args.suite_run_id!r}: must match {RUN_ID_RE.pattern} (it names a folder)")

@@ -47,7 +47,7 @@ class Progress:
                 self.say(f"{task_id}: {state}")
         if not states:
             return
-        from bench.pipeline import suite_dir, suite_run_identity
+        from bench.suite.plan import suite_dir, suite_run_identity
 
         suite = suite_dir(self.runs_root, suite_run_identity(self.dag_id, states[0][2]))
         for state_file in sorted(suite.glob("*/state.json")):
@@ -208,8 +208,8 @@ def main() -> int:
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
     progress.poll()
-    from bench.pipeline import suite_run_identity
     from bench.store.db import ResultsStore
+    from bench.suite.plan import suite_run_identity
 
     runs = ResultsStore(paths.results_url()).suite_runs()
     mine = runs[runs["suite_run_id"] == suite_run_identity(DAG_ID, run.run_id)]

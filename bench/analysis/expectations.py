@@ -20,6 +20,20 @@ from bench.config import Thresholds
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
+# The expectations' names, owned here: results, alerts and the verdict refer to them by these constants.
+RUNS_TO_COMPLETE = "ExpectRunsToComplete"
+SCALING_EFFICIENCY_AT_LEAST_BOUND = "ExpectScalingEfficiencyAtLeastBound"
+BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND = "ExpectBandwidthEfficiencyAtLeastBound"
+BANDWIDTH_NOT_CACHE_DISTORTED = "ExpectBandwidthNotCacheDistorted"
+GPU_UTILISATION_AT_LEAST_FLOOR = "ExpectGpuUtilisationAtLeastFloor"
+MEASURED_THROUGHPUT_POSITIVE = "ExpectMeasuredThroughputPositive"
+ACCELERATOR_UTILISATION_AT_LEAST = "ExpectAcceleratorUtilisationAtLeast"
+STORAGE_FEEDS_PLANNED_GPUS = "ExpectStorageFeedsPlannedGpus"
+THROUGHPUT_NOT_REGRESSED = "ExpectThroughputNotRegressed"
+# Judged outside GX (from the probe's own history, not the results frame), named alike in failures.
+STORAGE_CEILING_NOT_REGRESSED = "ExpectStorageCeilingNotRegressed"
+
+
 def _gx():
     import great_expectations as gx
 
@@ -99,7 +113,7 @@ class Check:
 def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     out = [
         Check(
-            "ExpectRunsToComplete",
+            RUNS_TO_COMPLETE,
             "state",
             "state",
             None,
@@ -107,7 +121,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
             {"column": "state", "value_set": ["COMPLETED"]},
         ),
         Check(
-            "ExpectMeasuredThroughputPositive",
+            MEASURED_THROUGHPUT_POSITIVE,
             "throughput_img_s",
             "throughput_img_s",
             None,
@@ -115,7 +129,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
             {"column": "throughput_checked", "min_value": 0, "strict_min": True},
         ),
         Check(
-            "ExpectScalingEfficiencyAtLeastBound",
+            SCALING_EFFICIENCY_AT_LEAST_BOUND,
             "scaling_efficiency",
             "scaling_efficiency",
             "min_scaling_efficiency",
@@ -128,7 +142,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
             },
         ),
         Check(
-            "ExpectBandwidthEfficiencyAtLeastBound",
+            BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND,
             "bandwidth_efficiency",
             "bandwidth_efficiency_checked",
             "min_bandwidth_efficiency",
@@ -141,7 +155,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
             },
         ),
         Check(
-            "ExpectBandwidthNotCacheDistorted",
+            BANDWIDTH_NOT_CACHE_DISTORTED,
             "bandwidth_valid",
             "bandwidth_valid",
             None,
@@ -152,7 +166,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     if thresholds.min_gpu_util is not None:
         out.append(
             Check(
-                "ExpectGpuUtilisationAtLeastFloor",
+                GPU_UTILISATION_AT_LEAST_FLOOR,
                 "gpu_util",
                 "gpu_util",
                 "min_gpu_util",
@@ -163,7 +177,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     if thresholds.min_au is not None:
         out.append(
             Check(
-                "ExpectAcceleratorUtilisationAtLeast",
+                ACCELERATOR_UTILISATION_AT_LEAST,
                 "au",
                 "au",
                 "min_au",
@@ -174,7 +188,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     if thresholds.min_supported_gpus is not None:
         out.append(
             Check(
-                "ExpectStorageFeedsPlannedGpus",
+                STORAGE_FEEDS_PLANNED_GPUS,
                 "supported_gpus",
                 "supported_gpus_checked",
                 "min_supported_gpus_checked",
@@ -190,7 +204,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
     if has_history:
         out.append(
             Check(
-                "ExpectThroughputNotRegressed",
+                THROUGHPUT_NOT_REGRESSED,
                 "throughput_img_s",
                 "throughput_img_s",
                 "regression_floor",
@@ -328,7 +342,7 @@ def validate(
                 "value": _plain(row.get(check.value)),
                 "bound": _bound(check, row, thresholds),
             }
-            if check.name == "ExpectRunsToComplete":
+            if check.name == RUNS_TO_COMPLETE:
                 item["reason"] = str(row.get("reason", ""))
             (failures if check.severity == "critical" else warnings).append(item)
             per_row[key].append(check.name)
@@ -351,7 +365,7 @@ def _plain(value):
 
 def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
     if check.bound is None:
-        return {"ExpectRunsToComplete": "COMPLETED", "ExpectMeasuredThroughputPositive": "> 0"}.get(
+        return {RUNS_TO_COMPLETE: "COMPLETED", MEASURED_THROUGHPUT_POSITIVE: "> 0"}.get(
             check.name, "cache-free 1st epoch"
         )
     if check.bound == "min_gpu_util":

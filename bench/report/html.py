@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 from markupsafe import Markup
 
+from bench.analysis.evaluate import Evaluation
+from bench.config import SweepConfig
 from bench.report.plots import Series, line_chart, stacked_bars
 
 
@@ -337,10 +339,10 @@ def template(name: str):
 def write_report(
     path: Path,
     suite_run_id: str,
-    ev,
+    ev: Evaluation,
     runs: list[dict],
     history: pd.DataFrame,
-    cfg,
+    cfg: SweepConfig,
     probes: pd.DataFrame | None = None,
     changes: list[dict] | None = None,
 ) -> Path:
@@ -368,9 +370,7 @@ def write_report(
         tables=[_table(records, SCALING_COLUMNS), _table(records, STORAGE_COLUMNS)],
         slots=_slots(frame),
         charts=[Markup(c) for c in charts],
-        **storage.context(
-            frame, getattr(ev, "probe", None), probes if probes is not None else pd.DataFrame(), suite_run_id
-        ),
+        **storage.context(frame, ev.probe, probes if probes is not None else pd.DataFrame(), suite_run_id),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -36,7 +36,7 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
             from airflow.sdk.exceptions import AirflowFailException
 
             from bench.errors import ConfigError
-            from bench.pipeline import run_matrix, suite_run_identity
+            from bench.suite.plan import run_matrix, suite_run_identity
             from scalewatch import paths
             from scalewatch.params import settings_from_params
 
@@ -57,7 +57,7 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
         @task(outlets=[DATASET])
         def stage_dataset(plan: dict) -> dict:
             from bench.config import SweepConfig
-            from bench.pipeline import stage_datasets
+            from bench.suite.run import stage_datasets
 
             cfg = SweepConfig.model_validate(plan["sweep"])
             return {} if cfg.train.synthetic else stage_datasets(cfg)
@@ -86,7 +86,7 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
 
             from bench.config import SweepConfig
             from bench.errors import BenchError
-            from bench.pipeline import probe_storage
+            from bench.suite.run import probe_storage
 
             if not plan:
                 raise AirflowSkipException("no plan: nothing was staged")

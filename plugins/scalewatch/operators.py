@@ -32,7 +32,7 @@ class TrainScaleOperator(BaseOperator):
         from bench.errors import BenchError
         from bench.launch.base import launch_failed
         from bench.launch.leftovers import submit_recorded
-        from bench.pipeline import run_spec
+        from bench.suite.plan import run_spec
         from scalewatch.launchers import from_kwargs, launcher_kwargs
         from scalewatch.triggers import RunStateTrigger
 

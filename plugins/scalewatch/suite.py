@@ -24,7 +24,7 @@ def _launcher(cfg: SweepConfig):
 def cancel_leftover_runs(plan: dict) -> list[str]:
     """After the last scale: no job of this suite may outlive it (see bench.launch.leftovers)."""
     from bench.launch.leftovers import cancel_unfinished
-    from bench.pipeline import suite_dir
+    from bench.suite.plan import suite_dir
 
     cfg = SweepConfig.model_validate(plan["sweep"])
     return cancel_unfinished(_launcher(cfg), suite_dir(cfg.output_dir, plan["suite_run_id"]))
@@ -32,7 +32,7 @@ def cancel_leftover_runs(plan: dict) -> list[str]:
 
 def _runs(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:
     """Each planned scale with its train task's result (a missing one is a FAILED run, never skipped)."""
-    from bench.pipeline import run_spec
+    from bench.suite.plan import run_spec
 
     by_run = {(r.get("run_id") or ""): r for r in results if r}
     runs = []
@@ -54,7 +54,7 @@ def _started(context) -> str:
 def confirm_causes(plan: dict, results: list[dict], context) -> list[dict]:
     """The differential reruns of each failing scale, after every scale has ended; small XComs (the
     summaries are read back from their paths)."""
-    from bench.pipeline import differential_runs
+    from bench.suite.run import differential_runs
 
     cfg = SweepConfig.model_validate(plan["sweep"])
     reruns = differential_runs(cfg, _launcher(cfg), plan["suite_run_id"], _runs(cfg, plan, results), _started(context))
@@ -62,7 +62,7 @@ def confirm_causes(plan: dict, results: list[dict], context) -> list[dict]:
 
 
 def evaluate_and_report(plan: dict, results: list[dict], reruns: list[dict], context) -> dict:
-    from bench.pipeline import finish
+    from bench.suite.record import finish
     from scalewatch.paths import results_url
 
     cfg = SweepConfig.model_validate(plan["sweep"])
@@ -77,7 +77,7 @@ def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str
 
     from airflow.configuration import conf
 
-    from bench.pipeline import suite_dir
+    from bench.suite.plan import suite_dir
 
     base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
     if not base:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.pipeline import suite_dir, suite_run_identity
+from bench.suite.plan import suite_dir, suite_run_identity
 from tests.airflow.conftest import SECRET_TOKEN, SMTP_PASSWORD, wait_until
 from tests.conftest import oversubscribed_ranks
 

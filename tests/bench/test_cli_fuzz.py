@@ -121,3 +121,9 @@ def test_train_flag_errors_name_the_flag(flag, value, needle):
         ["train", "--workload", "ssd", "--synthetic", flag, value] + ([] if flag == "--steps" else ["--steps", "1"])
     )
     assert code == 2 and needle in err
+
+
+def test_a_flag_prefix_is_refused_not_guessed(tmp_path):
+    """`--gpu 1` must not run as `--gpus 1`: argparse's prefix matching is off."""
+    code, err = run_cli(["sweep", "--gpu", "1", "--output-dir", str(tmp_path)])
+    assert code == 2 and "--gpu" in err

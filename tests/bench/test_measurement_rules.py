@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from bench.config import SweepConfig, parse
-from bench.pipeline import sweep
 from bench.store.db import ResultsStore
+from bench.suite.sweep import sweep
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from bench.config import SweepConfig, TrainConfig, parse
 from bench.data.generate import GenerateSpec, generate
 from bench.errors import ConfigError, LaunchError
 from bench.launch.registry import build_launcher
-from bench.pipeline import run_spec
+from bench.suite.plan import run_spec
 
 
 def sweep(tmp_path, **over) -> SweepConfig:

@@ -239,7 +239,7 @@ def test_results_password_stays_out_of_xcoms_fields_logs_rows_and_report(airflow
     with store.connect() as conn:
         rows = [str(r) for t in ("results", "suite_runs") for r in conn.exec_driver_sql(f"SELECT * FROM {t}")]
     assert any(run.run_id in r for r in rows) and not any(secret in r for r in rows)
-    from bench.pipeline import suite_dir, suite_run_identity
+    from bench.suite.plan import suite_dir, suite_run_identity
 
     report = suite_dir(airflow_home / "sw" / "runs", suite_run_identity("scaling_regression", run.run_id))
     assert (report / "report.html").exists()

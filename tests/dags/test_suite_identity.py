@@ -26,8 +26,8 @@ probe_storage: false
 def test_two_suites_with_one_logical_date_keep_every_row_report_and_job(airflow_home, tmp_path, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
 
-    from bench.pipeline import suite_dir, suite_run_identity
     from bench.store.db import ResultsStore
+    from bench.suite.plan import suite_dir, suite_run_identity
     from scalewatch import paths
 
     folder = tmp_path / "suites"
@@ -38,7 +38,10 @@ def test_two_suites_with_one_logical_date_keep_every_row_report_and_job(airflow_
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
     when = datetime(2026, 1, 12, 4, tzinfo=UTC)  # what both weekly schedules would fire at
-    runs = {name: bag.dags[f"scaling_regression__{name}"].test(run_after=when, logical_date=when) for name in ("sitea", "siteb")}
+    runs = {
+        name: bag.dags[f"scaling_regression__{name}"].test(run_after=when, logical_date=when)
+        for name in ("sitea", "siteb")
+    }
     assert runs["sitea"].run_id == runs["siteb"].run_id  # Airflow's run_id alone cannot tell them apart
     store = ResultsStore(paths.results_url())
     rows, suites = store.frame(), store.suite_runs()

@@ -95,8 +95,8 @@ def test_the_shipped_example_suite_is_valid(airflow_home, monkeypatch):
 
 @pytest.mark.slow
 def test_each_suite_dag_runs_on_the_local_launcher(airflow_home, suites, monkeypatch):
-    from bench.pipeline import suite_run_identity
     from bench.store.db import ResultsStore
+    from bench.suite.plan import suite_run_identity
     from scalewatch import paths
 
     b = bag(monkeypatch, suites)

@@ -1,6 +1,6 @@
 """A year of weekly suite runs in a real results store, as the suite would have left them.
 
-Each week stores its rows and runs the change watch, exactly as `bench.pipeline.finish` does, so the
+Each week stores its rows and runs the change watch, exactly as `bench.suite.record.finish` does, so the
 change points on the dashboard are the ones the weekly check really confirmed. One series drops 12%
 at week 36; two weeks are not accepted (one failed, one inconclusive); every run has a report folder.
 """
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.frame import build_frame
-from bench.pipeline import watch_changes
 from bench.store.db import ResultsStore
+from bench.suite.record import watch_changes
 
 WEEKS = 52
 DROP_WEEK, DROP = 36, 0.12

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis.evaluate import evaluate
 from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
-from bench.pipeline import evaluate
 from tests.infra.ssh_hosts import SshHosts, link_rate_limit
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.pipeline import watch_changes
 from bench.store.db import ResultsStore
+from bench.suite.record import watch_changes
 from tests.bench.store.test_store import frame
 
 

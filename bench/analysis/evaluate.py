@@ -1,0 +1,216 @@
+"""One suite run judged: the results frame from its runs, derived figures, what is conclusive, history,
+the GX suite, causes and the storage checks, as a typed Evaluation the store and the report read."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis import expectations as names
+from bench.analysis.regression import series_floor
+from bench.config import SweepConfig
+
+
+def result_rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str) -> list[dict]:
+    from bench.analysis.frame import config_key, row_from_result
+
+    key = config_key(cfg)
+    return [
+        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
+        for r in runs
+    ]
+
+
+def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started_at: str) -> pd.DataFrame:
+    """One row per differential rerun: valid only where it completed and its measurement holds."""
+    from bench.analysis.frame import build_frame
+    from bench.analysis.verdict import measurement_problems
+
+    if not reruns:
+        return pd.DataFrame(columns=["workload", "gpus", "variant", "valid", "throughput_img_s"])
+    rows = result_rows(cfg, suite_run_id, reruns, started_at)
+    # one frame per rerun: build_frame sorts by (workload, gpus), and each scale has two variants
+    frame = pd.concat(
+        [build_frame([row]).assign(variant=r["variant"]) for row, r in zip(rows, reruns, strict=True)],
+        ignore_index=True,
+    )
+    frame["valid"] = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
+    return frame[["workload", "gpus", "variant", "valid", "throughput_img_s"]]
+
+
+@dataclass
+class Evaluation:
+    frame: pd.DataFrame
+    passed: bool
+    failures: list[dict]
+    warnings: list[dict]
+    data_docs: str | None
+    verdict: str = "PASSED"  # PASSED, FAILED or INCONCLUSIVE
+    inconclusive: list[dict] = field(default_factory=list)
+    probe: dict | None = None  # the storage probe (probe.json), with "accepted" and "history_median"
+
+
+def evaluate(
+    cfg: SweepConfig,
+    suite_run_id: str,
+    runs: list[dict],
+    started_at: str,
+    store=None,
+    data_docs_dir: Path | None = None,
+    probe: dict | None = None,
+) -> Evaluation:
+    """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
+    from bench.analysis.bottleneck import add_bottlenecks, without_input_side
+    from bench.analysis.cache import label_cache_served
+    from bench.analysis.differential import add_differential
+    from bench.analysis.expectations import prepare, validate
+    from bench.analysis.frame import build_frame
+    from bench.analysis.scaling import derive
+    from bench.analysis.sizing import add_sizing
+    from bench.analysis.verdict import (
+        INCONCLUSIVE,
+        PASS,
+        measurement_problems,
+        oversubscription_note,
+        row_verdicts,
+        suite_verdict,
+        with_baseline_problems,
+    )
+
+    reruns = [r for r in runs if r.get("variant")]
+    frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
+    ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
+    frame = label_cache_served(frame, cfg.storage_cache_bytes, ceiling)
+    frame = derive(frame, cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
+    frame["inconclusive_reason"] = with_baseline_problems(frame, measurement_problems(frame, cfg.thresholds))
+    frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
+    history = None
+    if store is not None:
+        from bench.analysis.regression import history_stats
+
+        values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id)
+        history = history_stats(values, frame.index)
+    prepared = prepare(frame, cfg.thresholds, history)
+    verdict = validate(prepared, cfg.thresholds, data_docs_dir)
+    critical = {
+        k: [n for n in found if n != names.BANDWIDTH_NOT_CACHE_DISTORTED] for k, found in verdict.per_row.items()
+    }
+    # Whether each row's own figures pass, whatever the storage sizing says: that decides history.
+    own = {k: [n for n in found if n != names.STORAGE_FEEDS_PLANNED_GPUS] for k, found in critical.items()}
+    own_pass = row_verdicts(prepared, own)["verdict"] == PASS
+    prepared = row_verdicts(prepared, critical)
+    prepared["passed"] = prepared["verdict"] == PASS
+    au_failed = {k for k, found in critical.items() if names.ACCELERATOR_UTILISATION_AT_LEAST in found}
+    prepared = add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed)
+    prepared = add_differential(
+        prepared,
+        rerun_frame(cfg, suite_run_id, reruns, started_at),
+        cfg.thresholds.scaling_bound,
+        without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
+    )
+    prepared["failed_expectations"] = [
+        json.dumps(verdict.per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
+    ]
+    # History learns only from conclusive, passing rows on their own slots: a regression, a short window
+    # or a contended (oversubscribed) figure must never become the norm.
+    prepared["accepted"] = prepared["valid"].astype(bool) & own_pass & ~prepared["oversubscribed"].astype(bool)
+    by_key = {(r["workload"], int(r["gpus"])): r for _, r in prepared.iterrows()}
+    failures = []
+    for f in verdict.failures:
+        row = by_key[(f["workload"], int(f["gpus"]))]
+        if f["expectation"] == names.STORAGE_FEEDS_PLANNED_GPUS:
+            f = {**f, "reason": shortfall_text(row)}
+        if row.get("bottleneck"):
+            f = {**f, "bottleneck": row["bottleneck"], "evidence": row["bottleneck_evidence"]}
+        note = oversubscription_note(row)
+        failures.append({**f, "reason": "; ".join(x for x in (f.get("reason", ""), note) if x)} if note else f)
+    inconclusive = [
+        {"workload": r["workload"], "gpus": int(r["gpus"]), "reason": r["inconclusive_reason"]}
+        for _, r in prepared.iterrows()
+        if r["verdict"] == INCONCLUSIVE
+    ]
+    outcome = suite_verdict(prepared)
+    storage_failures, storage_inconclusive, probe = storage_checks(cfg, suite_run_id, prepared, probe, store)
+    failures += storage_failures
+    inconclusive += storage_inconclusive
+    if storage_failures:
+        outcome = "FAILED"
+    elif storage_inconclusive and outcome == "PASSED":
+        outcome = "INCONCLUSIVE"
+    return Evaluation(
+        prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive, probe
+    )
+
+
+def shortfall_text(row) -> str:
+    fed, planned = int(row["supported_gpus"]), int(row["min_supported_gpus"])
+    return (
+        f"storage feeds {fed} GPUs, the cluster plans {planned}: short by {planned - fed} "
+        f"(fio ceiling {row['storage_ceiling_mb_s']:.1f} MB/s / {row['per_gpu_read_mb_s']:.2f} MB/s per GPU "
+        f"measured at {int(row['gpus'])} GPU(s))"
+    )
+
+
+def storage_checks(
+    cfg: SweepConfig, suite_run_id: str, frame: pd.DataFrame, probe: dict | None, store
+) -> tuple[list[dict], list[dict], dict | None]:
+    """The probe's own regression check against earlier probes of the same storage, and what cannot be
+    judged when the suite asks for a supported GPU count that no conclusive probe backs."""
+    failures: list[dict] = []
+    inconclusive: list[dict] = []
+    wanted = cfg.thresholds.min_supported_gpus
+    if probe is None:
+        if wanted is not None and cfg.probe_storage and not cfg.train.synthetic:
+            inconclusive.append(
+                {"workload": "storage", "gpus": "*", "reason": "storage probe did not complete: no sizing"}
+            )
+        return failures, inconclusive, None
+    probe = dict(probe)
+    history = (
+        store.probe_history(
+            cfg.cluster, probe["paths"], probe["sample_bytes"], cfg.thresholds.history_runs, suite_run_id
+        )
+        if store
+        else []
+    )
+    judged = series_floor(history, cfg.thresholds.regression_tolerance)
+    floor, used = judged["regression_floor"], judged["tolerance_used"]
+    probe["history_median"], probe["history_n"] = judged["history_median"], judged["history_n"]
+    probe["regression_floor_mb_s"], probe["regression_tolerance_used"] = floor, used
+    # The same noise-aware floor as the training figures: a 3-second fio level on a small dataset
+    # moves more than 10% run to run, and a fixed tolerance called that noise a regression.
+    regressed = bool(probe["conclusive"] and floor is not None and probe["ceiling_mb_s"] < floor)
+    if regressed:
+        failures.append(
+            {
+                "workload": "storage",
+                "gpus": "*",
+                "metric": "storage_ceiling_mb_s",
+                "expectation": names.STORAGE_CEILING_NOT_REGRESSED,
+                "value": round(probe["ceiling_mb_s"], 1),
+                "bound": round(floor, 1),
+                "reason": (
+                    f"fio read ceiling {probe['ceiling_mb_s']:.1f} MB/s vs history median "
+                    f"{probe['history_median']:.1f} MB/s over {probe['history_n']} probes "
+                    f"(tolerance used {used:.0%})"
+                ),
+            }
+        )
+    if not probe["conclusive"] and wanted is not None:
+        inconclusive.append({"workload": "storage", "gpus": "*", "reason": f"storage probe: {probe['reason']}"})
+    elif wanted is not None:
+        for workload in cfg.workloads:
+            sized = frame[(frame["workload"] == workload) & frame["supported_gpus"].notna()]
+            if sized.empty:
+                inconclusive.append(
+                    {
+                        "workload": workload,
+                        "gpus": "*",
+                        "reason": "no valid, cache-free epoch-1 bandwidth at any scale: per-GPU demand unknown",
+                    }
+                )
+    probe["accepted"] = bool(probe["conclusive"] and not regressed)
+    return failures, inconclusive, probe

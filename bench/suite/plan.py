@@ -1,0 +1,74 @@
+"""What a suite run will do and where it keeps it: the matrix, one scale's launch, the run folder."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.config import RunSpec, SweepConfig, TrainConfig
+
+DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
+
+
+def run_matrix(cfg: SweepConfig) -> list[dict]:
+    return [{"workload": w, "gpus": g} for w in cfg.workloads for g in sorted(cfg.gpus)]
+
+
+def dataset_dir(cfg: SweepConfig, workload: str) -> Path:
+    return cfg.dataset_path / DATASET_KIND[workload]
+
+
+PROBE_FILE = "probe.json"
+
+
+def read_probe(out: Path) -> dict | None:
+    """The storage probe's result in a run folder, None where it did not complete."""
+    try:
+        return json.loads((out / PROBE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunSpec:
+    """One scale's launch; `variant` ("warm" or "synthetic") is a differential rerun of it."""
+    synthetic = cfg.train.synthetic or variant == "synthetic"
+    update = {"workload": workload, "synthetic": synthetic, "data": None if synthetic else dataset_dir(cfg, workload)}
+    if variant == "warm":
+        update |= {"warm_cache": True, "drop_caches": False}
+    train = TrainConfig.model_validate(cfg.train.model_dump() | update)
+    name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
+    return RunSpec(
+        run_id=f"{suite_run_id}-{name}".replace(":", "-").replace("+", "-"),
+        train=train,
+        ranks=gpus,
+        output_dir=suite_dir(cfg.output_dir, suite_run_id) / name,
+        hosts=cfg.hosts,
+        partition=cfg.partition,
+        account=cfg.account,
+        gpus_per_node=cfg.gpus_per_node,
+        ranks_per_node=cfg.ranks_per_node,
+        time_limit_s=cfg.time_limit_s,
+        cpus_per_rank=cfg.cpus_per_rank,
+        oversubscribe=cfg.oversubscribe,
+    )
+
+
+def suite_dir(output_dir: Path, suite_run_id: str) -> Path:
+    """Where one suite run's outputs live: Airflow run ids hold ':' and '+', which stay out of paths."""
+    return output_dir / "".join(c if c.isalnum() or c in "._-" else "-" for c in suite_run_id)
+
+
+def new_suite_run_id() -> str:
+    return "manual-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+
+
+def suite_run_identity(dag_id: str, run_id: str) -> str:
+    """One suite run's identity: its DAG and Airflow's run_id (which alone repeats across suites on one
+    schedule). It names the run folder, the jobs, the store rows and the pages."""
+    return f"{dag_id}.{run_id}"
+
+
+def airflow_run_id(dag_id: str | None, suite_run_id: str) -> str:
+    """Airflow's run_id back from a suite run's identity (runs stored before it held the DAG stay as they are)."""
+    return suite_run_id.removeprefix(f"{dag_id}.") if dag_id else suite_run_id

@@ -1,0 +1,99 @@
+"""Running a suite: staging the datasets, each scale, the differential reruns of a failing scale, and
+fio's storage probe. Failures become FAILED results (never exceptions past a scale)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from bench.config import SweepConfig
+from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
+from bench.suite.plan import DATASET_KIND, PROBE_FILE, dataset_dir, run_spec, suite_dir
+
+
+def stage_datasets(cfg: SweepConfig) -> dict:
+    """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked."""
+    from bench.analysis.dataset_checks import check_manifest
+    from bench.data.generate import GenerateSpec, generate
+    from bench.data.stage import stage
+
+    out = {}
+    for workload in cfg.workloads:
+        kind = DATASET_KIND[workload]
+        target = dataset_dir(cfg, workload)
+        if cfg.stage_from is not None:
+            result = stage(cfg.stage_from / kind, target)
+        else:
+            source = cfg.dataset_path / f".source-{kind}"
+            # two copies on the storage under test: the generated source and the staged tree
+            generate(GenerateSpec(kind, source, images=cfg.dataset_images, seed=cfg.train.seed), copies=2)
+            result = stage(source, target)
+        report = check_manifest(target, expect_images=None if cfg.stage_from else cfg.dataset_images)
+        if not report["success"]:
+            from bench.errors import DatasetError
+
+            raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
+        out[workload] = {
+            "path": str(target),
+            "files": result.files,
+            "bytes": result.bytes,
+            "copied": result.copied,
+            "skipped": result.skipped,
+        }
+    return out
+
+
+def probe_storage(cfg: SweepConfig, suite_run_id: str) -> dict:
+    """fio's ceiling of the staged datasets, written beside the run's results; raises ProbeError or
+    DatasetError (the task fails; the suite is evaluated without a ceiling, history untouched)."""
+    from bench.data.probe import ProbeSettings, probe
+
+    dirs = [dataset_dir(cfg, w) for w in cfg.workloads]
+    result = probe(dirs, ProbeSettings(max_jobs=cfg.probe_max_jobs, seconds=cfg.probe_seconds)).as_dict()
+    result["probed_at"] = datetime.now(UTC).isoformat()
+    out = suite_dir(cfg.output_dir, suite_run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{PROBE_FILE}.tmp"
+    tmp.write_text(json.dumps(result, allow_nan=False))
+    tmp.replace(out / PROBE_FILE)
+    return {k: result[k] for k in ("ceiling_mb_s", "conclusive", "reason", "method")}
+
+
+def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunResult:
+    """Submit, wait (cancelling on timeout), collect: a failure becomes a FAILED result, not an exception."""
+    from bench.errors import BenchError
+    from bench.launch.leftovers import submit_recorded
+
+    spec = run_spec(cfg, suite_run_id, workload, gpus, variant)
+    try:
+        handle = submit_recorded(launcher, spec)
+    except BenchError as error:
+        return launch_failed(spec, launcher.name, error)
+    state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
+    return fetch_and_collect(launcher, handle, state, reason)
+
+
+def differential_runs(
+    cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, log=print
+) -> list[dict]:
+    """The warm-cache and synthetic reruns of each scale below its bound and of its baseline, one at a
+    time after every scale has ended (bench.analysis.differential); [] when confirm_causes is off."""
+    from bench.analysis.differential import rerun_plan
+    from bench.analysis.evaluate import result_rows
+    from bench.analysis.frame import build_frame
+    from bench.analysis.scaling import derive
+    from bench.errors import ResultsInputError
+
+    if not cfg.confirm_causes or cfg.train.synthetic:
+        return []
+    try:
+        frame = derive(build_frame(result_rows(cfg, suite_run_id, runs, started_at)), cfg.thresholds.baseline_gpus)
+    except ResultsInputError:
+        return []  # no baseline to compare with: evaluate says why
+    out = []
+    for item in rerun_plan(frame, cfg.thresholds.scaling_bound):
+        log(f"  confirming the cause: {item['workload']} on {item['gpus']} rank(s), {item['variant']} ...")
+        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item["variant"])
+        log(f"    {result.state} {result.reason}".rstrip())
+        out.append({**item, "result": result.as_dict()})
+    return out

@@ -1,0 +1,38 @@
+"""The whole suite without Airflow (`bench sweep`): the same steps as the DAG's tasks, in one process."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bench.config import SweepConfig
+from bench.suite.plan import new_suite_run_id, run_matrix
+from bench.suite.record import finish
+from bench.suite.run import differential_runs, probe_storage, run_one, stage_datasets
+
+
+def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log=print) -> dict:
+    """The whole suite without Airflow: what the README's first command runs."""
+    from bench.launch.registry import build_launcher
+
+    suite_run_id = suite_run_id or new_suite_run_id()
+    started = datetime.now(UTC).isoformat()
+    log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path}")
+    if not cfg.train.synthetic:
+        stage_datasets(cfg)
+    launcher = build_launcher(cfg.launcher)
+    runs = []
+    for item in run_matrix(cfg):
+        log(f"  {item['workload']} on {item['gpus']} rank(s) via {cfg.launcher} ...")
+        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
+        log(f"    {result.state} {result.reason}".rstrip())
+        runs.append({**item, "result": result.as_dict()})
+    runs += differential_runs(cfg, launcher, suite_run_id, runs, started, log)
+    if cfg.probe_storage and not cfg.train.synthetic:
+        from bench.errors import BenchError
+
+        try:
+            probed = probe_storage(cfg, suite_run_id)
+            log(f"  storage probe: ceiling {probed['ceiling_mb_s']:.1f} MB/s ({probed['method']} reads)")
+        except BenchError as error:  # the suite is still evaluated; no ceiling, nothing stored for it
+            log(f"  storage probe failed: {error}")
+    return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started, store_url)}
