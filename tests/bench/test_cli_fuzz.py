@@ -125,5 +125,10 @@ def test_train_flag_errors_name_the_flag(flag, value, needle):
 
 def test_a_flag_prefix_is_refused_not_guessed(tmp_path):
     """`--gpu 1` must not run as `--gpus 1`: argparse's prefix matching is off."""
-    code, err = run_cli(["sweep", "--gpu", "1", "--output-dir", str(tmp_path)])
-    assert code == 2 and "--gpu" in err
+    import subprocess
+
+    from tests.conftest import BENCH
+
+    done = subprocess.run([BENCH, "sweep", "--gpu", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "unrecognized arguments: --gpu 1" in done.stderr, done.stderr
+    assert not (tmp_path / "scalewatch-home").exists()
