@@ -1,0 +1,1 @@
+"""The environment a run measured (its fingerprint)."""

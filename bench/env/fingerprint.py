@@ -1,0 +1,214 @@
+"""The environment a run measured: what a change point is compared against.
+
+Each rank reads its own node (driver, CUDA, NCCL, libraries, kernel, OS image, Slurm, NICs, the
+dataset's mount, GPU VBIOS); a run's fingerprint merges its nodes. A field that cannot be read is
+recorded as "unknown", never guessed: a fingerprint that says "unknown" on both sides of a change
+says nothing changed there only as far as anyone could see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+UNKNOWN = "unknown"
+# Fields of a node that a run reports per node (they can differ between nodes).
+PER_NODE = ("nic_speeds", "gpu_vbios", "kernel", "driver", "mount")
+# Shown in this order; every one is always present.
+FIELDS = (
+    "driver",
+    "cuda",
+    "nccl",
+    "torch",
+    "dali",
+    "horovod",
+    "kernel",
+    "os_image",
+    "slurm",
+    "nodes",
+    "nic_speeds",
+    "mount",
+    "gpu_vbios",
+)
+
+
+def _run(argv: list[str], timeout: float = 5.0) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _module_version(name: str) -> str:
+    try:
+        module = __import__(name, fromlist=["__version__"])
+    except Exception:  # absent, or broken on import: either way not what ran
+        return "absent"
+    return str(getattr(module, "__version__", UNKNOWN))
+
+
+def _torch_builds() -> tuple[str, str]:
+    """CUDA and NCCL as torch was built with them and loads them ("none" on a CPU build)."""
+    try:
+        import torch
+    except ImportError:
+        return UNKNOWN, UNKNOWN
+    cuda = torch.version.cuda or "none"
+    nccl = "none"
+    if torch.cuda.is_available():
+        try:
+            nccl = ".".join(str(p) for p in torch.cuda.nccl.version())
+        except Exception:
+            nccl = UNKNOWN
+    return cuda, nccl
+
+
+def _nvml() -> tuple[str, list[str]]:
+    """Driver version and each GPU's VBIOS, through NVML; unknown where there is no driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return "none" if not Path("/proc/driver/nvidia").exists() else UNKNOWN, []
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        vbios = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            try:
+                vbios.append(pynvml.nvmlDeviceGetVbiosVersion(pynvml.nvmlDeviceGetHandleByIndex(i)))
+            except Exception:
+                vbios.append(UNKNOWN)
+        return str(driver.decode() if isinstance(driver, bytes) else driver), [str(v) for v in vbios]
+    except Exception:
+        return UNKNOWN, []
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def os_image(release: Path = Path("/etc/os-release")) -> str:
+    try:
+        for line in release.read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return UNKNOWN
+
+
+def nic_speeds(net: Path = Path("/sys/class/net")) -> dict[str, str]:
+    """Each physical-looking interface's link speed in Mbit/s ("unknown" where the driver says none)."""
+    out: dict[str, str] = {}
+    try:
+        names = sorted(p.name for p in net.iterdir())
+    except OSError:
+        return out
+    for name in names:
+        if name == "lo":
+            continue
+        try:
+            speed = (net / name / "speed").read_text().strip()
+        except OSError:
+            speed = ""
+        out[name] = f"{speed} Mb/s" if speed.lstrip("-").isdigit() and int(speed) > 0 else UNKNOWN
+    return out
+
+
+def mount_of(path: Path | str, mounts: Path = Path("/proc/mounts")) -> dict[str, str]:
+    """The mount holding `path`: filesystem type, server/source and options (the longest prefix)."""
+    target = os.path.realpath(str(path))
+    best: tuple[str, str, str, str] | None = None
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return {"fstype": UNKNOWN, "source": UNKNOWN, "options": UNKNOWN, "mountpoint": UNKNOWN}
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        source, point, fstype, options = parts[:4]
+        point = point.replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best[1])):
+            best = (source, point, fstype, options)
+    if best is None:
+        return {"fstype": UNKNOWN, "source": UNKNOWN, "options": UNKNOWN, "mountpoint": UNKNOWN}
+    return {"fstype": best[2], "source": best[0], "options": best[3], "mountpoint": best[1]}
+
+
+def slurm_version() -> str:
+    text = _run(["sinfo", "--version"]) or _run(["srun", "--version"])
+    return text.split()[-1] if text else "none"
+
+
+def node_fingerprint(host: str, data: Path | str | None) -> dict:
+    """What this node runs, read here (called once per node by its first rank)."""
+    cuda, nccl = _torch_builds()
+    driver, vbios = _nvml()
+    return {
+        "host": host,
+        "driver": driver,
+        "cuda": cuda,
+        "nccl": nccl,
+        "torch": _module_version("torch"),
+        "dali": _module_version("nvidia.dali"),
+        "horovod": _module_version("horovod"),
+        "kernel": platform.release() or UNKNOWN,
+        "os_image": os_image(),
+        "slurm": slurm_version(),
+        "nic_speeds": nic_speeds(),
+        "mount": mount_of(data) if data is not None else {"fstype": "none (synthetic)"},
+        "gpu_vbios": ",".join(vbios) if vbios else "none",
+    }
+
+
+def _text(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in sorted(value.items())) or UNKNOWN
+    return str(value)
+
+
+def run_fingerprint(nodes: Iterable[dict]) -> dict[str, str]:
+    """One run's fingerprint from its nodes': a field the nodes agree on once, else per host."""
+    nodes = sorted(nodes, key=lambda n: str(n.get("host", "")))
+    out: dict[str, str] = {}
+    for field in FIELDS:
+        if field == "nodes":
+            out[field] = ",".join(str(n.get("host", UNKNOWN)) for n in nodes) or UNKNOWN
+            continue
+        values = {str(n.get("host", UNKNOWN)): _text(n.get(field, UNKNOWN)) for n in nodes}
+        distinct = set(values.values())
+        if not distinct:
+            out[field] = UNKNOWN
+        elif len(distinct) == 1:
+            out[field] = distinct.pop()
+        else:
+            out[field] = "; ".join(f"{h}: {v}" for h, v in values.items())
+    return out
+
+
+def differences(before: dict[str, str], after: dict[str, str]) -> list[dict[str, str]]:
+    """What differs between two runs' fingerprints, field by field (in FIELDS order)."""
+    out = []
+    for field in FIELDS:
+        old, new = before.get(field, UNKNOWN), after.get(field, UNKNOWN)
+        if old != new:
+            out.append({"field": field, "before": old, "after": new})
+    return out
+
+
+def describe(changes: list[dict[str, str]], since: str | None = None) -> str:
+    """`NCCL 2.21.5 -> 2.23.4, kernel 6.1 -> 6.8 from the run of 2026-11-16` (empty when nothing differs)."""
+    if not changes:
+        return ""
+    text = ", ".join(f"{c['field']} {c['before']} -> {c['after']}" for c in changes)
+    return f"{text} from the run of {since}" if since else text
