@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.metrics.sources.diskstats import DiskstatsSource
+from bench.metrics.sources.interference import InterferenceSource
 from bench.metrics.sources.nfs import NfsSource
 from bench.metrics.sources.nvml import NvmlSource
 from bench.metrics.sources.pagecache import PageCacheSource
 from bench.metrics.sources.procio import ProcIoSource
 from bench.metrics.sources.system import SystemSource
 
-SOURCES = ("system", "nvml", "procio", "pagecache", "diskstats", "nfs")
+SOURCES = ("system", "nvml", "procio", "pagecache", "diskstats", "nfs", "interference")
 # Counters of a node's page cache, block device or mount: one rank per cache domain samples them.
 NODE_SOURCES = ("pagecache", "diskstats", "nfs")
 # Which counter a run's dataset bytes come from, best first: (sample key, bytes_source label).
@@ -35,6 +36,8 @@ def build_sources(
             built.append(SystemSource())
         elif name == "nvml":
             built.append(NvmlSource(gpu_index))
+        elif name == "interference":
+            built.append(InterferenceSource())
         elif name == "procio":
             built.append(ProcIoSource())
         elif name == "pagecache" and data_path is not None:
