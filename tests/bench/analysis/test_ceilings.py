@@ -1,0 +1,43 @@
+"""Expected throughput from measured ceilings: each component binds where its figures say it does."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.analysis.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, default_ideal, expected, ideal_efficiency
+
+
+def test_a_node_that_gives_two_ranks_1_6x_one_expects_0_8_and_compute_binds():
+    e = expected(gpus=2, batch_size=8, baseline_per_rank_img_s=100.0, independent_img_s=160.0, allreduce_s=None)
+    assert e.expected_img_s == pytest.approx(160.0) and e.expected_efficiency == pytest.approx(0.8)
+    assert e.bound_by == "compute" and e.exposed_comm_s == 0
+
+
+def test_an_allreduce_longer_than_backward_is_exposed_and_communication_binds():
+    step = 8 * 2 / 200.0  # 80 ms per rank at 100 images/s each
+    e = expected(gpus=2, batch_size=8, baseline_per_rank_img_s=100.0, independent_img_s=200.0, allreduce_s=0.2)
+    assert e.exposed_comm_s == pytest.approx(0.2 - BACKWARD_SHARE * step)
+    assert e.expected_img_s == pytest.approx(16 / (step + e.exposed_comm_s)) and e.bound_by == "communication"
+
+
+def test_a_short_allreduce_still_exposes_its_last_bucket():
+    e = expected(gpus=4, batch_size=8, baseline_per_rank_img_s=100.0, independent_img_s=400.0, allreduce_s=0.004)
+    assert e.exposed_comm_s == pytest.approx(0.004 * LAST_BUCKET_SHARE) and e.bound_by == "compute"
+
+
+def test_storage_binds_when_its_ceiling_feeds_fewer_images():
+    e = expected(2, 8, 100.0, 200.0, None, storage_ceiling_mb_s=5.0, bytes_per_image=50_000)
+    assert e.expected_img_s == pytest.approx(100.0) and e.bound_by == "storage" and "5.0 MB/s" in e.evidence
+
+
+def test_without_a_node_ceiling_nothing_is_expected():
+    assert expected(2, 8, 100.0, None, 0.1) is None and expected(2, 8, math.nan, 150.0, None) is None
+
+
+def test_the_ideal_follows_the_slot_and_both_efficiencies_differ_as_they_should():
+    assert default_ideal(0) == "independent" and default_ideal(8) == "linear"
+    assert ideal_efficiency("linear", 150.0, 2, 100.0, 160.0) == pytest.approx(0.75)
+    assert ideal_efficiency("independent", 150.0, 2, 100.0, 160.0) == pytest.approx(0.9375)
+    assert math.isnan(ideal_efficiency("independent", 150.0, 2, 100.0, None))
