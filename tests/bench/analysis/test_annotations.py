@@ -1,0 +1,56 @@
+"""Annotations: plain-text notes, refused markup and sizes, and the series re-baselined from them."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from bench.analysis.annotations import MAX_NOTE_CHARS, Annotation, baseline_since, rebaselined
+from bench.config import parse
+from bench.errors import ConfigError
+
+GOOD = {
+    "cluster": "nas-a",
+    "workload": "ssd",
+    "gpus": 2,
+    "config_key": "k1",
+    "metric": "throughput_img_s",
+    "changed_at": "2026-11-16T03:00:00",
+    "kind": "expected",
+    "note": "new storage firmware: faster is right (latency < 5 us now)",
+}
+
+
+def test_a_plain_note_is_kept():
+    assert parse(Annotation, GOOD).note.startswith("new storage firmware")
+
+
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"note": "x" * (MAX_NOTE_CHARS + 1)}, "note"),
+        ({"note": "<script>alert(1)</script>"}, "markup"),
+        ({"note": "see &lt;here&gt;"}, "markup"),
+        ({"note": "bell\x07"}, "control"),
+        ({"note": ""}, "note"),
+        ({"kind": "ignore"}, "kind"),
+        ({"workload": "resnet"}, "workload"),
+        ({"cluster": "a b"}, "cluster"),
+        ({"gpus": 0}, "gpus"),
+    ],
+)
+def test_bad_annotations_are_refused_naming_the_field(change, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse(Annotation, GOOD | change)
+
+
+def test_the_series_rebaselines_from_its_newest_annotated_change():
+    notes = pd.DataFrame(
+        [GOOD, GOOD | {"changed_at": "2026-11-30T03:00:00"}, GOOD | {"gpus": 4, "changed_at": "2026-12-01"}]
+    )
+    since = baseline_since(notes, "nas-a", "ssd", 2, "k1")
+    assert since == "2026-11-30T03:00:00"
+    series = pd.DataFrame({"started_at": ["2026-11-09T03", "2026-11-23T03", "2026-11-30T03:00:00", "2026-12-07T03"]})
+    assert rebaselined(series, since)["started_at"].tolist() == ["2026-11-30T03:00:00", "2026-12-07T03"]
+    assert baseline_since(notes, "nas-a", "ssd", 1, "k1") is None
+    assert len(rebaselined(series, None)) == 4
