@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Refreshes bench/analysis/data_docs_assets/: the CSS, JS and fonts Great Expectations' Data Docs pages
+# Refreshes bench/assets/data_docs/: the CSS, JS and fonts Great Expectations' Data Docs pages
 # load from CDNs, at the versions its templates name, so that every run's Data Docs render offline.
 # Run by a maintainer when GX's templates change (not at install time: the files are committed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=bench/analysis/data_docs_assets
+out=bench/assets/data_docs
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && echo '{}' >package.json && npm install --no-audit --no-fund --ignore-scripts \

@@ -2,7 +2,7 @@
 
 GX's page templates load Bootstrap, jQuery, bootstrap-table, Font Awesome and Vega from public CDNs
 and its logo from S3: on a cluster without internet access the pages render unstyled and their
-charts stay empty. After each build this copies the bundled files (`data_docs_assets/`, fetched by
+charts stay empty. After each build this copies the bundled files (`bench/assets/data_docs/`, fetched by
 `scripts/vendor-data-docs-assets.sh` at the versions GX's templates name) into the site's
 `static/vendor/` and points every page at them. A CDN URL this map does not know is left alone and
 reported, so a GX upgrade that adds one shows up in the offline test instead of silently.
@@ -15,9 +15,9 @@ import re
 import shutil
 from pathlib import Path
 
-ASSETS = Path(__file__).with_name("data_docs_assets")
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "data_docs"  # vendored files, no module
 VENDOR = Path("static") / "vendor"
-# URL (query string ignored) -> file under data_docs_assets (or, for "static/", the site's own files)
+# URL (query string ignored) -> file under bench/assets/data_docs (or, for "static/", the site's own files)
 LOCAL = {
     "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css": "bootstrap/bootstrap.min.css",
     "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js": "bootstrap/bootstrap.min.js",
