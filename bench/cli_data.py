@@ -51,7 +51,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _stage(args: argparse.Namespace) -> int:
-    from bench.analysis.dataset_checks import check_manifest
+    from bench.data.checks import check_manifest
     from bench.data.stage import stage
 
     result = stage(args.src, args.dst)

@@ -13,7 +13,7 @@ from bench.suite.plan import DATASET_KIND, PROBE_FILE, dataset_dir, run_spec, su
 
 def stage_datasets(cfg: SweepConfig) -> dict:
     """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked."""
-    from bench.analysis.dataset_checks import check_manifest
+    from bench.data.checks import check_manifest
     from bench.data.generate import GenerateSpec, generate
     from bench.data.stage import stage
 
