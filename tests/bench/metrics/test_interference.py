@@ -12,18 +12,23 @@ from bench.metrics.sources.interference import InterferenceSource
 SPIN = "import time\nt = time.time()\nwhile time.time() - t < 30: pass\n"
 
 
+def sample_beside(pid: int, core: int) -> dict:
+    """One interference sample of `core` over 1.5 s while `pid` spins on it; the spinner is killed after."""
+    try:
+        time.sleep(0.5)
+        source = InterferenceSource(cores=[core])
+        time.sleep(1.5)
+        return source.sample()
+    finally:
+        os.kill(pid, 9)
+
+
 def test_a_foreign_busy_loop_on_the_slot_core_is_named():
     core = sorted(os.sched_getaffinity(0))[-1]
     # Started the way a neighbour is: not a child of this process (its shell exits, it is re-parented).
     spawn = f"taskset -c {core} {sys.executable} -c '{SPIN}' >/dev/null 2>&1 & echo $!"
     pid = int(subprocess.run(["sh", "-c", spawn], capture_output=True, text=True, check=True).stdout)
-    try:
-        time.sleep(0.5)
-        source = InterferenceSource(cores=[core])
-        time.sleep(1.5)
-        sample = source.sample()
-    finally:
-        os.kill(pid, 9)
+    sample = sample_beside(pid, core)
     assert sample["foreign_cpu_share"] > 0.5, sample  # the loop takes most of the core
     assert f"pid {pid}" in sample["foreign_top"] and f"core {core}" in sample["foreign_top"], sample
 
@@ -31,12 +36,6 @@ def test_a_foreign_busy_loop_on_the_slot_core_is_named():
 def test_the_ranks_own_children_are_not_foreign():
     core = sorted(os.sched_getaffinity(0))[0]
     child = subprocess.Popen(["taskset", "-c", str(core), sys.executable, "-c", SPIN])  # like a loader worker
-    try:
-        time.sleep(0.5)
-        source = InterferenceSource(cores=[core])
-        time.sleep(1.5)
-        sample = source.sample()
-    finally:
-        child.kill()
-        child.wait()
+    sample = sample_beside(child.pid, core)
+    child.wait()
     assert sample["foreign_top"] is None or f"pid {child.pid}" not in sample["foreign_top"], sample
