@@ -155,7 +155,7 @@ def render(rows: list[dict]) -> str:
         lines.append(
             f"{workload}: {top['compute_img_s_per_gpu']:.4g} img/s per GPU ({top['compute_basis']}), batch "
             f"{top['batch_size']}, gradients {top['allreduce_bytes'] / 1e6:.4g} MB in {top['buckets']} bucket(s), "
-            f"{top['bytes_per_image'] / 1e6:.4g} MB per image, storage {_num(top['storage_ceiling_mb_s'], '.4g')} MB/s "
+            f"{top['bytes_per_image'] / 1e6:.4g} MB per image, storage {_num(top['storage_ceiling_mb_s'], '.6g')} MB/s "
             f"({top['storage_source'] or '—'}); exposed fraction {top['exposed_fraction']:.2f} "
             f"({top['exposed_fraction_source']})"
         )

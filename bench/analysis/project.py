@@ -286,6 +286,7 @@ class WorkloadInputs:
     ceilings: Ceilings
     machine: Fabric
     measured: tuple[dict, ...] = ()
+    allreduce_s_detail: str = "missing"  # why this machine has no link: the column missing or without a value
 
 
 def read_results(path: Path) -> tuple[pd.DataFrame, str]:
@@ -407,13 +408,13 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
         top = max(fit, key=lambda i: rows.at[i, "gpus"])
         compute = float(values[top]) / int(rows.at[top, "gpus"])
         basis = f"independent ceiling per rank at {int(rows.at[top, 'gpus'])} ranks"
-    batch = _batch_size(rows, where_w, given)
 
     if given.allreduce_bytes is not None:
         nbytes = given.allreduce_bytes
     else:
         values = _column(rows, "allreduce_bytes", where_w, "--allreduce-bytes")
         nbytes = float(values.dropna().iloc[-1])
+    batch = _batch_size(rows, where_w, given)
     buckets = given.buckets if given.buckets is not None else max(1, math.ceil(nbytes / given.bucket_bytes))
 
     # The measured allreduce: this machine's link (unless --link) and how much of it backward hid.
@@ -487,7 +488,8 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
             entry["allreduce_s_measured"] = float(r["allreduce_s"])
         measured.append(entry)
     machine = Fabric(flat=flat, storage_bytes_s=storage, storage_source=storage_source, name="this machine")
-    return WorkloadInputs(ceilings, machine, tuple(measured))
+    detail = "has no value at 2+ ranks" if "allreduce_s" in rows else "missing"
+    return WorkloadInputs(ceilings, machine, tuple(measured), detail)
 
 
 def inputs_from_run(frame: pd.DataFrame, where: str, given: Given) -> list[WorkloadInputs]:
@@ -568,7 +570,7 @@ def project(
                 f"{where} (workload {item.ceilings.workload})",
                 "allreduce_s",
                 "--allreduce-s (with --allreduce-gpus), --link or --cluster",
-                "missing" if not item.measured else "has no value at 2+ ranks",
+                item.allreduce_s_detail,
             )
         rows = [measured_row(item.ceilings, m, item.machine, given.algorithm) for m in item.measured]
         rows += [project_scale(item.ceilings, n, target, given.algorithm) for n in gpus]
