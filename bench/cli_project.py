@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 from bench.errors import ConfigError
+
+MAX_GPUS = 1_000_000  # far past any cluster the model's assumptions (one fabric, flat storage) describe
 
 
 def add_parsers(sub) -> None:
@@ -61,8 +64,8 @@ def parse_gpus(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",")]
     counts = []
     for part in parts:
-        if not part.isdigit() or int(part) < 1:
-            raise ConfigError(f"--gpus: {part!r} is not a GPU count (whole numbers > 0, e.g. 8,64,1024)")
+        if not re.fullmatch(r"[0-9]{1,9}", part) or not 1 <= int(part) <= MAX_GPUS:
+            raise ConfigError(f"--gpus: {part!r} is not a GPU count (whole numbers 1-{MAX_GPUS}, e.g. 8,64,1024)")
         counts.append(int(part))
     if len(set(counts)) != len(counts):
         raise ConfigError(f"--gpus: {text!r} lists a count twice")

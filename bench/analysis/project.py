@@ -329,7 +329,7 @@ def usable_rows(frame: pd.DataFrame, where: str) -> pd.DataFrame:
     f = frame.copy()
     f["gpus"] = _numbers(f, "gpus", where)
     if (f["gpus"].dropna() % 1 != 0).any():
-        i = int((f["gpus"] % 1 != 0).to_numpy().argmax())
+        i = int((f["gpus"].fillna(0) % 1 != 0).to_numpy().argmax())
         raise ResultsInputError(f"{where}: column 'gpus' row {i + 2}: {frame['gpus'].iloc[i]!r} is not a whole number")
     f["throughput_img_s"] = _numbers(f, "throughput_img_s", where)
     keep = np.isfinite(f["throughput_img_s"].to_numpy()) & np.isfinite(f["gpus"].to_numpy())

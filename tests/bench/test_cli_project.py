@@ -6,6 +6,8 @@ import re
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.cli import main
 from tests.conftest import BENCH
@@ -189,3 +191,44 @@ def test_run_folder_without_ceilings_is_refused_naming_the_column(capsys, tmp_pa
     # with the link given the same folder projects
     assert main(["project", str(folder), "--gpus", "8", "--allreduce-bytes", "48MB", "--link", "1Gbit"]) == 0
     assert "no results.csv" in refused(capsys, str(tmp_path), "--gpus", "8")
+
+
+VALUES = st.one_of(
+    st.sampled_from(["0", "-1", "nan", "inf", "1e999", "1e999GB/s", "²", "8,,8", "5 us", "1_0", "0.0B", "", " "]),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    flag=st.sampled_from(
+        [
+            "--gpus",
+            "--link",
+            "--latency",
+            "--storage-ceiling",
+            "--batch-size",
+            "--compute-img-s",
+            "--allreduce-bytes",
+            "--allreduce-s",
+            "--allreduce-gpus",
+            "--buckets",
+            "--bucket-bytes",
+            "--bytes-per-image",
+            "--exposed-fraction",
+        ]
+    ),
+    value=VALUES,
+)
+def test_fuzzed_flags_project_or_refuse_never_crash(capsys, run_dir, flag, value):
+    argv = [str(run_dir), "--json", *(["--gpus", "8"] if flag != "--gpus" else []), flag, value]
+    try:
+        code = main(["project", *argv])
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    assert code in (0, 2), err
+    if code == 0:
+        assert all(r["kind"] in ("measured", "projection") for r in json.loads(out)["projections"])
+    else:
+        assert err.strip().splitlines()[-1].startswith(("bench project: ", "usage:", "bench project: error:")), err
