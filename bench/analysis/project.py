@@ -246,7 +246,7 @@ def measured_row(c: Ceilings, measured: dict, fabric: Fabric, algorithm: str) ->
     row["projected_images_per_s"] = model.get("images_per_s")
     row["projected_efficiency"] = model.get("efficiency")
     row["images_per_s"] = measured["images_per_s"]
-    row["efficiency"] = measured["images_per_s"] / (measured["gpus"] * c.one_rank_img_s)
+    row["efficiency"] = measured["efficiency"]
     projected = row["projected_images_per_s"]
     row["projection_error"] = None if projected is None else projected / measured["images_per_s"] - 1
     for key in ("bottleneck", "allreduce_s_measured"):
@@ -390,17 +390,16 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
     """One workload's ceilings from its usable rows (see `usable_rows`), each overridden by its flag."""
     where_w = f"{where} (workload {workload})"
     one = rows[rows["gpus"] == 1]
-    if len(one):
-        one_rank = float(one["throughput_img_s"].iloc[-1])
-    elif given.compute_img_s is not None:
-        one_rank = given.compute_img_s
-    else:
+    measured_one = float(one["throughput_img_s"].iloc[-1]) if len(one) else None
+    if given.compute_img_s is not None:  # the GPU described: its own rate is the efficiency reference too
+        one_rank = compute = given.compute_img_s
+        basis = "given (--compute-img-s)"
+    elif measured_one is None:
         raise ResultsInputError(f"{where_w}: no 1-rank scale (column throughput_img_s at gpus 1); give --compute-img-s")
-    compute, basis = one_rank, "one-rank"
-    if given.compute_img_s is not None:
-        compute, basis = given.compute_img_s, "given (--compute-img-s)"
-        one_rank = one_rank if len(one) else compute
-    elif given.compute_from == "independent":
+    else:
+        one_rank = compute = measured_one
+        basis = "one-rank"
+    if given.compute_img_s is None and given.compute_from == "independent":
         values = _column(rows, "independent_img_s", where_w, "--compute-img-s")
         fit = [i for i in rows.index if rows.at[i, "gpus"] >= 2 and np.isfinite(values[i]) and _one_node(rows.loc[i])]
         if not fit:
@@ -482,6 +481,8 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
     measured = []
     for _, r in rows.iterrows():
         entry = {"gpus": int(r["gpus"]), "images_per_s": float(r["throughput_img_s"])}
+        # measured efficiency: against the run's own 1-rank rate, whatever GPU the flags describe
+        entry["efficiency"] = None if measured_one is None else entry["images_per_s"] / (entry["gpus"] * measured_one)
         if isinstance(r.get("bottleneck"), str) and r["bottleneck"]:
             entry["bottleneck"] = r["bottleneck"]
         if "allreduce_s" in rows and np.isfinite(pd.to_numeric(r["allreduce_s"], errors="coerce")):

@@ -264,8 +264,11 @@ def test_flags_override_the_run():
     given = Given(compute_img_s=20.0, batch_size=16, link_bytes_s=1e9, exposed_fraction=0.1, storage_bytes_s=1e9)
     (item,) = inputs_from_run(frame(), "r", given)
     c = item.ceilings
-    assert (c.compute_img_s, c.one_rank_img_s, c.batch_size, c.exposed_fraction) == (20.0, 10.0, 16, 0.1)
+    assert (c.compute_img_s, c.one_rank_img_s, c.batch_size, c.exposed_fraction) == (20.0, 20.0, 16, 0.1)
     assert item.machine.flat.bus_bytes_s == 1e9 and item.machine.storage_bytes_s == 1e9
+    # the measured scales keep their efficiency against the run's own 1-rank rate
+    assert [m["efficiency"] for m in item.measured] == [1.0, 0.8]
+    assert project_scale(c, 1, item.machine)["images_per_s"] == 20.0
 
 
 @pytest.mark.parametrize(
