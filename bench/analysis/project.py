@@ -331,8 +331,8 @@ def usable_rows(frame: pd.DataFrame, where: str) -> pd.DataFrame:
     if (f["gpus"].dropna() % 1 != 0).any():
         i = int((f["gpus"].fillna(0) % 1 != 0).to_numpy().argmax())
         raise ResultsInputError(f"{where}: column 'gpus' row {i + 2}: {frame['gpus'].iloc[i]!r} is not a whole number")
-    f["throughput_img_s"] = _numbers(f, "throughput_img_s", where)
-    keep = np.isfinite(f["throughput_img_s"].to_numpy()) & np.isfinite(f["gpus"].to_numpy())
+    f["throughput_img_s"] = _numbers(f, "throughput_img_s", where, positive=False)
+    keep = (f["throughput_img_s"].fillna(0).to_numpy() > 0) & np.isfinite(f["gpus"].to_numpy())
     if "valid" in f:
         keep &= _truthy(f["valid"])
     if "oversubscribed" in f:
@@ -348,13 +348,20 @@ def _no_ceiling(where: str, col: str, flag: str, detail: str = "missing") -> Res
     )
 
 
-def _column(rows: pd.DataFrame, col: str, where: str, flag: str, positive: bool = True) -> pd.Series:
+def _ceiling(rows: pd.DataFrame, col: str, where: str) -> pd.Series:
+    """A ceiling column's values > 0 (zero, e.g. an allreduce at one rank, is no figure: NaN); negative or
+    non-numeric values are refused naming the row."""
+    values = _numbers(rows, col, where, positive=False)
+    return values.where(values > 0)
+
+
+def _column(rows: pd.DataFrame, col: str, where: str, flag: str) -> pd.Series:
     """A ceiling column with at least one value among the usable rows, or the refusal naming it and its flag."""
     if col not in rows:
         raise _no_ceiling(where, col, flag)
-    values = _numbers(rows, col, where, positive)
+    values = _ceiling(rows, col, where)
     if not np.isfinite(values.to_numpy()).any():
-        raise _no_ceiling(where, col, flag, "has no value on a completed, valid scale")
+        raise _no_ceiling(where, col, flag, "has no value above zero on a completed, valid scale")
     return values
 
 
@@ -419,7 +426,7 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
     # The measured allreduce: this machine's link (unless --link) and how much of it backward hid.
     seconds, at = given.allreduce_s, given.allreduce_gpus
     if seconds is None and "allreduce_s" in rows:
-        values = _numbers(rows, "allreduce_s", where_w)
+        values = _ceiling(rows, "allreduce_s", where_w)
         fit = [i for i in rows.index if rows.at[i, "gpus"] >= 2 and np.isfinite(values[i])]
         if at is not None:
             fit = [i for i in fit if rows.at[i, "gpus"] == at]
@@ -460,8 +467,8 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
         per_image = float(demand.iloc[top]) * MB / per_gpu_img_s
     if given.storage_bytes_s is not None:
         storage, storage_source = given.storage_bytes_s, "given (--storage-ceiling)"
-    elif "storage_ceiling_mb_s" in rows and np.isfinite(_numbers(rows, "storage_ceiling_mb_s", where_w)).any():
-        storage = float(_numbers(rows, "storage_ceiling_mb_s", where_w).dropna().iloc[-1]) * MB
+    elif "storage_ceiling_mb_s" in rows and np.isfinite(_ceiling(rows, "storage_ceiling_mb_s", where_w)).any():
+        storage = float(_ceiling(rows, "storage_ceiling_mb_s", where_w).dropna().iloc[-1]) * MB
         storage_source = "measured (fio, storage_ceiling_mb_s)"
     else:
         storage, storage_source = None, ""
@@ -485,7 +492,7 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
         entry["efficiency"] = None if measured_one is None else entry["images_per_s"] / (entry["gpus"] * measured_one)
         if isinstance(r.get("bottleneck"), str) and r["bottleneck"]:
             entry["bottleneck"] = r["bottleneck"]
-        if "allreduce_s" in rows and np.isfinite(pd.to_numeric(r["allreduce_s"], errors="coerce")):
+        if "allreduce_s" in rows and pd.to_numeric(r["allreduce_s"], errors="coerce") > 0:
             entry["allreduce_s_measured"] = float(r["allreduce_s"])
         measured.append(entry)
     machine = Fabric(flat=flat, storage_bytes_s=storage, storage_source=storage_source, name="this machine")

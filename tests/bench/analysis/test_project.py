@@ -248,6 +248,12 @@ def test_ceilings_from_a_run():
     assert rows[-1]["kind"] == "projection" and rows[-1]["gpus"] == 8
 
 
+def test_zero_at_one_rank_is_no_figure_not_an_error():
+    # an allreduce over one rank takes no time and moves nothing: the suite may well write 0 there
+    (item,) = inputs_from_run(frame(allreduce_s=[0.0, 0.5], allreduce_bytes=[0, 48e6]), "r", Given())
+    assert item.ceilings.allreduce_bytes == 48e6 and item.machine.flat.bus_bytes_s == pytest.approx(48e6 / 0.5)
+
+
 def test_exposed_fraction_is_capped_at_the_whole_allreduce():
     (item,) = inputs_from_run(frame(comm_share=[0.0, 0.9]), "r", Given())
     assert item.ceilings.exposed_fraction == 1.0
@@ -279,6 +285,7 @@ def test_flags_override_the_run():
         ({"allreduce_s": None}, Given(), "has no ceilings: column allreduce_s missing.*--link"),
         ({"storage_ceiling_mb_s": None}, Given(), "column storage_ceiling_mb_s missing.*--storage-ceiling"),
         ({"per_gpu_read_mb_s": None}, Given(), "column per_gpu_read_mb_s missing.*--bytes-per-image"),
+        ({"per_gpu_read_mb_s": [0.0, 0.0]}, Given(), "column per_gpu_read_mb_s has no value above zero"),
         ({}, Given(compute_from="independent"), "column independent_img_s missing.*--compute-img-s"),
         ({"config_key": None}, Given(), "batch_size.*--batch-size"),
         ({"gpus": [2, 4]}, Given(), "no 1-rank scale.*--compute-img-s"),
