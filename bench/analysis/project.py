@@ -562,6 +562,21 @@ def target_fabric(inputs: WorkloadInputs, cluster: Cluster | None, given: Given,
     return Fabric(flat=flat, cluster=cluster, storage_bytes_s=storage, storage_source=source, name=name)
 
 
+def _machine_at(item: WorkloadInputs, measured: dict, given: Given) -> Fabric:
+    """A measured scale is checked on the link its own allreduce probe measured (the ceiling of that scale, in
+    the same run), unless --link gave one; scales without a probe use the largest scale's."""
+    own = measured.get("allreduce_s_measured")
+    if own is None or given.link_bytes_s is not None or measured["gpus"] < 2:
+        return item.machine
+    c = item.ceilings
+    latency = given.latency_s if given.latency_s is not None else 0.0
+    try:
+        link = measured_link(c.allreduce_bytes, measured["gpus"], own, latency, c.buckets, given.algorithm)
+    except ConfigError:  # the latency given leaves this scale's probe no time: keep the largest scale's link
+        return item.machine
+    return replace(item.machine, flat=link)
+
+
 def project(
     inputs: list[WorkloadInputs], gpus: list[int], cluster: Cluster | None, given: Given, where: str
 ) -> list[dict]:
@@ -580,7 +595,7 @@ def project(
                 "--allreduce-s (with --allreduce-gpus), --link or --cluster",
                 item.allreduce_s_detail,
             )
-        rows = [measured_row(item.ceilings, m, item.machine, given.algorithm) for m in item.measured]
+        rows = [measured_row(item.ceilings, m, _machine_at(item, m, given), given.algorithm) for m in item.measured]
         rows += [project_scale(item.ceilings, n, target, given.algorithm) for n in gpus]
         out += sorted(rows, key=lambda r: (r["gpus"], r["kind"] != "measured"))
     return out

@@ -248,6 +248,28 @@ def test_ceilings_from_a_run():
     assert rows[-1]["kind"] == "projection" and rows[-1]["gpus"] == 8
 
 
+def test_each_measured_scale_is_checked_on_its_own_allreduce_probe():
+    three = frame(
+        workload=["ssd"] * 3,
+        gpus=[1, 2, 4],
+        valid=[True] * 3,
+        throughput_img_s=[10.0, 16.0, 24.0],
+        comm_share=[0.0, 0.2, 0.3],
+        per_gpu_read_mb_s=[2.0, 1.9, 1.8],
+        storage_ceiling_mb_s=[50.0] * 3,
+        config_key=[KEY] * 3,
+        allreduce_s=[math.nan, 0.5, 1.2],
+        allreduce_bytes=[48e6] * 3,
+    )
+    (item,) = inputs_from_run(three, "r", Given())
+    # the overlap is the largest scale's: 0.3 of one rank's 8 x 4 / 24 s step, over its 1.2 s allreduce
+    assert item.ceilings.exposed_fraction == pytest.approx(0.3 * (32 / 24) / 1.2)
+    rows = {r["gpus"]: r for r in project([item], [8], None, Given(), "r") if r["kind"] == "measured"}
+    assert rows[2]["allreduce_s"] == pytest.approx(0.5) and rows[2]["link_source"] == "measured at 2 ranks"
+    assert rows[4]["allreduce_s"] == pytest.approx(1.2) and rows[4]["link_source"] == "measured at 4 ranks"
+    assert rows[4]["measured_allreduce_s"] == 1.2
+
+
 def test_zero_at_one_rank_is_no_figure_not_an_error():
     # an allreduce over one rank takes no time and moves nothing: the suite may well write 0 there
     (item,) = inputs_from_run(frame(allreduce_s=[0.0, 0.5], allreduce_bytes=[0, 48e6]), "r", Given())
