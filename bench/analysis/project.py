@@ -39,7 +39,6 @@ from bench.analysis.cluster import Cluster
 from bench.errors import ConfigError, ResultsInputError
 
 Algorithm = Literal["ring", "tree", "auto"]
-ALGORITHMS: tuple[str, ...] = ("ring", "tree", "auto")
 ComputeFrom = Literal["one-rank", "independent"]
 BOUND_BY: tuple[str, ...] = ("compute", "communication", "storage")
 # Horovod's tensor fusion buffer (HOROVOD_FUSION_THRESHOLD default): gradients go out in buckets this big.
@@ -72,7 +71,7 @@ def bandwidth_term_s(nbytes: float, ranks: int, bus_bytes_s: float) -> float:
     return nbytes / bus_bytes_s * 2 * (ranks - 1) / ranks
 
 
-def latency_term_s(ranks: int, latency_s: float, buckets: int, algorithm: str) -> float:
+def latency_term_s(ranks: int, latency_s: float, buckets: int, algorithm: Algorithm) -> float:
     """Hops per bucket times the latency: 2(n-1) for a ring, 2 ceil(log2 n) for a tree (auto: the fewer)."""
     _check_ranks(ranks)
     ring = 2 * (ranks - 1)
@@ -89,7 +88,7 @@ def tree_allreduce_s(nbytes: float, ranks: int, link: Link, buckets: int = 1) ->
     return latency_term_s(ranks, link.latency_s, buckets, "tree") + bandwidth_term_s(nbytes, ranks, link.bus_bytes_s)
 
 
-def allreduce_s(nbytes: float, ranks: int, link: Link, buckets: int, algorithm: str) -> tuple[float, str]:
+def allreduce_s(nbytes: float, ranks: int, link: Link, buckets: int, algorithm: Algorithm) -> tuple[float, str]:
     """Seconds per step and the algorithm used; `auto` takes the cheaper, as NCCL's tuner would (ties: ring)."""
     ring, tree = ring_allreduce_s(nbytes, ranks, link, buckets), tree_allreduce_s(nbytes, ranks, link, buckets)
     if algorithm == "ring" or (algorithm == "auto" and ring <= tree):
@@ -102,7 +101,9 @@ def bus_bandwidth(nbytes: float, ranks: int, seconds: float) -> float:
     return nbytes / seconds * 2 * (ranks - 1) / ranks
 
 
-def measured_link(nbytes: float, ranks: int, seconds: float, latency_s: float, buckets: int, algorithm: str) -> Link:
+def measured_link(
+    nbytes: float, ranks: int, seconds: float, latency_s: float, buckets: int, algorithm: Algorithm
+) -> Link:
     """The bus bandwidth an allreduce of `nbytes` over `ranks` taking `seconds` implies, its latency removed first
     (with latency 0 the busbw carries it, as nccl-tests' figure does for one message size)."""
     if ranks < 2:
@@ -169,7 +170,7 @@ class Ceilings:
     exposed_source: str
 
 
-def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: str = "auto") -> dict:
+def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: Algorithm = "auto") -> dict:
     """One scale on one fabric: images/s, efficiency, exposed communication, storage use and the binding part.
 
     Raises ConfigError where the fabric has no link for a multi-rank scale (nothing to project from)."""
@@ -236,7 +237,7 @@ def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: str = "auto
     }
 
 
-def measured_row(c: Ceilings, measured: dict, fabric: Fabric, algorithm: str) -> dict:
+def measured_row(c: Ceilings, measured: dict, fabric: Fabric, algorithm: Algorithm) -> dict:
     """A measured scale beside what the model makes of it on this machine's own ceilings."""
     try:
         model = project_scale(c, measured["gpus"], fabric, algorithm)
@@ -276,7 +277,7 @@ class Given:
     storage_bytes_s: float | None = None
     bytes_per_image: float | None = None
     exposed_fraction: float | None = None
-    algorithm: str = "auto"
+    algorithm: Algorithm = "auto"
 
 
 @dataclass(frozen=True)
