@@ -83,12 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _train_parser(sub)
-    from bench import cli_data, cli_results, cli_storage, cli_sweep
+    from bench import cli_data, cli_project, cli_results, cli_storage, cli_sweep
 
     cli_data.add_parsers(sub)
     cli_results.add_parsers(sub)
     cli_sweep.add_parsers(sub)
     cli_storage.add_parsers(sub)
+    cli_project.add_parsers(sub)
     return parser
 
 
