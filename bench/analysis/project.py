@@ -19,7 +19,7 @@ B is a GPU's bus bandwidth inside a node (`intra_node_link`) while the scale fit
 nodes the lower of that and the node's network (`inter_node_link`, all its NICs): a ring laid node after
 node sends the same bytes over every edge, and a node's edges out share its NICs.
 
-Pure functions over plain values and frames: the CLI (`bench/cli_project.py`) reads files and flags.
+Pure functions over plain values and frames: the CLI (`bench/cli/project.py`) reads files and flags.
 """
 
 from __future__ import annotations

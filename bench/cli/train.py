@@ -1,34 +1,15 @@
-"""`bench` command line: flags become typed config here, errors become messages here, once."""
+"""`bench train`: one training rank, started by the suite's launchers, under horovodrun or srun, or plainly."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from bench.config import WORKLOADS, TrainConfig, parse
-from bench.errors import BenchError, ConfigError, DatasetError, ResultsInputError
-
-EXIT_FAIL, EXIT_BAD_INPUT = 1, 2
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad flags already; keep that and name the flag in one line. No abbreviations:
-    `--gpu 1` is a typo to refuse, not a prefix of --gpus to guess."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT)
-
-
-def _train_parser(sub) -> None:
+def add_parsers(sub) -> None:
     p = sub.add_parser("train", help="run one training rank (start under horovodrun, srun, or plainly)")
     p.add_argument("--workload", required=True, choices=WORKLOADS)
     p.add_argument("--preset", default="tiny", choices=("tiny", "small", "production"))
@@ -63,6 +44,7 @@ def _train_parser(sub) -> None:
     )
     p.add_argument("--amp", action="store_true")
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
+    p.set_defaults(func=_cmd_train)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -77,32 +59,3 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if summary is not None:
         print(json.dumps({k: summary[k] for k in ("workload", "ranks", "images_per_s", "epoch_time_s")}))
     return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="bench", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _train_parser(sub)
-    from bench import cli_data, cli_project, cli_results, cli_storage, cli_sweep
-
-    cli_data.add_parsers(sub)
-    cli_results.add_parsers(sub)
-    cli_sweep.add_parsers(sub)
-    cli_storage.add_parsers(sub)
-    cli_project.add_parsers(sub)
-    return parser
-
-
-COMMANDS = {"train": _cmd_train}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args) if hasattr(args, "func") else COMMANDS[args.command](args)
-    except (ConfigError, DatasetError, ResultsInputError) as error:
-        print(f"bench {args.command}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BenchError as error:
-        print(f"bench {args.command}: {error}", file=sys.stderr)
-        return EXIT_FAIL

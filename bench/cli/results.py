@@ -7,7 +7,12 @@ import json
 import math
 from pathlib import Path
 
-from bench.config import Thresholds, parse
+from bench.config import (
+    DEFAULT_MIN_BANDWIDTH_EFFICIENCY,
+    DEFAULT_MIN_SCALING_EFFICIENCY,
+    Thresholds,
+    parse,
+)
 from bench.errors import ConfigError
 
 
@@ -15,8 +20,12 @@ def add_parsers(sub) -> None:
     e = sub.add_parser("evaluate", help="check a results table for linear scaling (exit 0 pass, 1 fail, 2 bad input)")
     e.add_argument("results", type=Path)
     e.add_argument("--baseline-gpus", type=int)
-    e.add_argument("--min-scaling-efficiency", type=float, help="one bound for every scale (default 0.8)")
-    e.add_argument("--min-bandwidth-efficiency", type=float, help="default 0.7")
+    e.add_argument(
+        "--min-scaling-efficiency",
+        type=float,
+        help=f"one bound for every scale (default {DEFAULT_MIN_SCALING_EFFICIENCY})",
+    )
+    e.add_argument("--min-bandwidth-efficiency", type=float, help=f"default {DEFAULT_MIN_BANDWIDTH_EFFICIENCY}")
     e.add_argument(
         "--bounds",
         type=Path,
