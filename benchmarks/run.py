@@ -231,10 +231,10 @@ def trigger_to_first_step_s(home: Path) -> float:
 
 
 def history_timings(tmp: Path) -> dict:
-    from bench.analysis.detect import change_points
-    from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import build_frame
-    from bench.analysis.scaling import derive
+    from bench.analysis.history.detect import change_points
+    from bench.analysis.verdict.expectations import prepare, validate
+    from bench.analysis.verdict.scaling import derive
     from bench.config import Thresholds
     from bench.store.db import ResultsStore
 
@@ -384,8 +384,8 @@ def orchestration(tmp: Path, r: int, add) -> None:
 def detection(add, n_series: int = 400, seeds: tuple[int, ...] = (50, 51, 52, 53)) -> None:
     """Precision, recall and online delay on labelled histories; seeds never used in tuning (0-4, 20-21,
     30-33 and 40-43 were). Online counts what the weekly check sends: alerts, not recorded changes."""
-    from bench.analysis.detect import find_steps, replay
-    from bench.analysis.labelled_history import labelled_histories, score
+    from bench.analysis.history.detect import find_steps, replay
+    from bench.analysis.history.labelled_history import labelled_histories, score
 
     series = [s for seed in seeds for s in labelled_histories(n_series // len(seeds), weeks=156, seed=seed)]
     off = score(series, {s.name: [(c.index, c.index) for c in find_steps(s.values)] for s in series})

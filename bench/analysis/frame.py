@@ -196,7 +196,7 @@ def _measurement(s: dict) -> dict:
 
 def breakdown_columns(s: dict) -> dict:
     """The scale's step-time shares (mean over ranks), AU, and its straggler (schema v3 summaries)."""
-    from bench.analysis.bottleneck import straggler
+    from bench.analysis.verdict.bottleneck import straggler
 
     ranks = [r for r in s["per_rank"] if r.get("breakdown")]
     if not ranks:

@@ -67,9 +67,9 @@ def _bounds_file(path: Path) -> dict:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import read_results_csv
-    from bench.analysis.scaling import derive
+    from bench.analysis.verdict.expectations import prepare, validate
+    from bench.analysis.verdict.scaling import derive
 
     fields = _bounds_file(args.bounds) if args.bounds else {}
     flags = {
@@ -125,7 +125,7 @@ CHANGE_KEYS = ("model", "gpus", "timestamp", "before", "after", "change", "pvalu
 
 
 def _detect(args: argparse.Namespace) -> int:
-    from bench.analysis.detect import DetectorSettings, change_points, online_change_points, read_history_csv
+    from bench.analysis.history.detect import DetectorSettings, change_points, online_change_points, read_history_csv
 
     if not 4 <= args.window <= 10_000:
         raise ConfigError(f"--window: {args.window} must be between 4 and 10000 (points per comparison window)")

@@ -46,7 +46,7 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _sizing(args: argparse.Namespace) -> int:
-    from bench.analysis.sizing import read_sizing_csv, sizing
+    from bench.analysis.verdict.sizing import read_sizing_csv, sizing
 
     if not (math.isfinite(args.ceiling_mb_s) and args.ceiling_mb_s > 0):
         raise ConfigError(f"--ceiling-mb-s: {args.ceiling_mb_s} must be a positive number of MB/s")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.changes import WATCHED, metric_values, step_size
-from bench.analysis.regression import series_floor
+from bench.analysis.history.changes import WATCHED, metric_values, step_size
+from bench.analysis.history.regression import series_floor
 from bench.report.plots import Marker, trend_chart
 
 MAX_SERIES = 24  # charts per page; the filters narrow it

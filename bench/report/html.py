@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 from markupsafe import Markup
 
-from bench.analysis.evaluate import Evaluation
+from bench.analysis.verdict.evaluate import Evaluation
 from bench.config import SweepConfig
 from bench.report.plots import Series, line_chart, stacked_bars
 

@@ -17,10 +17,10 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from bench.analysis.differential import FIGURES as DIFFERENTIAL_FIGURES
-from bench.analysis.differential import LABELS as DIFFERENTIAL_LABELS
 from bench.analysis.frame import COLUMNS, KEY, METRICS
-from bench.analysis.sizing import SIZING_COUNTS, SIZING_FLOATS
+from bench.analysis.verdict.differential import FIGURES as DIFFERENTIAL_FIGURES
+from bench.analysis.verdict.differential import LABELS as DIFFERENTIAL_LABELS
+from bench.analysis.verdict.sizing import SIZING_COUNTS, SIZING_FLOATS
 from bench.errors import ConfigError
 
 metadata = sa.MetaData()

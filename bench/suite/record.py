@@ -12,7 +12,7 @@ from bench.config import SweepConfig
 from bench.suite.plan import read_probe, suite_dir
 
 if TYPE_CHECKING:
-    from bench.analysis.evaluate import Evaluation
+    from bench.analysis.verdict.evaluate import Evaluation
     from bench.store.db import ResultsStore
 
 
@@ -20,7 +20,7 @@ def finish(
     cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str, store_url: str, dag_id: str | None = None
 ) -> dict:
     """Judge the suite run, then record it: once for `bench sweep` and the DAG's evaluate task alike."""
-    from bench.analysis.evaluate import evaluate
+    from bench.analysis.verdict.evaluate import evaluate
     from bench.store.db import ResultsStore
 
     store = ResultsStore(store_url)
@@ -90,7 +90,7 @@ def record(
 
 def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
     """Change points this run confirmed in each of its series' history, stored once; the notices to send."""
-    from bench.analysis.changes import WATCHED, series_keys, watch_series
+    from bench.analysis.history.changes import WATCHED, series_keys, watch_series
 
     known = store.change_alerts()
     notices = []

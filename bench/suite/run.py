@@ -77,11 +77,11 @@ def differential_runs(
     cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, log=print
 ) -> list[dict]:
     """The warm-cache and synthetic reruns of each scale below its bound and of its baseline, one at a
-    time after every scale has ended (bench.analysis.differential); [] when confirm_causes is off."""
-    from bench.analysis.differential import rerun_plan
-    from bench.analysis.evaluate import result_rows
+    time after every scale has ended (bench.analysis.verdict.differential); [] when confirm_causes is off."""
     from bench.analysis.frame import build_frame
-    from bench.analysis.scaling import derive
+    from bench.analysis.verdict.differential import rerun_plan
+    from bench.analysis.verdict.evaluate import result_rows
+    from bench.analysis.verdict.scaling import derive
     from bench.errors import ResultsInputError
 
     if not cfg.confirm_causes or cfg.train.synthetic:

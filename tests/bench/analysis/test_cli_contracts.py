@@ -137,7 +137,7 @@ def test_detect_bad_flags_exit_2(tmp_path, args, needle):
 
 
 def test_detect_refuses_an_oversized_history(tmp_path):
-    from bench.analysis.detect import MAX_HISTORY_ROWS
+    from bench.analysis.history.detect import MAX_HISTORY_ROWS
 
     path = tmp_path / "big.csv"
     with path.open("w") as f:

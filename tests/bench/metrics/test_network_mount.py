@@ -109,8 +109,8 @@ def test_a_warm_server_cache_is_labelled_cache_served_not_disk_bandwidth(mount, 
     """The server's disk is throttled; fio's cold ceiling through the mount finds that limit. With the
     server's cache warm and the client's cold, epoch 1 sees every byte at a rate that disk cannot give:
     the suite labels it cache-served, not storage bandwidth."""
-    from bench.analysis.cache import label_cache_served
     from bench.analysis.frame import build_frame, row_from_result
+    from bench.analysis.verdict.cache import label_cache_served
 
     data, server, true_bytes, hosts = mount
     disk_rate = 4 * 1024 * 1024

@@ -1,6 +1,6 @@
 """Differential confirmation of a failing scale's cause: each rerun variant's scaling efficiency,
 DS-Analyzer's fetch and prep stalls, which rerun removed the drop, and whether the rule's cause was
-confirmed or corrected (bench.analysis.differential).
+confirmed or corrected (bench.analysis.verdict.differential).
 
 Rows stored before keep NULL in the new columns (no scale was rerun); no row is rewritten.
 

@@ -1,9 +1,9 @@
-"""The step size of each change point where it happened (`size`, bench.analysis.detect.Step.size).
+"""The step size of each change point where it happened (`size`, bench.analysis.history.detect.Step.size).
 
 Segment means give a step inside a drift, or one before a later change that was missed, the wrong
 size and even the wrong sign, and the weekly check matched a change found again by that sign: a
 7% drop in a 9%-a-year climb was alerted a second time as a +0% "improvement". Rows stored before
-keep NULL and are matched by the sign of `change` (bench.analysis.changes.step_size); no row is
+keep NULL and are matched by the sign of `change` (bench.analysis.history.changes.step_size); no row is
 rewritten.
 
 Revision ID: 0007

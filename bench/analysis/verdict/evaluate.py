@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import expectations as names
-from bench.analysis.regression import series_floor
+from bench.analysis.history.regression import series_floor
+from bench.analysis.verdict import expectations as names
 from bench.config import SweepConfig
 
 
@@ -27,7 +27,7 @@ def result_rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_a
 def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started_at: str) -> pd.DataFrame:
     """One row per differential rerun: valid only where it completed and its measurement holds."""
     from bench.analysis.frame import build_frame
-    from bench.analysis.verdict import measurement_problems
+    from bench.analysis.verdict.rules import measurement_problems
 
     if not reruns:
         return pd.DataFrame(columns=["workload", "gpus", "variant", "valid", "throughput_img_s"])
@@ -63,14 +63,12 @@ def evaluate(
     probe: dict | None = None,
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
-    from bench.analysis.bottleneck import add_bottlenecks, without_input_side
-    from bench.analysis.cache import label_cache_served
-    from bench.analysis.differential import add_differential
-    from bench.analysis.expectations import prepare, validate
     from bench.analysis.frame import build_frame
-    from bench.analysis.scaling import derive
-    from bench.analysis.sizing import add_sizing
-    from bench.analysis.verdict import (
+    from bench.analysis.verdict.bottleneck import add_bottlenecks, without_input_side
+    from bench.analysis.verdict.cache import label_cache_served
+    from bench.analysis.verdict.differential import add_differential
+    from bench.analysis.verdict.expectations import prepare, validate
+    from bench.analysis.verdict.rules import (
         INCONCLUSIVE,
         PASS,
         measurement_problems,
@@ -79,6 +77,8 @@ def evaluate(
         suite_verdict,
         with_baseline_problems,
     )
+    from bench.analysis.verdict.scaling import derive
+    from bench.analysis.verdict.sizing import add_sizing
 
     reruns = [r for r in runs if r.get("variant")]
     frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
@@ -89,7 +89,7 @@ def evaluate(
     frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
     history = None
     if store is not None:
-        from bench.analysis.regression import history_stats
+        from bench.analysis.history.regression import history_stats
 
         values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id)
         history = history_stats(values, frame.index)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.analysis.cache import CEILING_SLACK, label_cache_served
+from bench.analysis.verdict.cache import CEILING_SLACK, label_cache_served
 from bench.config import SweepConfig, TrainConfig
 from bench.errors import ConfigError
 

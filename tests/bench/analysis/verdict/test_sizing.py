@@ -7,7 +7,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from bench.analysis.sizing import add_sizing, supported
+from bench.analysis.verdict.sizing import add_sizing, supported
 from tests.conftest import BENCH
 
 # The reference study's shape: avg and peak epoch-1 read MB/s per GPU count (figures invented, shape kept:

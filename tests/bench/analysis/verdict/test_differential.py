@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bench.analysis.differential import add_differential, removed_by, rerun_plan, scales_to_confirm
+from bench.analysis.verdict.differential import add_differential, removed_by, rerun_plan, scales_to_confirm
 
 
 def bound(gpus: int) -> float:

@@ -4,8 +4,8 @@ called only where the series' own run-to-run noise can resolve it."""
 import pandas as pd
 import pytest
 
-from bench.analysis.expectations import prepare, validate
-from bench.analysis.regression import MIN_HISTORY, history_stats
+from bench.analysis.history.regression import MIN_HISTORY, history_stats
+from bench.analysis.verdict.expectations import prepare, validate
 from bench.config import Thresholds
 
 

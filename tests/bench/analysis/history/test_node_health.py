@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from bench.analysis.node_health import slow_nodes
+from bench.analysis.history.node_health import slow_nodes
 
 
 def rank(host: str, rank_no: int, compute_rate: float, data_wait: float = 0.1) -> dict:

@@ -15,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets" / "data_docs"  # vendored files, no module
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "data_docs"  # vendored files, no module
 VENDOR = Path("static") / "vendor"
 # URL (query string ignored) -> file under bench/assets/data_docs (or, for "static/", the site's own files)
 LOCAL = {

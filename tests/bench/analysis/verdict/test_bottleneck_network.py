@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis.evaluate import evaluate
+from bench.analysis.verdict.evaluate import evaluate
 from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher

@@ -5,8 +5,8 @@ a 3-second fio level that came in 12% under a median of two earlier probes)."""
 import pandas as pd
 import pytest
 
-from bench.analysis.evaluate import storage_checks
-from bench.analysis.regression import MIN_HISTORY
+from bench.analysis.history.regression import MIN_HISTORY
+from bench.analysis.verdict.evaluate import storage_checks
 from bench.config import SweepConfig, TrainConfig
 from bench.store.db import ResultsStore
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.analysis.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, default_ideal, expected, ideal_efficiency
+from bench.analysis.verdict.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, default_ideal, expected, ideal_efficiency
 
 
 def test_a_node_that_gives_two_ranks_1_6x_one_expects_0_8_and_compute_binds():

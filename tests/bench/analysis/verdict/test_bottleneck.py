@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.analysis.differential import FIGURES, LABELS
+from bench.analysis.verdict.differential import FIGURES, LABELS
 from bench.data.generate import GenerateSpec, generate
 from tests.conftest import BENCH
 from tests.infra.faults import blkio_read_throttle, train_pids, wait_for

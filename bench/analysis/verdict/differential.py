@@ -1,6 +1,6 @@
 """Differential confirmation of a failing scale's cause, as DS-Analyzer does (Mohan et al., VLDB 2021).
 
-The step-time rules (bench.analysis.bottleneck) read one run; a rule can be fooled where two causes
+The step-time rules (bench.analysis.verdict.bottleneck) read one run; a rule can be fooled where two causes
 look alike (a storage stall and a starved decoder both show as data wait). So a scale below its
 scaling bound, and its baseline, are run twice more: with the dataset in the page cache (storage out)
 and with synthetic in-memory data (storage, decode and augmentation out). At the failing scale,

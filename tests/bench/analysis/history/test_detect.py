@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bench.analysis.detect import confirmed, find_steps, is_news, replay
-from bench.analysis.labelled_history import labelled_histories, score
+from bench.analysis.history.detect import confirmed, find_steps, is_news, replay
+from bench.analysis.history.labelled_history import labelled_histories, score
 
 
 def noisy(level: float, n: int, noise: float, seed: int) -> np.ndarray:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.detect import (
+from bench.analysis.history.detect import (
     DEFAULT_SETTINGS,
     MATCH_RUNS,
     DetectorSettings,

@@ -94,7 +94,7 @@ def diagnose(
     """(cause, evidence) for one failing or borderline row; base is its baseline scale's row.
 
     `input_side` False leaves out the data-wait rule: for a drop that warm and synthetic reruns did
-    not remove (bench.analysis.differential), whatever the data wait says."""
+    not remove (bench.analysis.verdict.differential), whatever the data wait says."""
     ranks, base_ranks = _ranks(row), _ranks(base or {})
     if not ranks:
         return "undetermined", "no step-time breakdown in this run's summary"
@@ -183,7 +183,7 @@ def add_bottlenecks(
 
 
 def without_input_side(frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None):
-    """row -> (cause, evidence) with the data-wait rule left out (see bench.analysis.differential)."""
+    """row -> (cause, evidence) with the data-wait rule left out (see bench.analysis.verdict.differential)."""
 
     def rediagnose(row) -> tuple[str, str]:
         base = baseline_row(frame, row)

@@ -223,7 +223,7 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
 def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame | None = None) -> pd.DataFrame:
     """Add the bound columns the pair expectations compare against; inconclusive rows get no bound.
 
-    `history`: bench.analysis.regression.history_stats per row (median, count, spread of past runs)."""
+    `history`: bench.analysis.history.regression.history_stats per row (median, count, spread of past runs)."""
     f = frame.copy()
     reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
     judged = (f["gpus"] != f["baseline_gpus"]) & (reasons.fillna("") == "")
@@ -242,7 +242,7 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame |
     for col in ("supported_gpus", "min_supported_gpus"):  # nullable ints -> floats GX can compare
         f[f"{col}_checked"] = pd.to_numeric(f[col], errors="coerce").astype(float) if col in f else np.nan
     if history is not None:
-        from bench.analysis.regression import regression_floor
+        from bench.analysis.history.regression import regression_floor
 
         conclusive = reasons.fillna("") == ""
         stats = history.reindex(f.index)
@@ -313,7 +313,7 @@ def validate(
         run = checkpoint.run(batch_parameters={"dataframe": data})
         results = next(iter(run.run_results.values())).results
         docs_index = str(data_docs_dir / "index.html")
-        from bench.analysis.data_docs_offline import make_offline
+        from bench.analysis.verdict.data_docs_offline import make_offline
 
         still_remote = make_offline(data_docs_dir)
         if still_remote:  # a GX upgrade added a CDN file the bundle lacks: the pages still work online

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bench.analysis.annotations import MAX_NOTE_CHARS, Annotation, baseline_since, rebaselined
+from bench.analysis.history.annotations import MAX_NOTE_CHARS, Annotation, baseline_since, rebaselined
 from bench.config import parse
 from bench.errors import ConfigError
 
