@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh --with-test-services
 source scripts/env.sh
-python benchmarks/run.py "$@" 2> >(grep -v -E "Calculating Metrics" >&2)
+python benchmarks/runner.py "$@" 2> >(grep -v -E "Calculating Metrics" >&2)
