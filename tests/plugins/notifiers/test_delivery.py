@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -113,18 +117,23 @@ def test_a_trickling_webhook_is_cut_at_the_total_deadline_and_the_email_still_go
 
 def test_the_alert_task_outlasts_every_delivery_deadline():
     """With max_active_runs=1 a hung alert would hold next week's run: the task is bounded, above the
-    deadlines it can spend (every target, for the verdict and for the change points)."""
-    from scalewatch.dag_factory import build
-    from scalewatch.notifiers import (
-        ALERT_TASK_TIMEOUT,
-        SENDS_PER_ALERT_TASK,
-        SMTP_DEADLINE_S,
-        WEBHOOK_DEADLINE_S,
-    )
+    deadlines it can spend (every target, for the verdict and for the change points). The DAG is built
+    in its own process, so this process's Airflow settings stay as the DAG tests set them up."""
+    from scalewatch.notifiers import ALERT_TASK_TIMEOUT, SENDS_PER_ALERT_TASK, SMTP_DEADLINE_S, WEBHOOK_DEADLINE_S
 
-    dag = build("sw_t_alert_timeout", None, {})
-    assert dag.max_active_runs == 1
-    assert dag.get_task("alert").execution_timeout == ALERT_TASK_TIMEOUT
+    probe = (
+        "from scalewatch.dag_factory import build\n"
+        "dag = build('sw_t_alert_timeout', None, {})\n"
+        "timeout = dag.get_task('alert').execution_timeout\n"
+        "print(dag.max_active_runs, timeout and timeout.total_seconds())\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(root), str(root / "plugins"), os.environ.get("PYTHONPATH", "")])
+    }
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["1", str(ALERT_TASK_TIMEOUT.total_seconds())]
     spent = SENDS_PER_ALERT_TASK * (WEBHOOK_DEADLINE_S + SMTP_DEADLINE_S)
     assert ALERT_TASK_TIMEOUT.total_seconds() >= spent + 60
 
