@@ -11,6 +11,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, Asset, dag, task
 
+from scalewatch.notifiers import ALERT_TASK_TIMEOUT
 from scalewatch.operators import TrainScaleOperator
 
 DATASET = Asset("scalewatch://dataset/under-test")
@@ -104,7 +105,7 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
 
             return evaluate_and_report(plan, results or [], reruns or [], context)
 
-        @task(trigger_rule="all_done")
+        @task(trigger_rule="all_done", execution_timeout=ALERT_TASK_TIMEOUT)  # > every delivery deadline
         def alert(plan: dict, outcome: dict | None, **context) -> list[str]:
             from scalewatch.suite import send_alerts
 

@@ -1,25 +1,48 @@
-"""Real alert receivers: an HTTP server standing in for Slack's webhook endpoint, and an SMTP server."""
+"""Real alert receivers: an HTTP server standing in for Slack's webhook endpoint, and an SMTP server
+(plain, STARTTLS or implicit TLS with a certificate from a CA made for the test)."""
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import socket
+import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 class WebhookReceiver:
-    def __init__(self) -> None:
+    """`trickle_s`: answer one byte every that many seconds (for at most `trickle_for_s`), as a stuck
+    proxy or a hostile endpoint does; `hung_up` records how long each trickle ran before the client left."""
+
+    def __init__(self, trickle_s: float | None = None, trickle_for_s: float = 90.0) -> None:
         self.posts: list[dict] = []
-        received = self.posts
+        self.hung_up: list[float] = []
+        received, hung_up = self.posts, self.hung_up
+        self._stop = stop = threading.Event()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append({"path": self.path, "json": json.loads(body)})
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"ok")
+                if trickle_s is None:
+                    self.send_response(200)
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                    return
+                answer, start = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", time.monotonic()
+                for byte in answer:
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:  # the client hung up
+                        hung_up.append(time.monotonic() - start)
+                        return
+                    if stop.wait(trickle_s) or time.monotonic() - start > trickle_for_s:
+                        return
 
             def log_message(self, *args):
                 return None
@@ -33,11 +56,61 @@ class WebhookReceiver:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop.set()
         self.server.shutdown()
 
 
+def make_tls_files(folder: Path, ip: str = "127.0.0.1") -> tuple[Path, Path, Path]:
+    """A private CA and a server certificate it signed for `ip`: (ca.pem, server.pem, server.key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "scalewatch test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ip)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return paths
+
+
 class SmtpReceiver:
-    def __init__(self) -> None:
+    """`tls`: None (plain), "starttls" (offered, required before AUTH) or "ssl" (TLS from the first byte),
+    with the server certificate and key from `make_tls_files`."""
+
+    def __init__(self, tls: str | None = None, cert: tuple[Path, Path] | None = None) -> None:
         from aiosmtpd.controller import Controller
 
         self.messages: list[dict] = []
@@ -68,12 +141,19 @@ class SmtpReceiver:
                 logins.append(auth_data.login.decode())
             return AuthResult(success=ok)
 
+        server_tls: dict = {}
+        if tls is not None:
+            assert tls in ("starttls", "ssl") and cert is not None, "tls needs a certificate and key"
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*cert)
+            server_tls = {"tls_context": context} if tls == "starttls" else {"ssl_context": context}
         self.controller = Controller(
             Handler(),
             hostname="127.0.0.1",
             port=self.port,
             authenticator=authenticator,
-            auth_require_tls=False,
+            auth_require_tls=tls == "starttls",
+            **server_tls,
         )
 
     def __enter__(self) -> SmtpReceiver:

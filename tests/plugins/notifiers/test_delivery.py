@@ -1,9 +1,16 @@
-"""Alert delivery against real receivers: escaping, every target tried, no clear-text password."""
+"""Alert delivery against real receivers: escaping, every target tried, no clear-text password, one
+deadline per delivery, secrets never in an error."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +90,88 @@ def test_alert_links_the_report_and_the_run_through_the_public_base_url():
     assert "Airflow run: https://af.example/dags/d/runs/r1" in linked and "/w/runs" not in linked
     bare = alert_text("r1", [failure], "/w/runs/r1/report.html")
     assert "a path on the Airflow worker; set [api] base_url" in bare
+
+
+def test_a_trickling_webhook_is_cut_at_the_total_deadline_and_the_email_still_goes(monkeypatch):
+    """One byte every 4 s never trips a per-read timeout (it held `notify` 48 s and more): the whole
+    request has one deadline, and the e-mail after it is still sent."""
+    from scalewatch.notifiers import WEBHOOK_DEADLINE_S
+    from scalewatch.notifiers.registry import AlertDeliveryError, send
+
+    with WebhookReceiver(trickle_s=4, trickle_for_s=WEBHOOK_DEADLINE_S + 15) as webhook, SmtpReceiver() as smtp:
+        _slack(monkeypatch, webhook.port)
+        _smtp(monkeypatch, smtp.port, allow_plaintext_login=True)
+        start = time.monotonic()
+        with pytest.raises(AlertDeliveryError) as raised:
+            send(TARGETS, "subject", "ssd @ 2 GPUs failed", {})
+        elapsed = time.monotonic() - start
+        time.sleep(4.5)  # the receiver notices the hang-up at its next byte
+    assert WEBHOOK_DEADLINE_S <= elapsed < WEBHOOK_DEADLINE_S + 4, elapsed
+    assert (
+        "sent via ['SmtpAlert']; failed: SlackWebhookAlert (sw_t_slack): DeliveryTimeout: slack webhook "
+        f"(sw_t_slack) did not finish within {WEBHOOK_DEADLINE_S:g} s" in str(raised.value)
+    )
+    assert len(webhook.posts) == 1 and len(smtp.messages) == 1
+    assert len(webhook.hung_up) == 1 and webhook.hung_up[0] < WEBHOOK_DEADLINE_S + 5  # the socket was cut
+
+
+def test_the_alert_task_outlasts_every_delivery_deadline():
+    """With max_active_runs=1 a hung alert would hold next week's run: the task is bounded, above the
+    deadlines it can spend (every target, for the verdict and for the change points). The DAG is built
+    in its own process, so this process's Airflow settings stay as the DAG tests set them up."""
+    from scalewatch.notifiers import ALERT_TASK_TIMEOUT, SENDS_PER_ALERT_TASK, SMTP_DEADLINE_S, WEBHOOK_DEADLINE_S
+
+    probe = (
+        "from scalewatch.dag_factory import build\n"
+        "dag = build('sw_t_alert_timeout', None, {})\n"
+        "timeout = dag.get_task('alert').execution_timeout\n"
+        "print(dag.max_active_runs, timeout and timeout.total_seconds())\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(root), str(root / "plugins"), os.environ.get("PYTHONPATH", "")])
+    }
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["1", str(ALERT_TASK_TIMEOUT.total_seconds())]
+    spent = SENDS_PER_ALERT_TASK * (WEBHOOK_DEADLINE_S + SMTP_DEADLINE_S)
+    assert ALERT_TASK_TIMEOUT.total_seconds() >= spent + 60
+
+
+TOKEN = "services/T0SECRET/B0SECRET/xoxTOKENvalue"
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "hooks.example.com",  # no scheme: urllib's "unknown url type" repeated the whole URL
+        "hooks.example.com:443",
+        "ftp://hooks.example.com",
+        "https://",
+        "https://hooks.example.com:notaport",
+        "http://[::1",
+        "https://hooks.example.com/a b",
+    ],
+)
+def test_a_malformed_webhook_url_names_the_connection_never_the_token(monkeypatch, caplog, host):
+    from scalewatch.notifiers.registry import AlertDeliveryError, send
+
+    monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps({"conn_type": "http", "host": host, "password": TOKEN}))
+    with caplog.at_level(logging.DEBUG), pytest.raises(AlertDeliveryError) as raised:
+        send(AlertTargets(slack_conn_id="sw_t_slack"), "s", "t", {})
+    message = str(raised.value)
+    assert "SlackWebhookAlert (sw_t_slack): ConfigError: slack connection sw_t_slack: host" in message
+    assert "alert via SlackWebhookAlert (sw_t_slack) failed: slack connection sw_t_slack: host" in caplog.text
+    for secret in ("T0SECRET", "B0SECRET", "xoxTOKENvalue"):
+        assert secret not in message and secret not in caplog.text
+
+
+def test_an_unreachable_webhook_names_the_connection_never_the_token(monkeypatch, caplog):
+    from scalewatch.notifiers.registry import AlertDeliveryError, send
+
+    conn = {"conn_type": "http", "host": f"http://127.0.0.1:{_closed_port()}", "password": TOKEN}
+    monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
+    with caplog.at_level(logging.DEBUG), pytest.raises(AlertDeliveryError, match="could not be reached") as raised:
+        send(AlertTargets(slack_conn_id="sw_t_slack"), "s", "t", {})
+    assert "slack webhook (sw_t_slack)" in str(raised.value)
+    assert "xoxTOKENvalue" not in str(raised.value) and "xoxTOKENvalue" not in caplog.text
