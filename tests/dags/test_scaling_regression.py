@@ -10,6 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
+from bench.suite.plan import suite_dir, suite_run_identity
 from tests.conftest import oversubscribed_ranks
 from tests.dags.conftest import ROOT, airflow_env
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver
@@ -161,7 +162,9 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch)
     from scalewatch import paths
 
     rows = ResultsStore(paths.results_url()).frame()
-    row = rows[(rows["suite_run_id"] == run.run_id) & (rows["gpus"] == n)].iloc[0]
+    row = rows[
+        (rows["suite_run_id"] == suite_run_identity("scaling_regression", run.run_id)) & (rows["gpus"] == n)
+    ].iloc[0]
     assert row["oversubscribed"] and not row["accepted"]
     assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
     assert smtp.logins == ["alerts"]
@@ -207,7 +210,9 @@ def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
     from scalewatch import paths
 
     rows = ResultsStore(paths.results_url()).frame()
-    row = rows[(rows["suite_run_id"] == run.run_id) & (rows["gpus"] == 8)].iloc[0]
+    row = rows[
+        (rows["suite_run_id"] == suite_run_identity("scaling_regression", run.run_id)) & (rows["gpus"] == 8)
+    ].iloc[0]
     assert row["state"] == "FAILED" and not row["valid"] and not row["accepted"]
     assert pd.isna(row["throughput_img_s"])
 
@@ -239,8 +244,6 @@ def test_results_password_stays_out_of_xcoms_fields_logs_rows_and_report(airflow
     with store.connect() as conn:
         rows = [str(r) for t in ("results", "suite_runs") for r in conn.exec_driver_sql(f"SELECT * FROM {t}")]
     assert any(run.run_id in r for r in rows) and not any(secret in r for r in rows)
-    from bench.suite.plan import suite_dir, suite_run_identity
-
     report = suite_dir(airflow_home / "sw" / "runs", suite_run_identity("scaling_regression", run.run_id))
     assert (report / "report.html").exists()
     for path in report.rglob("*"):
