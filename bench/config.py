@@ -118,6 +118,9 @@ class TrainConfig(Frozen):
     # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
     warm_cache: bool = False
     amp: bool = False
+    # The scale's ranks as independent single-rank copies on the same slots at the same time: no gradient
+    # collective between them (ranks still meet at epoch edges). Its images/s is the node's ceiling.
+    independent: bool = False
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")
@@ -169,6 +172,8 @@ class TrainConfig(Frozen):
             argv.append("--warm-cache")
         if self.amp:
             argv.append("--amp")
+        if self.independent:
+            argv.append("--independent")
         if self.run_nonce:
             argv += ["--run-nonce", self.run_nonce]
         return argv
@@ -320,11 +325,23 @@ class SweepConfig(Frozen):
     # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
     # extra runs per failing workload.
     confirm_causes: bool = True
+    # Each scale above one rank is followed by its node ceiling: the same ranks as independent copies.
+    ceilings: bool = True
+    # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
+    # (the node ceiling: ranks share cores, memory bandwidth, sibling threads), auto (linear on GPU nodes).
+    ideal: Literal["auto", "linear", "independent"] = "auto"
 
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
         return _unique_hosts(hosts)
+
+    def resolved_ideal(self) -> str:
+        """The ideal this suite's verdicts use: `auto` is linear on GPU slots, independent on CPU slots
+        (linear too where no node ceiling is measured)."""
+        if self.ideal != "auto":
+            return self.ideal
+        return "linear" if self.gpus_per_node > 0 or not self.ceilings else "independent"
 
     @field_validator("workloads", "gpus")
     @classmethod
@@ -334,6 +351,12 @@ class SweepConfig(Frozen):
         if len(set(items)) != len(items):
             raise ValueError(f"values must be unique, got {list(items)}")
         return items
+
+    @model_validator(mode="after")
+    def _ideal_needs_ceilings(self) -> SweepConfig:
+        if self.ideal == "independent" and not self.ceilings:
+            raise ValueError("ideal: 'independent' judges each scale against its node ceiling; set ceilings true")
+        return self
 
     @model_validator(mode="after")
     def _launcher_needs(self) -> SweepConfig:
@@ -608,6 +631,21 @@ class SuiteSettings(Frozen):
         le=1_000_000,
     )
     history_runs: int = _ui(DEFAULT_HISTORY_RUNS, S_BOUNDS, "History runs (K)", ge=1, le=520)
+    ideal: Literal["auto", "linear", "independent"] = _ui(
+        "auto",
+        S_BOUNDS,
+        "Ideal the scaling efficiency is judged against",
+        "linear: N x one rank (each rank owns an accelerator); independent: the scale's ranks run at once as "
+        "independent copies on the same slots (the node's own ceiling: shared cores, memory bandwidth, sibling "
+        "threads); auto: linear on GPU nodes, independent on CPU nodes. Both efficiencies are always shown.",
+    )
+    ceilings: bool = _ui(
+        True,
+        S_BOUNDS,
+        "Measure each scale's node ceiling",
+        "After each scale above one rank, its ranks run again at once as independent copies (no collective): "
+        "the expected throughput and the independent ideal come from it. One extra run per scale.",
+    )
     confirm_causes: bool = _ui(
         True,
         S_BOUNDS,
@@ -697,6 +735,8 @@ class SuiteSettings(Frozen):
             "probe_max_jobs": self.probe_max_jobs,
             "probe_seconds": self.probe_seconds,
             "confirm_causes": self.confirm_causes,
+            "ceilings": self.ceilings,
+            "ideal": self.ideal,
         }
 
 

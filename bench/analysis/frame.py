@@ -102,6 +102,11 @@ def config_key(cfg) -> str:
         for part in name.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         values[name] = value
+    # Efficiency against another ideal is another series; linear (every series before ideals existed)
+    # adds nothing, so those keys are unchanged.
+    ideal = cfg.resolved_ideal() if hasattr(cfg, "resolved_ideal") else "linear"
+    if ideal != "linear":
+        values["ideal"] = ideal
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
     train = cfg.train
     source = "synthetic" if train.synthetic else train.loader

@@ -43,6 +43,11 @@ def add_parsers(sub) -> None:
         help="read every dataset file once before epoch 1 (needs --no-drop-caches): storage out of the run",
     )
     p.add_argument("--amp", action="store_true")
+    p.add_argument(
+        "--independent",
+        action="store_true",
+        help="no gradient collective between the ranks: each trains alone on its slot (the node's ceiling)",
+    )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
     p.set_defaults(func=_cmd_train)
 

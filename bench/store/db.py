@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from bench.analysis.frame import COLUMNS, KEY, METRICS
+from bench.analysis.verdict.ceilings import CEILING_FLOATS, CEILING_LABELS
 from bench.analysis.verdict.differential import FIGURES as DIFFERENTIAL_FIGURES
 from bench.analysis.verdict.differential import LABELS as DIFFERENTIAL_LABELS
 from bench.analysis.verdict.sizing import SIZING_COUNTS, SIZING_FLOATS
@@ -81,6 +82,8 @@ results_table = sa.Table(
     *(sa.Column(c, sa.Float) for c in DIFFERENTIAL_FIGURES),
     *(sa.Column(c, sa.Text) for c in DIFFERENTIAL_LABELS),
     *(sa.Column(c, sa.Float) for c in SIZING_FLOATS),
+    *(sa.Column(c, sa.Float) for c in CEILING_FLOATS),
+    *(sa.Column(c, sa.Text) for c in CEILING_LABELS),
     *(sa.Column(c, sa.Integer) for c in SIZING_COUNTS),
 )
 
@@ -131,7 +134,7 @@ CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0010"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3.
 LEGACY_REVISION = {3: "0001", 4: "0002"}
 

@@ -11,8 +11,18 @@ from bench.config import RunSpec, SweepConfig, TrainConfig
 DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 
 
+INDEPENDENT = "independent"  # the variant that measures a scale's node ceiling
+
+
 def run_matrix(cfg: SweepConfig) -> list[dict]:
-    return [{"workload": w, "gpus": g} for w in cfg.workloads for g in sorted(cfg.gpus)]
+    """Each scale, each above one rank followed at once by its node ceiling (so drift hits both alike)."""
+    out = []
+    for w in cfg.workloads:
+        for g in sorted(cfg.gpus):
+            out.append({"workload": w, "gpus": g})
+            if cfg.ceilings and g > 1:
+                out.append({"workload": w, "gpus": g, "variant": INDEPENDENT})
+    return out
 
 
 def dataset_dir(cfg: SweepConfig, workload: str) -> Path:
@@ -31,11 +41,14 @@ def read_probe(out: Path) -> dict | None:
 
 
 def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunSpec:
-    """One scale's launch; `variant` ("warm" or "synthetic") is a differential rerun of it."""
+    """One scale's launch; `variant` is a differential rerun of it ("warm", "synthetic") or its node
+    ceiling ("independent": the same ranks and slots, no collective)."""
     synthetic = cfg.train.synthetic or variant == "synthetic"
     update = {"workload": workload, "synthetic": synthetic, "data": None if synthetic else dataset_dir(cfg, workload)}
     if variant == "warm":
         update |= {"warm_cache": True, "drop_caches": False}
+    if variant == INDEPENDENT:
+        update |= {"independent": True}
     train = TrainConfig.model_validate(cfg.train.model_dump() | update)
     name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
     return RunSpec(

@@ -78,16 +78,14 @@ def differential_runs(
 ) -> list[dict]:
     """The warm-cache and synthetic reruns of each scale below its bound and of its baseline, one at a
     time after every scale has ended (bench.analysis.verdict.differential); [] when confirm_causes is off."""
-    from bench.analysis.frame import build_frame
     from bench.analysis.verdict.differential import rerun_plan
-    from bench.analysis.verdict.evaluate import result_rows
-    from bench.analysis.verdict.scaling import derive
+    from bench.analysis.verdict.evaluate import scale_frame
     from bench.errors import ResultsInputError
 
     if not cfg.confirm_causes or cfg.train.synthetic:
         return []
     try:
-        frame = derive(build_frame(result_rows(cfg, suite_run_id, runs, started_at)), cfg.thresholds.baseline_gpus)
+        frame = scale_frame(cfg, suite_run_id, runs, started_at)
     except ResultsInputError:
         return []  # no baseline to compare with: evaluate says why
     out = []

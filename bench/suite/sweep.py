@@ -22,8 +22,9 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
     launcher = build_launcher(cfg.launcher)
     runs = []
     for item in run_matrix(cfg):
-        log(f"  {item['workload']} on {item['gpus']} rank(s) via {cfg.launcher} ...")
-        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"])
+        what = " as independent copies (node ceiling)" if item.get("variant") else ""
+        log(f"  {item['workload']} on {item['gpus']} rank(s){what} via {cfg.launcher} ...")
+        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item.get("variant", ""))
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
     runs += differential_runs(cfg, launcher, suite_run_id, runs, started, log)

@@ -171,6 +171,17 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _interference(samples: list[dict]) -> dict:
+    """Foreign work on this rank's cores while it trained: the mean share and the neighbour seen most."""
+    from collections import Counter
+
+    tops = Counter(x["foreign_top"].split(",")[0] for x in samples if x.get("foreign_top"))
+    return {
+        "foreign_cpu_share": _mean([x.get("foreign_cpu_share") for x in samples]),
+        "foreign_top": tops.most_common(1)[0][0] if tops else None,
+    }
+
+
 def _mean(values: list[float | None]) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.fmean(values) if values else None
@@ -184,7 +195,9 @@ def train(cfg: TrainConfig) -> dict | None:
     built = build(cfg.workload, cfg.preset, cfg.image_size)
     model = built.model.to(dist.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr * dist.size, momentum=0.9)
-    optimizer = wrap_optimizer(model, optimizer)
+    # Independent copies (the node-ceiling run) train alone: no gradient collective, no exposed wait.
+    collective = not cfg.independent
+    optimizer = wrap_optimizer(model, optimizer) if collective else optimizer
     loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
     out = cfg.metrics_out
     if out is not None:
@@ -250,9 +263,10 @@ def train(cfg: TrainConfig) -> dict | None:
             optimizer.zero_grad()
             loss.backward()
             timer.mark("compute")
-            optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
+            if collective:
+                optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
             timer.mark("comm")
-            with optimizer.skip_synchronize():
+            with optimizer.skip_synchronize() if collective else contextlib.nullcontext():
                 optimizer.step()
             _sync(dist.device)
             loss_value = float(loss.detach())
@@ -321,6 +335,7 @@ def train(cfg: TrainConfig) -> dict | None:
         "breakdown": {
             **timer.summary(skip_first=cfg.warmup_steps == 0),
             "slot_cpu_util": _mean([x.get("slot_cpu_util") for x in sampler.samples if x.get("phase") == "train"]),
+            **_interference([x for x in sampler.samples if x.get("phase") == "train"]),
         },
         "losses": losses,
     }
@@ -363,6 +378,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "preset": cfg.preset,
         "loader": "synthetic" if cfg.synthetic else cfg.loader,
         "synthetic": cfg.synthetic,
+        "independent": cfg.independent,
         "ranks": dist.size,
         "hosts": hosts,
         "device": dist.device.type,

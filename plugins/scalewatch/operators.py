@@ -37,7 +37,9 @@ class TrainScaleOperator(BaseOperator):
         from scalewatch.triggers import RunStateTrigger
 
         cfg = self._cfg()
-        spec = run_spec(cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]))
+        spec = run_spec(
+            cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]), self.run.get("variant", "")
+        )
         self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts)
         launcher = from_kwargs(self._launcher_kwargs)
         try:

@@ -37,7 +37,7 @@ def _runs(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:
     by_run = {(r.get("run_id") or ""): r for r in results if r}
     runs = []
     for item in plan["matrix"]:
-        spec = run_spec(cfg, plan["suite_run_id"], item["workload"], item["gpus"])
+        spec = run_spec(cfg, plan["suite_run_id"], item["workload"], item["gpus"], item.get("variant", ""))
         result = by_run.get(spec.run_id) or {
             "state": "FAILED",
             "reason": "training task did not return a result",

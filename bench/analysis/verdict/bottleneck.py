@@ -3,6 +3,9 @@ step-time breakdown, compared with the baseline scale, with the figures that dec
 
 Rules, in order (the first that holds names the cause):
 1. contention: the scale ran oversubscribed (ranks shared cores): its figures are contended by design.
+   interference: processes that are not the run's used at least INTERFERENCE_SHARE of a rank's slot
+   cores while it trained (per-core busy time of foreign threads, bench.metrics.sources.interference):
+   named with the process, its pid and the core.
 2. straggler: one rank's work rate (images per second of its own time: step time minus its exposed
    communication wait) is more than `straggler_gap` below the ranks' median, and it is slow on its
    own: its compute rate is that far below the others', or only its data wait grew while it has a
@@ -28,7 +31,8 @@ import statistics
 import numpy as np
 import pandas as pd
 
-CAUSES = ("storage", "input_cpu", "communication", "straggler", "contention", "undetermined")
+CAUSES = ("storage", "input_cpu", "communication", "straggler", "contention", "interference", "undetermined")
+INTERFERENCE_SHARE = 0.10
 DATA_WAIT_GROWTH = 0.10
 COMM_GROWTH = 0.10
 COMPUTE_GROWTH = 0.20
@@ -106,6 +110,14 @@ def diagnose(
         return (
             "contention",
             f"ranks shared cores (oversubscribed); compute {_pct(float(row['compute_share']))} of step time",
+        )
+    noisy = [r for r in ranks if (r.get("foreign_cpu_share") or 0.0) >= INTERFERENCE_SHARE]
+    if noisy:
+        worst = max(noisy, key=lambda r: r["foreign_cpu_share"])
+        return "interference", (
+            f"foreign processes used {_pct(worst['foreign_cpu_share'])} of rank {worst['rank']}'s cores on "
+            f"{worst['host']} while it trained (most: {worst.get('foreign_top') or 'unnamed'}); "
+            f"{len(noisy)} of {len(ranks)} rank(s) shared their slot"
         )
     gap = float(row.get("straggler_gap") or 0.0)
     if gap > straggler_gap and _stands_out(ranks, b_dw, straggler_gap):

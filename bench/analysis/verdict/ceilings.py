@@ -101,3 +101,125 @@ def ideal_efficiency(
     if ideal == "independent":
         return measured_img_s / independent_img_s if _finite(independent_img_s) else math.nan
     return measured_img_s / (gpus * baseline_per_rank_img_s) if _finite(baseline_per_rank_img_s) else math.nan
+
+
+INDEPENDENT_VARIANT = "independent"
+# Columns the ceilings add to the results frame (stored, shown, judged).
+CEILING_FLOATS = (
+    "independent_img_s",
+    "linear_efficiency",
+    "independent_efficiency",
+    "expected_img_s",
+    "expected_efficiency",
+    "efficiency_vs_expected",
+    "allreduce_s",
+)
+CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note")
+
+
+def _completed_rate(result: dict) -> float | None:
+    summary = result.get("summary") if result.get("state") == "COMPLETED" else None
+    rate = summary.get("images_per_s") if isinstance(summary, dict) else None
+    return float(rate) if _finite(rate) else None
+
+
+def with_node_ceilings(frame, runs: list[dict]):
+    """`independent_img_s` per scale from its independent-copies run (a 1-rank scale is its own
+    ceiling), `allreduce_s` from each scale's summary, and `ceiling_note` where a ceiling failed."""
+    import numpy as np
+
+    f = frame.copy()
+    ceilings = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if r.get("variant") == INDEPENDENT_VARIANT}
+    own = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if not r.get("variant")}
+    values, notes, allreduce = [], [], []
+    for row in f.to_dict("records"):
+        key = (row["workload"], int(row["gpus"]))
+        summary = (own.get(key) or {}).get("summary") or {}
+        allreduce.append(float(summary["allreduce_s"]) if _finite(summary.get("allreduce_s")) else np.nan)
+        if key[1] == 1:
+            values.append(row.get("throughput_img_s", np.nan))
+            notes.append("")
+        elif key in ceilings:
+            rate = _completed_rate(ceilings[key])
+            values.append(rate if rate is not None else np.nan)
+            res = ceilings[key]
+            notes.append("" if rate is not None else f"node ceiling run {res.get('state')}: {res.get('reason', '')}")
+        else:
+            values.append(np.nan)
+            notes.append("")
+    f["independent_img_s"] = values
+    f["allreduce_s"] = allreduce
+    f["ceiling_note"] = notes
+    return f
+
+
+def add_expected(frame, batch_size: int, storage_ceiling_mb_s: float | None):
+    """expected_img_s, expected_efficiency, efficiency_vs_expected and expected_bound_by per row."""
+    import numpy as np
+
+    f = frame.copy()
+    cols = {c: [] for c in ("expected_img_s", "expected_efficiency", "efficiency_vs_expected", "expected_bound_by")}
+    for row in f.to_dict("records"):
+        base = f[(f["workload"] == row["workload"]) & (f["gpus"] == row.get("baseline_gpus"))]
+        per_rank = float(base["throughput_img_s"].iloc[0]) / float(base["gpus"].iloc[0]) if not base.empty else np.nan
+        read = row.get("avg_read_mb_s")
+        per_image = (
+            read * 1e6 / row["throughput_img_s"]
+            if row.get("bandwidth_valid") is True and _finite(read) and _finite(row.get("throughput_img_s"))
+            else None
+        )
+        e = expected(
+            int(row["gpus"]),
+            batch_size,
+            per_rank,
+            row.get("independent_img_s"),
+            row.get("allreduce_s"),
+            storage_ceiling_mb_s,
+            per_image,
+        )
+        measured = row.get("throughput_img_s")
+        cols["expected_img_s"].append(e.expected_img_s if e else np.nan)
+        cols["expected_efficiency"].append(e.expected_efficiency if e else np.nan)
+        cols["efficiency_vs_expected"].append(measured / e.expected_img_s if e and _finite(measured) else np.nan)
+        cols["expected_bound_by"].append(e.bound_by if e else "")
+    for name, values in cols.items():
+        f[name] = values
+    return f
+
+
+# The rules' causes each binding component accounts for (the node ceiling is the cores' contention).
+AGREES = {
+    "compute": ("contention",),
+    "communication": ("communication", "straggler"),
+    "storage": ("storage", "input_cpu"),
+}
+
+
+def cross_check(frame):
+    """Each named cause beside what the ceilings say: which component binds, measured against expected,
+    and, where the ceilings explain the scale but name another component than the rules, that they
+    disagree (the row says so; the rules' cause stands, the differential reruns decide it)."""
+    f = frame.copy()
+    if "bottleneck" not in f:
+        return f
+    texts = []
+    for row in f.to_dict("records"):
+        evidence = row.get("bottleneck_evidence") or ""
+        cause, bound_by, ratio = (
+            row.get("bottleneck") or "",
+            row.get("expected_bound_by") or "",
+            row.get("efficiency_vs_expected"),
+        )
+        if cause and bound_by and _finite(ratio):
+            note = (
+                f"ceilings: {bound_by} binds (expected {row['expected_img_s']:.1f} images/s, "
+                f"measured {ratio:.0%} of it)"
+            )
+            if ratio >= EXPLAINED and cause not in AGREES.get(bound_by, ()) and cause != "interference":
+                note += f"; the ceilings and the rules disagree ({bound_by} vs {cause})"
+            elif ratio < EXPLAINED:
+                note += "; the ceilings do not explain the drop"
+            evidence = f"{evidence}; {note}" if evidence else note
+        texts.append(evidence)
+    f["bottleneck_evidence"] = texts
+    return f

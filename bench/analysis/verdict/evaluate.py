@@ -11,6 +11,7 @@ import pandas as pd
 
 from bench.analysis.history.regression import series_floor
 from bench.analysis.verdict import expectations as names
+from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
 from bench.config import SweepConfig
 
 
@@ -22,6 +23,34 @@ def result_rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_a
         row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
         for r in runs
     ]
+
+
+def scale_frame(
+    cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, storage_ceiling: float | None = None
+) -> pd.DataFrame:
+    """One row per scale (the runs without a variant), cache-labelled, with its node ceiling and its
+    efficiency against linear, the ceiling and the suite's ideal (bench.analysis.verdict.ceilings)."""
+    from bench.analysis.frame import build_frame
+    from bench.analysis.verdict.cache import label_cache_served
+    from bench.analysis.verdict.ceilings import with_node_ceilings
+    from bench.analysis.verdict.scaling import derive
+
+    frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
+    frame = label_cache_served(frame, cfg.storage_cache_bytes, storage_ceiling)
+    frame = with_node_ceilings(frame, runs)
+    return derive(frame, cfg.thresholds.baseline_gpus, cfg.resolved_ideal()).drop(columns=["throughput_boot"])
+
+
+def without_ceiling(frame: pd.DataFrame, problems: pd.Series) -> pd.Series:
+    """A multi-rank scale judged against its node ceiling when that ceiling was not measured cannot be
+    judged: inconclusive, with the ceiling run's own failure where there was one."""
+    out = problems.copy()
+    for idx, r in frame.iterrows():
+        judged_by_ceiling = r.get("ideal") == "independent" and r["gpus"] > 1 and bool(r.get("valid", False))
+        if out[idx] or not judged_by_ceiling or pd.notna(r.get("independent_img_s")):
+            continue
+        out[idx] = "node ceiling not measured" + (f" ({r['ceiling_note']})" if r.get("ceiling_note") else "")
+    return out
 
 
 def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started_at: str) -> pd.DataFrame:
@@ -63,9 +92,8 @@ def evaluate(
     probe: dict | None = None,
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
-    from bench.analysis.frame import build_frame
     from bench.analysis.verdict.bottleneck import add_bottlenecks, without_input_side
-    from bench.analysis.verdict.cache import label_cache_served
+    from bench.analysis.verdict.ceilings import add_expected, cross_check
     from bench.analysis.verdict.differential import add_differential
     from bench.analysis.verdict.expectations import prepare, validate
     from bench.analysis.verdict.rules import (
@@ -77,15 +105,14 @@ def evaluate(
         suite_verdict,
         with_baseline_problems,
     )
-    from bench.analysis.verdict.scaling import derive
     from bench.analysis.verdict.sizing import add_sizing
 
-    reruns = [r for r in runs if r.get("variant")]
-    frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
+    reruns = [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS]
     ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
-    frame = label_cache_served(frame, cfg.storage_cache_bytes, ceiling)
-    frame = derive(frame, cfg.thresholds.baseline_gpus).drop(columns=["throughput_boot"])
-    frame["inconclusive_reason"] = with_baseline_problems(frame, measurement_problems(frame, cfg.thresholds))
+    frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
+    frame = add_expected(frame, cfg.train.batch_size, ceiling)
+    problems = measurement_problems(frame, cfg.thresholds)
+    frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
     frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
     history = None
     if store is not None:
@@ -104,7 +131,7 @@ def evaluate(
     prepared = row_verdicts(prepared, critical)
     prepared["passed"] = prepared["verdict"] == PASS
     au_failed = {k for k, found in critical.items() if names.ACCELERATOR_UTILISATION_AT_LEAST in found}
-    prepared = add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed)
+    prepared = cross_check(add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed))
     prepared = add_differential(
         prepared,
         rerun_frame(cfg, suite_run_id, reruns, started_at),

@@ -8,9 +8,11 @@ import pandas as pd
 from bench.errors import ResultsInputError
 
 
-def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFrame:
-    """Adds speedup, scaling_efficiency, bandwidth_efficiency, bandwidth_per_gpu, peak_avg_ratio,
-    fit_slope and fit_r2 (per workload). Rows that did not run keep NaN figures."""
+def derive(frame: pd.DataFrame, baseline_gpus: int | None = None, ideal: str = "linear") -> pd.DataFrame:
+    """Adds speedup, linear_efficiency, independent_efficiency (where the frame has `independent_img_s`,
+    the node ceiling), scaling_efficiency (against `ideal`, with its interval), bandwidth_efficiency,
+    bandwidth_per_gpu, peak_avg_ratio, fit_slope and fit_r2 (per workload). Rows that did not run keep
+    NaN figures."""
     out = []
     for workload, group in frame.groupby("workload", sort=True):
         g = group.copy()
@@ -34,8 +36,20 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None) -> pd.DataFram
             speedup = pd.Series(np.nan, index=g.index)
         g["baseline_gpus"] = base_n
         g["speedup"] = speedup
-        g["scaling_efficiency"] = speedup / ratio
-        g["scaling_efficiency_ci_low"], g["scaling_efficiency_ci_high"] = _efficiency_intervals(g, base, base_n)
+        g["linear_efficiency"] = speedup / ratio
+        low, high = _efficiency_intervals(g, base, base_n)
+        ceiling = g["independent_img_s"] if "independent_img_s" in g else pd.Series(np.nan, index=g.index)
+        g["independent_efficiency"] = g["throughput_img_s"] / ceiling if "throughput_img_s" in g else np.nan
+        g["ideal"] = ideal
+        if ideal == "independent":
+            # The same run's interval, moved from linear to the ceiling (the ceiling's own noise is not in it).
+            factor = g["independent_efficiency"] / g["linear_efficiency"]
+            g["scaling_efficiency"] = g["independent_efficiency"]
+            g["scaling_efficiency_ci_low"] = pd.Series(low, index=g.index) * factor
+            g["scaling_efficiency_ci_high"] = pd.Series(high, index=g.index) * factor
+        else:
+            g["scaling_efficiency"] = g["linear_efficiency"]
+            g["scaling_efficiency_ci_low"], g["scaling_efficiency_ci_high"] = low, high
         if (
             "avg_read_mb_s" in g
             and not base.empty

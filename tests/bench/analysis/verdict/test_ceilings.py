@@ -41,3 +41,78 @@ def test_the_ideal_follows_the_slot_and_both_efficiencies_differ_as_they_should(
     assert ideal_efficiency("linear", 150.0, 2, 100.0, 160.0) == pytest.approx(0.75)
     assert ideal_efficiency("independent", 150.0, 2, 100.0, 160.0) == pytest.approx(0.9375)
     assert math.isnan(ideal_efficiency("independent", 150.0, 2, 100.0, None))
+
+
+def _rank(rank: int, foreign: float = 0.0, top: str | None = None) -> dict:
+    return {
+        "rank": rank,
+        "host": "node1",
+        "images": 800,
+        "measured_s": 10.0,
+        "images_per_s": 80.0,
+        "data_wait_share": 0.05,
+        "compute_share": 0.9,
+        "comm_share": 0.05,
+        "comm_s": 0.5,
+        "compute_s": 9.0,
+        "data_wait_s": 0.5,
+        "compute_median_s": 0.09,
+        "foreign_cpu_share": foreign,
+        "foreign_top": top,
+    }
+
+
+def test_a_foreign_process_on_a_ranks_cores_is_named_as_interference():
+    import json
+
+    from bench.analysis.verdict.bottleneck import diagnose
+
+    row = {
+        "gpus": 2,
+        "data_wait_share": 0.05,
+        "comm_share": 0.05,
+        "compute_share": 0.9,
+        "straggler_gap": 0.3,
+        "rank_breakdown": json.dumps([_rank(0), _rank(1, 0.45, "python3 (pid 4242) on core 1")]),
+    }
+    base = {"gpus": 1, "data_wait_share": 0.05, "comm_share": 0.0, "rank_breakdown": json.dumps([_rank(0)])}
+    cause, evidence = diagnose(row, base, 0.1, None, False)
+    assert cause == "interference" and "pid 4242" in evidence and "core 1" in evidence and "45%" in evidence
+    row["rank_breakdown"] = json.dumps([_rank(0), _rank(1, 0.02)])
+    assert diagnose(row, base, 0.1, None, False)[0] != "interference"
+
+
+def test_the_ceilings_cross_check_says_where_they_disagree_with_the_rules():
+    import pandas as pd
+
+    from bench.analysis.verdict.ceilings import cross_check
+
+    frame = pd.DataFrame(
+        [
+            {
+                "bottleneck": "communication",
+                "bottleneck_evidence": "comm grew",
+                "expected_bound_by": "compute",
+                "expected_img_s": 160.0,
+                "efficiency_vs_expected": 0.95,
+            },
+            {
+                "bottleneck": "contention",
+                "bottleneck_evidence": "compute grew",
+                "expected_bound_by": "compute",
+                "expected_img_s": 160.0,
+                "efficiency_vs_expected": 0.97,
+            },
+            {
+                "bottleneck": "straggler",
+                "bottleneck_evidence": "rank 1",
+                "expected_bound_by": "compute",
+                "expected_img_s": 160.0,
+                "efficiency_vs_expected": 0.6,
+            },
+        ]
+    )
+    out = cross_check(frame)["bottleneck_evidence"].tolist()
+    assert "disagree (compute vs communication)" in out[0]
+    assert "compute binds" in out[1] and "disagree" not in out[1]
+    assert "do not explain" in out[2]
