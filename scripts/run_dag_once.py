@@ -96,8 +96,8 @@ def summary_table(csv: Path) -> list[str]:
 
     frame = pd.read_csv(csv)
     head = (
-        f"{'workload':<14}{'GPUs':>5}  {'images/s [95% CI]':<24}{'efficiency [95% CI]':<24}{'MB/s avg/peak':<16}"
-        f"{'bandwidth':<22}verdict"
+        f"{'workload':<14}{'GPUs':>5}  {'images/s [95% CI]':<24}{'efficiency [95% CI]':<24}{'vs':<13}{'linear':<8}"
+        f"{'MB/s avg/peak':<16}{'bandwidth':<22}verdict"
     )
     lines = [head, "-" * len(head)]
     for r in frame.to_dict("records"):
@@ -106,6 +106,8 @@ def summary_table(csv: Path) -> list[str]:
         )
         lo, hi = r.get("scaling_efficiency_ci_low"), r.get("scaling_efficiency_ci_high")
         eff = f"{_fmt(r['scaling_efficiency'])} [{_fmt(lo)}, {_fmt(hi)}]"
+        ideal = r.get("ideal") if isinstance(r.get("ideal"), str) else "linear"
+        linear = _fmt(r.get("linear_efficiency", r["scaling_efficiency"]))
         bw = f"{_fmt(r['avg_read_mb_s'])}/{_fmt(r['peak_read_mb_s'])}"
         check = bandwidth_check(r)
         verdict = str(r["verdict"])
@@ -119,13 +121,23 @@ def summary_table(csv: Path) -> list[str]:
             verdict += " (borderline: interval straddles the bound)"
         if r.get("oversubscribed") is True:
             verdict += " (oversubscribed: ranks shared cores; never enters history)"
-        lines.append(f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{bw:<16}{check:<22}{verdict}")
+        lines.append(
+            f"{r['workload']:<14}{int(r['gpus']):>5}  {thr:<24}{eff:<24}{ideal:<13}{linear:<8}{bw:<16}{check:<22}"
+            f"{verdict}"
+        )
     notes = [
         f"  {r['workload']}@{int(r['gpus'])} bandwidth not checked: {r['bandwidth_note']}"
         for r in frame.to_dict("records")
         if r.get("bandwidth_valid") is not True and isinstance(r.get("bandwidth_note"), str) and r["bandwidth_note"]
     ]
-    return [*lines, *notes, storage_line(frame, csv.parent / "probe.json")]
+    ideals = sorted({str(i) for i in frame.get("ideal", []) if isinstance(i, str)})
+    legend = (
+        "efficiency is against the 'vs' ideal (independent: the scale's ranks run at once as independent copies "
+        "on the same slots, this node's own ceiling); linear: against N x one rank"
+        if "independent" in ideals
+        else "efficiency is against linear scaling (N x one rank)"
+    )
+    return [*lines, *notes, legend, storage_line(frame, csv.parent / "probe.json")]
 
 
 def bandwidth_check(r: dict) -> str:

@@ -65,7 +65,19 @@ SCALING_COLUMNS = [
             r.get("scaling_efficiency"), r.get("scaling_efficiency_ci_low"), r.get("scaling_efficiency_ci_high")
         ),
     ),
+    ("against", lambda r: _num(r.get("ideal")) if isinstance(r.get("ideal"), str) else "linear"),
     ("bound", lambda r: _num(r.get("min_scaling_efficiency"))),
+    ("linear eff.", lambda r: _num(r.get("linear_efficiency"))),
+    ("node ceiling images/s", lambda r: _num(r.get("independent_img_s"))),
+    (
+        "expected images/s (binds)",
+        lambda r: (
+            f"{_num(r.get('expected_img_s'))} ({r['expected_bound_by']})"
+            if isinstance(r.get("expected_bound_by"), str) and r.get("expected_bound_by")
+            else "—"
+        ),
+    ),
+    ("measured / expected", lambda r: _num(r.get("efficiency_vs_expected"))),
     ("borderline", lambda r: "yes" if r.get("borderline") is True else ""),
     ("measured s", lambda r: _num(r.get("measured_s"))),
     ("step spread", lambda r: _num(r.get("step_time_spread"))),
@@ -158,12 +170,18 @@ def _scaling_charts(frame: pd.DataFrame) -> list[str]:
             else None
             for x in xs
         ]
+        ceiling = g["independent_img_s"].tolist() if "independent_img_s" in g else []
         charts.append(
             line_chart(
                 f"{workload}: images/s vs GPUs",
                 [
                     Series("measured", xs, thr),
                     Series("ideal linear", xs, ideal, dashed=True),
+                    *(
+                        [Series("node ceiling (independent copies)", xs, ceiling, dashed=True)]
+                        if any(pd.notna(c) for c in ceiling)
+                        else []
+                    ),
                     *(
                         [
                             Series("95% CI low", xs, g["throughput_ci_low"].tolist(), dashed=True),
@@ -355,6 +373,7 @@ def write_report(
     html = template("report.html").render(
         suite_run_id=suite_run_id,
         verdict=ev.verdict,
+        ideal=cfg.resolved_ideal(),
         verdict_class={"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn"),
         cfg=cfg,
         th=th,

@@ -148,6 +148,8 @@ def evaluate(
     failures = []
     for f in verdict.failures:
         row = by_key[(f["workload"], int(f["gpus"]))]
+        if f["expectation"] == names.SCALING_EFFICIENCY_AT_LEAST_BOUND:
+            f = {**f, "metric": f"{f['metric']} (vs {row.get('ideal') or 'linear'})"}
         if f["expectation"] == names.STORAGE_FEEDS_PLANNED_GPUS:
             f = {**f, "reason": shortfall_text(row)}
         if row.get("bottleneck"):
