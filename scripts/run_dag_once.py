@@ -58,9 +58,12 @@ class Progress:
             scale = state_file.parent.name
             if doc.get("state") not in ("PENDING", "RUNNING") and self.seen.get(scale) != doc["state"]:
                 self.seen[scale] = doc["state"]
-                workload, _, gpus = scale.rpartition("-")
+                workload, gpus, *variant = scale.split("-")  # {workload}-{gpus}[-{variant}]
+                what = {"independent": " as independent copies (node ceiling)"}.get("-".join(variant), "")
+                if variant and not what:
+                    what = f" ({'-'.join(variant)} rerun)"
                 reason = f" ({doc['reason']})" if doc.get("reason") else ""
-                self.say(f"train {workload} @ {gpus} rank(s): {doc['state']}{reason}")
+                self.say(f"train {workload} @ {gpus} rank(s){what}: {doc['state']}{reason}")
 
     def _task_states(self) -> list[tuple[str, str, str]]:
         """Finished tasks of our run, read through a read-only connection of its own (never Airflow's engine,
