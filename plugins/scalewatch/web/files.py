@@ -54,13 +54,18 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 BASE_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-store"}
-# Served content runs no script and is its own opaque origin (sandbox): HTML or SVG planted in a
-# run folder cannot act on Airflow's origin as the reader. Reports need their inline styles and
-# inline SVG; Data Docs their bundled CSS, images and fonts, loaded from the same folder.
-CONTENT_CSP = (
-    "sandbox; default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "font-src 'self' data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
+# Served content runs no script (a sandbox without allow-scripts, default-src 'none'): HTML or SVG
+# planted in a run folder cannot act on Airflow's origin as the reader. The report needs only its
+# inline styles and inline SVG, and is also its own opaque origin. Data Docs pages load their bundled
+# CSS, images and fonts from the folder, behind the same login: an opaque origin's requests carry no
+# SameSite session cookie (Chromium then blocked the CSS: 401), so their pages keep the origin
+# (allow-same-origin, still no script, form or popup).
+_CONTENT = (
+    "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; "
+    "form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
 )
+REPORT_CSP = f"sandbox; {_CONTENT}"
+DATA_DOCS_PAGE_CSP = f"sandbox allow-same-origin; {_CONTENT}"
 DOWNLOAD_CSP = "sandbox; default-src 'none'; frame-ancestors 'self'"
 
 
@@ -191,7 +196,12 @@ def reports(root: Path) -> Iterator[tuple[str, float, dict]]:
 
 def headers_for(parts: list[str]) -> dict[str, str]:
     """nosniff, no caching and a CSP on every served file; report and Data Docs content sandboxed."""
-    csp = DOWNLOAD_CSP if parts == ["results.csv"] else CONTENT_CSP
+    if parts == ["results.csv"]:
+        csp = DOWNLOAD_CSP
+    elif parts[0] == DATA_DOCS and Path(parts[-1]).suffix.lower() == ".html":
+        csp = DATA_DOCS_PAGE_CSP
+    else:  # the report, and Data Docs' assets (an SVG or a stylesheet opened on its own included)
+        csp = REPORT_CSP
     return {**BASE_HEADERS, "Content-Security-Policy": csp}
 
 
