@@ -347,7 +347,7 @@ class ResultsStore:
         """A connection in one real transaction, DDL included, for Alembic: a refused or failed step
         leaves the store as it was. pysqlite commits DDL on its own outside a transaction it began, so
         SQLite gets its own short-lived engine that issues BEGIN IMMEDIATE (the write lock up front)."""
-        if self.engine.dialect.name != "sqlite":
+        if self.engine.dialect.name != "sqlite" or _sqlite_file(self.engine.url) is None:  # in-memory: one DB
             with self.engine.begin() as conn:
                 yield conn
             return

@@ -226,14 +226,15 @@ def test_a_hostile_suite_json_never_reaches_the_index_links(running_airflow, run
 def test_the_report_and_data_docs_render_under_the_sandbox_in_chromium(running_airflow, run_folder, page):
     """Inline SVG and styles in the report, the bundled Data Docs CSS; a planted script never runs."""
     from bench.analysis.data_docs_offline import ASSETS
+    from bench.report.plots import trend_chart
 
     folder = run_folder.parent / "manual__2026-12-04T03-00-00-00-00"
     (folder / "data-docs" / "static" / "vendor" / "bootstrap").mkdir(parents=True, exist_ok=True)
     (folder / "suite.json").write_text(json.dumps({"dag_id": "scaling_regression", "run_id": folder.name}))
+    chart = trend_chart("ssd @ 2 GPUs: images/s", [0, 1, 2], [100.0, 120.0, 90.0], ["w1", "w2", "w3"], "images/s")
     (folder / "report.html").write_text(
         "<!doctype html><title>report</title><style>h1{color:rgb(26,127,55)}</style><h1>scalewatch suite run</h1>"
-        '<svg width="200" height="100"><circle cx="50" cy="50" r="40" style="fill:rgb(207,34,46)"/></svg>'
-        "<script>document.title = 'pwned'</script>"
+        f"<figure>{chart}</figure><script>document.title = 'pwned'</script>"
     )
     bootstrap = ASSETS / "bootstrap" / "bootstrap.min.css"
     (folder / "data-docs" / "static" / "vendor" / "bootstrap" / "bootstrap.min.css").write_bytes(bootstrap.read_bytes())
@@ -247,11 +248,18 @@ def test_the_report_and_data_docs_render_under_the_sandbox_in_chromium(running_a
     page.goto(f"{running_airflow.url}/scalewatch/reports/{folder.name}/report.html")
     assert page.title() == "report"  # the planted script did not run
     assert page.evaluate("getComputedStyle(document.querySelector('h1')).color") == "rgb(26, 127, 55)"
-    circle = page.evaluate(
-        "(() => { const b = document.querySelector('circle').getBoundingClientRect(); return [b.width, b.height] })()"
+    # the report's own chart (matplotlib SVG, inline, with its <style> and style attributes) is drawn
+    size = page.evaluate(
+        "(() => { const b = document.querySelector('figure svg').getBoundingClientRect(); "
+        "return [b.width, b.height] })()"
     )
-    assert circle == [80, 80]
-    assert page.evaluate("getComputedStyle(document.querySelector('circle')).fill") == "rgb(207, 34, 46)"
+    assert size[0] > 300 and size[1] > 150, size
+    styles = page.evaluate(
+        "[...document.querySelectorAll('figure svg path')].map(p => getComputedStyle(p))"
+        ".map(c => [c.strokeLinejoin, c.strokeWidth])"
+    )
+    assert any(j == "round" for j, _ in styles)  # the SVG's <style> applies
+    assert any(w == "0.8px" for _, w in styles)  # and its style attributes (default stroke width: 1px)
     page.goto(f"{running_airflow.url}/scalewatch/reports/{folder.name}/data-docs/index.html")
     page.wait_for_load_state("load")
     assert statuses.get(f"{folder.name}/data-docs/static/vendor/bootstrap/bootstrap.min.css") == 200, statuses
