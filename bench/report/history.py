@@ -168,6 +168,8 @@ def runs_table(
     out = []
     for run in suite_runs.sort_values("started_at", ascending=False).itertuples():
         mine = rows[rows["suite_run_id"] == run.suite_run_id]
+        if "dag_id" in mine and "dag_id" in suite_runs:  # two DAGs' runs may share a run id
+            mine = mine[mine["dag_id"] == run.dag_id]
         if mine.empty:
             continue
         verdicts = mine["verdict"].fillna("").astype(str).str.upper()

@@ -1,16 +1,25 @@
-"""Results store: SQLAlchemy over SQLite (default) or PostgreSQL, idempotent per (suite run, workload, GPUs).
+"""Results store: SQLAlchemy over SQLite (default) or PostgreSQL, idempotent per (DAG, suite run,
+workload, GPUs): two suite DAGs whose runs share a run id keep their own rows.
 
 Schema changes are Alembic revisions (`bench/store/migrations/versions/`, version table
-`scalewatch_alembic_version`); opening a store upgrades it in place, in one transaction, keeping every
-row. A store made by the hand-numbered migrations that came before is adopted (stamped) first, and a
-store newer than this code is refused.
+`scalewatch_alembic_version`); opening a store read-write (the suite's tasks, `bench sweep`) upgrades
+it in place, in one transaction, keeping every row, one opener at a time (PostgreSQL: an advisory
+lock; SQLite: a file lock beside the database). A store made by the hand-numbered migrations that
+came before is adopted (stamped) first; a store newer than this code, or claiming a hand-numbered
+version that never existed, is refused. The web pages open it read-only (`ResultsStore.open_read_only`):
+they never migrate and never need write access.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -62,7 +71,6 @@ results_table = sa.Table(
             else sa.Text
             if c in _TEXT
             else sa.Float,
-            primary_key=c in KEY,
             nullable=c not in KEY,
         )
         for c in COLUMNS
@@ -85,7 +93,11 @@ results_table = sa.Table(
     *(sa.Column(c, sa.Float) for c in CEILING_FLOATS),
     *(sa.Column(c, sa.Text) for c in CEILING_LABELS),
     *(sa.Column(c, sa.Integer) for c in SIZING_COUNTS),
+    # the suite DAG that wrote the row ('' for `bench sweep`): part of the key since revision 0008
+    sa.Column("dag_id", sa.Text, nullable=False, server_default=""),
+    sa.PrimaryKeyConstraint("dag_id", *KEY, name="results_pkey"),
 )
+RESULTS_KEY = ["dag_id", *KEY]
 
 probes_table = sa.Table(
     "storage_probes",
@@ -107,14 +119,16 @@ probes_table = sa.Table(
 suite_runs_table = sa.Table(
     "suite_runs",
     metadata,
-    sa.Column("suite_run_id", sa.Text, primary_key=True),
+    sa.Column("suite_run_id", sa.Text, nullable=False),
     sa.Column("started_at", sa.Text),
     sa.Column("cluster", sa.Text),
     sa.Column("passed", sa.Boolean),
     sa.Column("report_path", sa.Text),
     sa.Column("config", sa.Text),
-    sa.Column("dag_id", sa.Text),
+    sa.Column("dag_id", sa.Text, nullable=False, server_default=""),  # '' for `bench sweep`
+    sa.PrimaryKeyConstraint("dag_id", "suite_run_id", name="suite_runs_pkey"),
 )
+SUITE_RUNS_KEY = ["dag_id", "suite_run_id"]
 
 change_alerts_table = sa.Table(
     "change_alerts",
@@ -135,12 +149,23 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
 SCHEMA_REVISION = "0010"
-# The hand-numbered store's versions and the revision each one equals once brought up to version 3.
+# The hand-numbered store's versions and the revision each one equals once brought up to version 3
+# (versions 1 and 2 are brought up to 3 by the legacy steps in `_adopt_legacy`).
 LEGACY_REVISION = {3: "0001", 4: "0002"}
+LEGACY_STEPS = (1, 2)
+MIGRATION_LOCK_SUFFIX = ".migrate.lock"  # SQLite: the file beside the database that serialises migrate()
 
 
 class StoreSchemaError(ConfigError):
-    """The store's schema is one this code cannot use (newer than it, or unknown)."""
+    """The store's schema is one this code cannot use (newer than it, unknown, or not at its head)."""
+
+
+class StoreDowngradeRefused(StoreSchemaError):
+    """A downgrade would drop a table or column that holds data (or merge rows): refused, nothing dropped."""
+
+
+class StoreUnavailable(ConfigError):
+    """The store cannot be opened as asked (a read-only open of a store that does not exist yet)."""
 
 
 def _alembic_config(conn: Connection):
@@ -159,21 +184,31 @@ def _current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
-def _adopt_legacy(conn: Connection, cfg) -> None:
-    """A store made by the hand-numbered migrations: finish its steps up to 3, then stamp its revision."""
+def _adopt_legacy(conn: Connection, cfg, shown: str) -> None:
+    """A store made by the hand-numbered migrations: finish its steps up to 3, then stamp its revision.
+
+    A version those migrations never wrote (hand-edited, or another tool's table) is refused before
+    anything is changed: taking it as 0001 replays columns the store already has and crashes halfway."""
     from alembic import command
 
     tables = set(sa.inspect(conn).get_table_names())
     version = 1
     if LEGACY_TABLE in tables:
         version = int(conn.execute(sa.text(f"SELECT max(version) FROM {LEGACY_TABLE}")).scalar() or 1)
+    if version not in LEGACY_STEPS and version not in LEGACY_REVISION:
+        known = ", ".join(str(v) for v in sorted({*LEGACY_STEPS, *LEGACY_REVISION}))
+        raise StoreSchemaError(
+            f"results store {shown} claims hand-numbered schema version {version} in {LEGACY_TABLE}, which no "
+            f"scalewatch wrote (known versions: {known}); refusing to guess its tables: restore the store "
+            "from a backup or fix its version row"
+        )
     if version < 2:  # the legacy steps this store had not applied yet, as they were
         conn.execute(
             sa.text("CREATE INDEX IF NOT EXISTS ix_results_history ON results (workload, gpus, cluster, started_at)")
         )
     if version < 3 and "config_key" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}:
         conn.execute(sa.text("ALTER TABLE results ADD COLUMN config_key TEXT"))
-    command.stamp(cfg, LEGACY_REVISION.get(version, "0001"))
+    command.stamp(cfg, LEGACY_REVISION.get(version, LEGACY_REVISION[3]))
 
 
 def shown_url(url: str) -> str:
@@ -191,15 +226,92 @@ def check_url(url: str) -> str:
     return url
 
 
+def _sqlite_file(url: sa.engine.URL) -> Path | None:
+    """The database file of a SQLite URL (None for an in-memory one)."""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database).absolute()
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """SQLite: one migrate() at a time across processes, by flock on a file beside the database.
+
+    SQLite's own locks do not cover Alembic's check-then-create: two first opens both saw an empty
+    store and both created the version table (`table ... already exists`, `more than one head`)."""
+    path = _sqlite_file(engine.url) if engine.dialect.name == "sqlite" else None
+    if path is None:
+        yield
+        return
+    fd = os.open(f"{path}{MIGRATION_LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _read_only_engine(url: str) -> Engine:
+    """An engine that cannot write: SQLite opened with mode=ro, PostgreSQL sessions read-only."""
+    parsed = sa.engine.make_url(check_url(url))
+    if parsed.get_backend_name() == "sqlite":
+        path = _sqlite_file(parsed)
+        if path is None:
+            raise StoreUnavailable(f"results URL {shown_url(url)}: a read-only store needs a SQLite file")
+        if not path.is_file():
+            raise StoreUnavailable(
+                f"results store {shown_url(url)} does not exist yet: the suite's tasks create it on their "
+                "first run (the web pages only read it)"
+            )
+        ro = parsed.set(database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"})
+        engine = sa.create_engine(ro, future=True)
+        sa.event.listen(engine, "connect", _sqlite_read_pragmas)
+        return engine
+    return sa.create_engine(
+        parsed, future=True, connect_args={"options": "-c default_transaction_read_only=on"}, pool_pre_ping=True
+    )
+
+
 class ResultsStore:
     """The store's location is passed where it is used (CLI flag, environment or Airflow connection),
     never carried in the run's config: a URL with a password must not reach XComs, logs or rows."""
+
+    read_only = False
 
     def __init__(self, url: str) -> None:
         self.engine: Engine = sa.create_engine(check_url(url), future=True)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         self.migrate()
+
+    @classmethod
+    def open_read_only(cls, url: str) -> ResultsStore:
+        """The store for pages that only show it: never migrates, cannot write, refuses a schema that is not
+        this code's head (StoreSchemaError) or a store that does not exist (StoreUnavailable)."""
+        store = cls.__new__(cls)
+        store.engine = _read_only_engine(url)
+        store.read_only = True
+        try:
+            store.check_head()
+        except sa.exc.OperationalError as error:
+            store.engine.dispose()
+            raise StoreUnavailable(f"results store {shown_url(url)} cannot be opened read-only: {error.orig}") from None
+        except StoreSchemaError:
+            store.engine.dispose()
+            raise
+        return store
+
+    def check_head(self) -> None:
+        """StoreSchemaError unless the store is at this code's head revision; reads one row."""
+        with self.engine.connect() as conn:
+            current = _current_revision(conn)
+        if current != SCHEMA_REVISION:
+            raise StoreSchemaError(
+                f"results store {shown_url(str(self.engine.url))} is at schema revision {current!r}, and this "
+                f"scalewatch reads {SCHEMA_REVISION!r}: the pages never migrate it; the suite's tasks (or "
+                "`bench sweep`) upgrade it when they next open it, a newer store needs this scalewatch upgraded"
+            )
 
     def migrate(self) -> str:
         """Bring the store to this code's Alembic head, keeping every row; refuse a newer store."""
@@ -209,15 +321,17 @@ class ResultsStore:
         from alembic.script import ScriptDirectory
         from alembic.util.exc import CommandError
 
+        if self.read_only:
+            raise StoreSchemaError(f"results store {shown_url(str(self.engine.url))} was opened read-only")
         # Alembic narrates every open at INFO ("Context impl SQLiteImpl"): noise in a user's terminal.
         logging.getLogger("alembic").setLevel(logging.WARNING)
-        with self.engine.begin() as conn:
+        with _migration_lock(self.engine), self.migration_connection() as conn:
             if self.engine.dialect.name == "postgresql":  # concurrent first opens: one migrates
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(724101)"))
             cfg = _alembic_config(conn)
             current = _current_revision(conn)
             if current is None and "results" in sa.inspect(conn).get_table_names():
-                _adopt_legacy(conn, cfg)
+                _adopt_legacy(conn, cfg, shown_url(str(self.engine.url)))
                 current = _current_revision(conn)
             if current is not None:
                 try:
@@ -231,23 +345,52 @@ class ResultsStore:
             command.upgrade(cfg, "head")
         return SCHEMA_REVISION
 
+    @contextlib.contextmanager
+    def migration_connection(self) -> Iterator[Connection]:
+        """A connection in one real transaction, DDL included, for Alembic: a refused or failed step
+        leaves the store as it was. pysqlite commits DDL on its own outside a transaction it began, so
+        SQLite gets its own short-lived engine that issues BEGIN IMMEDIATE (the write lock up front)."""
+        if self.engine.dialect.name != "sqlite" or _sqlite_file(self.engine.url) is None:  # in-memory: one DB
+            with self.engine.begin() as conn:
+                yield conn
+            return
+        engine = sa.create_engine(self.engine.url, poolclass=sa.pool.NullPool)
+
+        def autocommit_driver(dbapi_conn, record) -> None:
+            dbapi_conn.isolation_level = None  # the driver begins nothing itself; BEGIN below covers DDL
+            _sqlite_pragmas(dbapi_conn, record)
+
+        sa.event.listen(engine, "connect", autocommit_driver)
+        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        try:
+            with engine.begin() as conn:
+                yield conn
+        finally:
+            engine.dispose()
+
     def schema_version(self) -> str | None:
         with self.engine.connect() as conn:
             return _current_revision(conn)
 
     def upsert(self, frame: pd.DataFrame, suite: dict | None = None) -> int:
-        """Replace this suite run's rows: a rerun overwrites, never duplicates; one transaction."""
-        rows = [_row(r) for r in frame.to_dict("records")]
+        """Replace this suite run's rows: a rerun overwrites, never duplicates; one transaction.
+
+        The rows belong to `suite`'s DAG ('' without one: `bench sweep`): another DAG's run with the same
+        run id is neither overwritten nor swept as stale."""
+        dag_id = (suite or {}).get("dag_id") or ""
+        rows = [_row(r) | {"dag_id": dag_id} for r in frame.to_dict("records")]
         with self.engine.begin() as conn:
             ids = {r["suite_run_id"] for r in rows}
             if rows:  # one executemany statement: 52,000 history rows took 44 s row by row
-                conn.execute(self._upsert(results_table, rows[0], list(KEY)), rows)
+                conn.execute(self._upsert(results_table, rows[0], RESULTS_KEY), rows)
             if suite is not None:
-                conn.execute(self._upsert(suite_runs_table, suite, ["suite_run_id"]), [suite])
+                suite = {**suite, "dag_id": dag_id}
+                conn.execute(self._upsert(suite_runs_table, suite, SUITE_RUNS_KEY), [suite])
             # rows of this suite run that the rerun no longer has (a scale removed) go too
             for sid in ids:
                 keep = [(r["workload"], r["gpus"]) for r in rows if r["suite_run_id"] == sid]
                 stale = sa.and_(
+                    results_table.c.dag_id == dag_id,
                     results_table.c.suite_run_id == sid,
                     sa.not_(sa.tuple_(results_table.c.workload, results_table.c.gpus).in_(keep)),
                 )
@@ -362,14 +505,54 @@ class ResultsStore:
         with self.engine.begin() as conn:
             conn.execute(self._upsert(change_alerts_table, row, CHANGE_KEY), [row])
 
-    def suite_runs(self) -> pd.DataFrame:
+    def suite_runs(self, dag_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """The suite runs, oldest first; only those of `dag_ids` ('' for `bench sweep`) when given."""
+        query = sa.select(suite_runs_table)
+        if dag_ids is not None:
+            query = query.where(suite_runs_table.c.dag_id.in_(list(dag_ids)))
         with self.engine.connect() as conn:
-            return pd.read_sql(sa.select(suite_runs_table).order_by(suite_runs_table.c.started_at), conn)
+            return pd.read_sql(query.order_by(suite_runs_table.c.started_at), conn)
+
+    def dag_ids(self) -> list[str]:
+        """Every DAG that stored a suite run ('' for `bench sweep`): what a page checks permissions on."""
+        with self.engine.connect() as conn:
+            return sorted(conn.execute(sa.select(suite_runs_table.c.dag_id).distinct()).scalars())
+
+    def _of_runs(self, dag_ids: Iterable[str]):
+        """Results rows that belong to a stored suite run of one of `dag_ids`."""
+        s = suite_runs_table
+        return results_table.join(
+            s, sa.and_(s.c.dag_id == results_table.c.dag_id, s.c.suite_run_id == results_table.c.suite_run_id)
+        ), s.c.dag_id.in_(list(dag_ids))
+
+    def series_options(self, dag_ids: Iterable[str]) -> pd.DataFrame:
+        """The distinct (cluster, workload, config_key) of the runs of `dag_ids`: a page's filter choices."""
+        t = results_table
+        joined, allowed = self._of_runs(dag_ids)
+        query = sa.select(t.c.cluster, t.c.workload, t.c.config_key).select_from(joined).where(allowed).distinct()
+        with self.engine.connect() as conn:
+            return pd.read_sql(query, conn)
+
+    def results_of(self, dag_ids: Iterable[str], columns: Iterable[str], **equal: str | None) -> pd.DataFrame:
+        """`columns` of the results rows of `dag_ids`' runs, oldest first, where each given column (cluster,
+        workload, config_key) equals its value: the filter runs in SQL, not over the whole table."""
+        t = results_table
+        joined, allowed = self._of_runs(dag_ids)
+        where = [allowed, *(t.c[name] == value for name, value in equal.items() if value)]
+        query = sa.select(*(t.c[c] for c in columns)).select_from(joined).where(*where).order_by(t.c.started_at)
+        with self.engine.connect() as conn:
+            return pd.read_sql(query, conn)
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")  # first: the WAL switch itself may wait for another opener
     cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def _sqlite_read_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
 

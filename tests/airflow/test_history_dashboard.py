@@ -80,3 +80,23 @@ def test_the_nav_link_opens_the_dashboard(running_airflow, seeded, page):
     view = page.frame_locator("iframe").first if page.locator("iframe").count() else page
     view.get_by_role("heading", name="scalewatch: weekly history").wait_for(timeout=60_000)
     assert view.locator("section.panel").count() >= 2
+
+
+def test_the_page_never_migrates_a_store_and_says_when_it_is_not_at_head(running_airflow, seeded):
+    """The web server reads the store read-only: a store at 0007 is refused with a message and left at 0007."""
+    from alembic import command
+
+    from bench.store.db import SCHEMA_REVISION, _alembic_config
+
+    store, _ = seeded
+    with store.migration_connection() as conn:
+        command.downgrade(_alembic_config(conn), "0007")
+    try:
+        refused = running_airflow.get(PAGE)
+        assert refused.status_code == 503
+        assert "schema revision &#39;0007&#39;, and this scalewatch reads &#39;0008&#39;" in refused.text
+        assert store.schema_version() == "0007"  # the request did not migrate it
+    finally:
+        store.migrate()
+    assert store.schema_version() == SCHEMA_REVISION
+    assert running_airflow.get(PAGE).status_code == 200

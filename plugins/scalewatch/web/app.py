@@ -1,28 +1,72 @@
 """The FastAPI app the plugin mounts at /scalewatch/reports: the history dashboard, a list of runs and
 each run's report files.
 
-Every route depends on `current_user` (Airflow's JWT) and checks read access to the run's DAG.
+Every route depends on `current_user` (Airflow's JWT) and checks read access to the run's DAG. Every
+response says nosniff and no-store; served files carry a sandboxing CSP (`files.headers_for`), the
+app's own pages one that allows their inline styles and SVG only. The pages read the results store
+through one read-only engine per URL: they never migrate it and never need write access to it.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from scalewatch.paths import reports_root
 from scalewatch.web.auth import LoginRedirect, current_user, may_read_dag, require_dag
-from scalewatch.web.files import NotServed, run_dir, served_file, suite_of
+from scalewatch.web.files import (
+    BASE_HEADERS,
+    DescriptorResponse,
+    NotServed,
+    check_path,
+    is_served,
+    open_in,
+    reports,
+    run_folder,
+    suite_of,
+)
 
 app = FastAPI(title="scalewatch reports", docs_url=None, redoc_url=None, openapi_url=None)
 User = Annotated[object, Depends(current_user)]
 templates = Environment(
     loader=FileSystemLoader(Path(__file__).with_name("templates")), autoescape=select_autoescape(["html"])
 )
+PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'self'"
+)
+# What the history page shows of each results row: the series key, the run, its verdict and the figures.
+HISTORY_COLUMNS = (
+    "dag_id",
+    "suite_run_id",
+    "cluster",
+    "workload",
+    "gpus",
+    "config_key",
+    "started_at",
+    "accepted",
+    "verdict",
+    "bandwidth_valid",
+    "throughput_img_s",
+    "scaling_efficiency",
+    "avg_read_mb_s",
+    "peak_read_mb_s",
+)
+
+
+@app.middleware("http")
+async def _headers(request: Request, call_next):
+    response = await call_next(request)
+    for name, value in BASE_HEADERS.items():
+        response.headers[name] = value
+    response.headers.setdefault("Content-Security-Policy", PAGE_CSP)
+    return response
 
 
 @app.exception_handler(LoginRedirect)
@@ -34,20 +78,43 @@ def _not_found() -> HTTPException:
     return HTTPException(status_code=404, detail="no such report file")
 
 
+def _run_link(dag_id: str | None, run_id: str | None) -> str | None:
+    """The run's page in Airflow's UI: always a path on this origin, each part one segment."""
+    return f"/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}" if dag_id and run_id else None
+
+
 @app.get("/", response_class=HTMLResponse)
 def index(user: User) -> str:
-    root = reports_root()
+    """Links are built from the run folder's real name; suite.json only says who may read it."""
     runs = []
-    for report in sorted(root.glob("*/report.html"), key=lambda p: p.stat().st_mtime, reverse=True):
-        try:
-            folder = run_dir(root, report.parent.name)
-            served_file(root, folder.name, "report.html")
-        except NotServed:
-            continue
-        suite = suite_of(folder)
-        if may_read_dag(user, suite.get("dag_id")):
-            runs.append({"folder": folder.name, **suite})
+    for folder, _mtime, suite in sorted(reports(reports_root()), key=lambda r: r[1], reverse=True):
+        if may_read_dag(user, suite["dag_id"]):
+            runs.append(
+                {
+                    "folder": folder,
+                    "label": suite["run_id"] or folder,
+                    "dag_id": suite["dag_id"],
+                    "run_link": _run_link(suite["dag_id"], suite["run_id"]),
+                    "verdict": suite["verdict"],
+                }
+            )
     return templates.get_template("index.html").render(runs=runs)
+
+
+_stores: dict[str, object] = {}
+_stores_lock = threading.Lock()
+
+
+def _read_store(url: str):
+    """One read-only store per URL for the process's life; its schema checked on every view (one row)."""
+    from bench.store.db import ResultsStore
+
+    with _stores_lock:
+        store = _stores.get(url)
+        if store is None:
+            store = _stores[url] = ResultsStore.open_read_only(url)
+    store.check_head()
+    return store
 
 
 @app.get("/history", response_class=HTMLResponse)
@@ -57,67 +124,56 @@ def history(
     """The place to watch the suite: trends per series with bounds, band and change points; the runs."""
     from markupsafe import Markup
 
+    from bench.errors import ConfigError
     from bench.report.history import Filters, UnknownFilter, check_filters, options, runs_table, series_panels
-    from bench.store.db import ResultsStore
     from scalewatch.paths import results_url
 
-    store = ResultsStore(results_url())
-    suite_runs = store.suite_runs()
-    dags = [d if isinstance(d, str) and d else None for d in suite_runs["dag_id"]]
-    readable = {d for d in set(dags) if may_read_dag(user, d)}  # a run made outside Airflow: DAGs in general
-    allowed = suite_runs[[d in readable for d in dags]]
-    results = store.frame()
-    results = results[results["suite_run_id"].isin(set(allowed["suite_run_id"]))]
-    changes = store.change_alerts()
     filters = Filters(cluster or None, workload or None, config or None)
-    try:
-        check_filters(filters, results)
-    except UnknownFilter as error:
-        return HTMLResponse(
-            templates.get_template("history.html").render(
-                error=str(error), filters=filters, options=options(results), panels=[], runs=[]
-            ),
-            status_code=400,
+
+    def page(status: int, error: str | None, opts: dict, panels: list, runs: list) -> HTMLResponse:
+        html = templates.get_template("history.html").render(
+            error=error, filters=filters, options=opts, panels=panels, runs=runs
         )
+        return HTMLResponse(html, status_code=status)
+
+    empty = {"cluster": [], "workload": [], "config_key": []}
+    try:
+        store = _read_store(results_url())
+    except ConfigError as error:  # no store yet, or one not at this code's schema: said, never migrated here
+        return page(503, str(error), empty, [], [])
+    # '' is a run made outside Airflow (bench sweep): readable with DAGs in general
+    readable = [d for d in store.dag_ids() if may_read_dag(user, d or None)]
+    series = store.series_options(readable)
+    try:
+        check_filters(filters, series)
+    except UnknownFilter as error:
+        return page(400, str(error), options(series), [], [])
+    allowed = store.suite_runs(readable)
+    results = store.results_of(
+        readable, HISTORY_COLUMNS, cluster=filters.cluster, workload=filters.workload, config_key=filters.config_key
+    )
+    changes = store.change_alerts(filters.cluster)
     root = reports_root()
 
     def report_link(path: str | None) -> str | None:
         if not path:
             return None
         folder = Path(path).parent.name
-        try:
-            served_file(root, folder, "report.html")
-        except NotServed:
-            return None
-        return f"{folder}/report.html"
-
-    def run_link(dag_id: str | None, run_id: str) -> str | None:
-        return f"/dags/{quote(dag_id)}/runs/{quote(run_id)}" if dag_id else None
+        return f"{folder}/report.html" if is_served(root, folder, "report.html") else None
 
     panels = series_panels(results, allowed, changes, filters)
     for panel in panels:
         panel["charts"] = [Markup(c) for c in panel["charts"]]
-    return HTMLResponse(
-        templates.get_template("history.html").render(
-            error=None,
-            filters=filters,
-            options=options(results),
-            panels=panels,
-            runs=runs_table(results, allowed, filters, report_link, run_link),
-        )
-    )
+    return page(200, None, options(series), panels, runs_table(results, allowed, filters, report_link, _run_link))
 
 
 @app.get("/{run}/{path:path}")
-def serve(run: str, path: str, user: User) -> FileResponse:
-    root = reports_root()
+def serve(run: str, path: str, user: User) -> DescriptorResponse:
+    """The file, opened once through the run folder's descriptor, after the DAG's read permission."""
     try:
-        folder = run_dir(root, run)
+        parts = check_path(path)
+        with run_folder(reports_root(), run) as folder:
+            require_dag(user, suite_of(folder)["dag_id"])
+            return DescriptorResponse(open_in(folder, parts), parts)
     except NotServed:
         raise _not_found() from None
-    require_dag(user, suite_of(folder).get("dag_id"))
-    try:
-        target = served_file(root, run, path)
-    except NotServed:
-        raise _not_found() from None
-    return FileResponse(target)

@@ -4,14 +4,12 @@ on SQLite and PostgreSQL; a store newer than the code is refused."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import sqlalchemy as sa
 
 from bench.store.db import SCHEMA_REVISION, VERSION_TABLE, ResultsStore, StoreSchemaError
 
-URLS = ["sqlite"] + (["postgresql"] if os.environ.get("SCALEWATCH_TEST_PG_URL") else [])
 LEGACY_FLOATS = (
     "throughput_img_s",
     "epoch_time_s",
@@ -100,27 +98,6 @@ def legacy_v3_store(url: str, rows: int = 12) -> None:
             config = {"workloads": ["ssd"], "results_url": "postgresql+psycopg://sw:hunter2pw@db/sw"}
             conn.execute(suite_runs.insert().values(suite_run_id=f"w{w:02d}", passed=True, config=json.dumps(config)))
     engine.dispose()
-
-
-@pytest.fixture(params=URLS)
-def url(request, tmp_path):
-    """A store of its own: these tests leave schemas (even a 'newer' one) that no other test may meet."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/legacy.db"
-        return
-    import uuid
-
-    admin_url = sa.engine.make_url(os.environ["SCALEWATCH_TEST_PG_URL"])
-    name = f"sw_migrations_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
 
 
 def test_a_store_written_by_the_previous_schema_upgrades_in_place_keeping_every_row(url):

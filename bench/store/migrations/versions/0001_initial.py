@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from bench.store.migrations.guard import refuse_data_loss
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -68,5 +70,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(revision, "results")
+    refuse_data_loss(revision, "suite_runs")
     op.drop_table("suite_runs")
     op.drop_table("results")

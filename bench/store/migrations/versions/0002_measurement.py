@@ -15,6 +15,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
+from bench.store.migrations.guard import refuse_data_loss
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -61,6 +63,8 @@ def _scrub_stored_urls() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(revision, "suite_runs", ["dag_id"])
+    refuse_data_loss(revision, "results", [name for name, _ in COLUMNS])
     with op.batch_alter_table("suite_runs") as batch:
         batch.drop_column("dag_id")
     with op.batch_alter_table("results") as batch:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from bench.store.migrations.guard import refuse_data_loss
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -65,6 +67,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(revision, "storage_probes")
+    refuse_data_loss(revision, "results", [name for name, _ in COLUMNS])
     op.drop_index("ix_storage_probes_history", table_name="storage_probes")
     op.drop_table("storage_probes")
     with op.batch_alter_table("results") as batch:

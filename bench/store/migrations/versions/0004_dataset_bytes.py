@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from bench.store.migrations.guard import refuse_data_loss
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -34,6 +36,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(revision, "results", [name for name, _ in COLUMNS])
     with op.batch_alter_table("results") as batch:
         for name, _ in reversed(COLUMNS):
             batch.drop_column(name)

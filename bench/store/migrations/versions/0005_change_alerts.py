@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from bench.store.migrations.guard import refuse_data_loss
+
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
@@ -44,4 +46,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(revision, "change_alerts")
     op.drop_table("change_alerts")

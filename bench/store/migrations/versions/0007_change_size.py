@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from bench.store.migrations.guard import refuse_data_loss
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
@@ -28,5 +30,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(revision, "change_alerts", ["size"])
     with op.batch_alter_table("change_alerts") as batch:
         batch.drop_column("size")

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0007"  # re-chained after 0008 and 0009 when they land
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
@@ -43,11 +43,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Only where no stored row holds a ceiling: a downgrade never drops figures."""
-    conn = op.get_bind()
-    filled = " OR ".join(f"{name} IS NOT NULL" for name, _ in COLUMNS)
-    if conn.exec_driver_sql(f"SELECT count(*) FROM results WHERE {filled}").scalar():
-        raise RuntimeError("refusing to downgrade below 0010: stored rows hold ceilings it would drop")
+    from bench.store.migrations.guard import refuse_data_loss
+
+    refuse_data_loss("0010", "results", [name for name, _ in COLUMNS])
     with op.batch_alter_table("results") as batch:
         for name, _ in reversed(COLUMNS):
             batch.drop_column(name)
