@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from tests.dags.conftest import ROOT
@@ -36,6 +40,75 @@ def bag(monkeypatch, folder):
 
     monkeypatch.setenv("SCALEWATCH_SUITES", str(folder))
     return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def alias_bomb() -> str:
+    """A few hundred bytes that PyYAML shares into 9**9 strings once expanded (a "billion laughs")."""
+    levels = ["  - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"  - &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return "workloads:\n" + "\n".join(levels) + "\n"
+
+
+def bomb(path: Path) -> None:
+    path.write_text(alias_bomb())
+
+
+def make_fifo(path: Path) -> None:
+    os.mkfifo(path)  # nobody ever writes: opening it for reading the usual way waits forever
+
+
+def link_to_dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")  # read in full: endless zeros
+
+
+def link_to_a_valid_suite(path: Path) -> None:
+    target = path.parent.parent / "elsewhere.yaml"
+    target.write_text(NVME)
+    path.symlink_to(target)  # links are refused, not followed, whatever they point at
+
+
+def binary(path: Path) -> None:
+    path.write_bytes(b"workloads: [ssd]\n\xff\xfe\x00\x81 not text\n")
+
+
+def deep(path: Path) -> None:
+    path.write_text("workloads: " + "[" * 100_000 + "]" * 100_000 + "\n")  # under the size cap
+
+
+def deep_through_aliases(path: Path) -> None:
+    chain = ["a0: &a0 [ssd]"] + [f"a{i}: &a{i} [*a{i - 1}]" for i in range(1, 2000)]
+    path.write_text("\n".join(chain) + "\nworkloads: *a1999\n")
+
+
+def directory(path: Path) -> None:
+    path.mkdir()
+
+
+def huge_integer(path: Path) -> None:
+    path.write_text("steps: " + "9" * 5000 + "\n")  # int() refuses past 4300 digits with ValueError
+
+
+def self_reference(path: Path) -> None:
+    path.write_text("workloads: &w [ssd, *w]\n")
+
+
+def huge_value(path: Path) -> None:
+    path.write_text("cluster: " + "x" * 200_000 + "!\n")  # the schema message would repeat it whole
+
+
+PATHOLOGICAL = [
+    (bomb, "expands to more than 20000 values once its aliases are followed"),
+    (make_fifo, "is a FIFO; a suite file must be a regular file"),
+    (link_to_dev_zero, "is a symbolic link; a suite file must be a regular file"),
+    (link_to_a_valid_suite, "is a symbolic link"),
+    (binary, "not UTF-8 text (invalid byte at offset 17)"),
+    (deep, "nested deeper than 32 levels (line 1)"),
+    (deep_through_aliases, "nested deeper than 32 levels once its aliases are followed"),
+    (directory, "is a directory"),
+    (huge_integer, "cannot be loaded (ValueError"),
+    (self_reference, "an alias refers to a node that contains it"),
+    (huge_value, "cluster:"),
+]
 
 
 @pytest.fixture
@@ -82,6 +155,54 @@ def test_a_broken_suite_file_is_an_import_error_naming_it_and_the_others_still_l
     assert str(suites / "broken.yaml") in errors and needle in errors, errors
     assert {"scaling_regression__nas", "scaling_regression__nvme", "scaling_regression"} <= set(b.dag_ids)
     assert "scaling_regression__broken" not in b.dag_ids
+
+
+@pytest.mark.parametrize("plant,needle", PATHOLOGICAL, ids=[f.__name__ for f, _ in PATHOLOGICAL])
+def test_a_hostile_suite_file_is_one_short_import_error_and_never_hangs_the_others(
+    airflow_home, suites, monkeypatch, plant, needle
+):
+    monkeypatch.setenv("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "20")  # a hang fails the test instead of the run
+    plant(suites / "zz.yaml")
+    b = bag(monkeypatch, suites)
+    errors = "\n".join(b.import_errors.values())
+    assert str(suites / "zz.yaml") in errors and needle in errors, errors[:2000]
+    assert len(errors) < 1000, f"{len(errors)} chars of error: values must never be shown whole"
+    assert {"scaling_regression__nas", "scaling_regression__nvme", "scaling_regression"} <= set(b.dag_ids)
+    assert "scaling_regression__zz" not in b.dag_ids
+
+
+@pytest.mark.timeout(120)  # today's loader spends minutes in jsonschema on the expanded value
+def test_an_alias_bomb_is_refused_in_well_under_two_seconds(suites):
+    from bench.suites import load_suites
+    from scalewatch.params import check_suite_values
+
+    load_suites(suites, check_suite_values)  # imports and the form's schemas, paid once per parse anyway
+    (suites / "bomb.yaml").write_text(alias_bomb())
+    assert len(alias_bomb()) < 600
+    started = time.monotonic()
+    loaded, errors = load_suites(suites, check_suite_values)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2, f"{elapsed:.1f} s"
+    assert [s.name for s in loaded] == ["nas", "nvme"] and list(errors) == [suites / "bomb.yaml"]
+
+
+def test_one_stem_twice_refuses_both_files_naming_them(airflow_home, suites, monkeypatch):
+    (suites / "alpha.yaml").write_text(NAS)
+    (suites / "alpha.yml").write_text(NVME)
+    b = bag(monkeypatch, suites)
+    errors = "\n".join(b.import_errors.values())
+    for name in ("alpha.yaml", "alpha.yml"):
+        assert f"{suites / name}: suite 'alpha' is defined by both alpha.yaml and alpha.yml" in errors, errors
+    assert "scaling_regression__alpha" not in b.dag_ids
+    assert {"scaling_regression__nas", "scaling_regression__nvme"} <= set(b.dag_ids)
+
+
+def test_a_badly_named_suite_file_is_an_error_and_the_others_still_load(airflow_home, suites, monkeypatch):
+    (suites / "my suite.yaml").write_text(NVME)  # no valid DAG id can be made from it
+    b = bag(monkeypatch, suites)
+    errors = "\n".join(b.import_errors.values())
+    assert f"{suites / 'my suite.yaml'}: file name 'my suite' must match" in errors, errors
+    assert {"scaling_regression__nas", "scaling_regression__nvme"} <= set(b.dag_ids)
 
 
 def test_the_shipped_example_suite_is_valid(airflow_home, monkeypatch):

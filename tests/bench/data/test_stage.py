@@ -1,11 +1,12 @@
 import json
+import os
 import shutil
 import subprocess
 
 import pytest
 
 from bench.data.generate import GenerateSpec, generate
-from bench.data.stage import MANIFEST, stage, verify
+from bench.data.stage import JOURNAL, MANIFEST, stage, verify
 from bench.errors import StagingError
 from tests.conftest import BENCH
 from tests.infra.faults import small_disk
@@ -147,3 +148,127 @@ def test_restage_removes_only_files_the_suite_staged(tmp_path):
     assert again.files == 1
     assert not (dst / "images" / "b.jpg").exists()  # staged by us, gone from the source: removed
     assert (dst / "images" / "notes.txt").read_text() == "added by a person after staging"
+
+
+def small_source(root, names=("a.jpg", "b.jpg")):
+    (root / "images").mkdir(parents=True)
+    for name in names:
+        (root / "images" / name).write_bytes(name.encode() * 1000)
+    return root
+
+
+def interrupt_after(n: int):
+    seen = []
+
+    def progress(rel: str) -> None:
+        seen.append(rel)
+        if len(seen) == n:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+def test_a_planted_partial_symlink_never_writes_through_to_its_target(tmp_path):
+    src, dst = small_source(tmp_path / "src"), tmp_path / "dst"
+    stage(src, dst)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("somebody else's file")
+    (src / "images" / "a.jpg").write_bytes(b"new bytes" * 500)  # so the restage copies a.jpg again
+    (dst / "images" / ".a.jpg.partial").symlink_to(outside)
+    stage(src, dst)
+    assert outside.read_text() == "somebody else's file"
+    target = dst / "images" / "a.jpg"
+    assert not target.is_symlink() and target.read_bytes() == b"new bytes" * 500
+    assert not (dst / "images" / ".a.jpg.partial").exists() and verify(dst) == []
+
+
+def test_a_planted_directory_symlink_in_the_target_is_refused_and_nothing_is_written_outside(tmp_path):
+    src, dst = small_source(tmp_path / "src"), tmp_path / "dst"
+    stage(src, dst)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "theirs.txt").write_text("theirs")
+    shutil.rmtree(dst / "images")
+    (dst / "images").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(StagingError, match=rf"{dst / 'images'}: is a symbolic link; staging follows no links"):
+        stage(src, dst)
+    assert sorted(p.name for p in outside.iterdir()) == ["theirs.txt"]
+    assert not (dst / MANIFEST).exists()
+
+
+def test_a_journal_deletion_never_follows_a_directory_symlink(tmp_path):
+    src = small_source(tmp_path / "src")
+    (src / "old").mkdir()
+    (src / "old" / "x.jpg").write_bytes(b"x" * 100)
+    dst = tmp_path / "dst"
+    with pytest.raises(KeyboardInterrupt):  # the journal now lists old/x.jpg; no manifest yet
+        stage(src, dst, progress=interrupt_after(3))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.jpg").write_text("not ours, same name")
+    shutil.rmtree(src / "old")  # gone from the source: the restage removes what it staged there
+    shutil.rmtree(dst / "old")
+    (dst / "old").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(StagingError, match=rf"{dst / 'old'}: is a symbolic link; staging follows no links"):
+        stage(src, dst)
+    assert (outside / "x.jpg").read_text() == "not ours, same name"
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_a_symlink_in_the_source_is_refused_naming_it(tmp_path, kind):
+    src, dst = small_source(tmp_path / "src"), tmp_path / "dst"
+    secret = tmp_path / "secret"
+    if kind == "file":
+        secret.write_text("outside the dataset")
+        (src / "images" / "c.jpg").symlink_to(secret)
+        link = src / "images" / "c.jpg"
+    else:
+        secret.mkdir()
+        (secret / "c.jpg").write_text("outside the dataset")
+        (src / "more").symlink_to(secret, target_is_directory=True)
+        link = src / "more"
+    with pytest.raises(StagingError, match=rf"{link}: is a symbolic link; staging copies no links"):
+        stage(src, dst)
+    assert not (dst / MANIFEST).exists()
+    assert not [p for p in dst.rglob("*") if p.is_file() and p.read_bytes() == b"outside the dataset"]
+
+
+def test_after_an_interruption_a_same_size_corrupted_file_is_copied_again_not_skipped(tmp_path):
+    src, dst = small_source(tmp_path / "src", names=("a.jpg", "b.jpg", "c.jpg")), tmp_path / "dst"
+    with pytest.raises(KeyboardInterrupt):
+        stage(src, dst, progress=interrupt_after(2))
+    victim = dst / "images" / "a.jpg"
+    st = victim.stat()
+    victim.write_bytes(b"Z" * st.st_size)  # a torn or flipped write: same size, and its mtime put back
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    result = stage(src, dst)
+    assert victim.read_bytes() == (src / "images" / "a.jpg").read_bytes()
+    assert result.copied == 2 and result.skipped == 1  # a.jpg again, c.jpg; b.jpg checked by its hash
+    assert verify(dst) == []
+
+
+@pytest.mark.parametrize("name", [".scalewatch-stage.jsonl", ".MANIFEST.json.tmp"])
+def test_a_planted_journal_or_manifest_temp_link_is_never_written_through(tmp_path, name):
+    src, dst = small_source(tmp_path / "src"), tmp_path / "dst"
+    stage(src, dst)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("somebody else's file")
+    (dst / name).symlink_to(outside)
+    if name == JOURNAL:
+        with pytest.raises(StagingError, match=rf"{dst / name}: is a symbolic link; staging follows no links"):
+            stage(src, dst)
+    else:
+        stage(src, dst)
+        assert verify(dst) == []
+    assert outside.read_text() == "somebody else's file"
+
+
+def test_verify_reads_no_file_through_a_symlink(tmp_path):
+    src, dst = small_source(tmp_path / "src"), tmp_path / "dst"
+    stage(src, dst)
+    copy = tmp_path / "copy.jpg"
+    shutil.copy(dst / "images" / "a.jpg", copy)  # identical bytes, but outside the tree
+    (dst / "images" / "a.jpg").unlink()
+    (dst / "images" / "a.jpg").symlink_to(copy)
+    problems = verify(dst)
+    assert problems == [f"{dst / 'images' / 'a.jpg'}: is a symbolic link (not followed)"], problems
