@@ -79,8 +79,13 @@ def _not_found() -> HTTPException:
 
 
 def _run_link(dag_id: str | None, run_id: str | None) -> str | None:
-    """The run's page in Airflow's UI: always a path on this origin, each part one segment."""
-    return f"/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}" if dag_id and run_id else None
+    """The run's page in Airflow's UI: always a path on this origin, each part one segment. `run_id` is the
+    suite run's identity (`<dag_id>.<Airflow run_id>`, bench.suite.plan) or, for older runs, Airflow's own."""
+    from bench.suite.plan import airflow_run_id
+
+    if not (dag_id and run_id):
+        return None
+    return f"/dags/{quote(dag_id, safe='')}/runs/{quote(airflow_run_id(dag_id, run_id), safe='')}"
 
 
 @app.get("/", response_class=HTMLResponse)
