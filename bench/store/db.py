@@ -144,6 +144,31 @@ change_alerts_table = sa.Table(
 )
 CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at"]
 
+# Each suite run's environment fingerprint, one row per field (bench.env.fingerprint): Alembic 0009.
+run_environment_table = sa.Table(
+    "run_environment",
+    metadata,
+    sa.Column("dag_id", sa.Text, primary_key=True, server_default=""),
+    sa.Column("suite_run_id", sa.Text, primary_key=True),
+    sa.Column("field", sa.Text, primary_key=True),
+    sa.Column("value", sa.Text),
+)
+ENVIRONMENT_KEY = ["dag_id", "suite_run_id", "field"]
+
+# A person's word on a change point (its key is the change point's): the series re-baselines from it.
+annotations_table = sa.Table(
+    "annotations",
+    metadata,
+    *(
+        sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True)
+        for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
+    ),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
+    sa.Column("author", sa.Text),
+    sa.Column("created_at", sa.Text),
+)
+
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
@@ -413,12 +438,16 @@ class ResultsStore:
         with self.engine.connect() as conn:
             return pd.read_sql(query.order_by(results_table.c.started_at), conn)
 
-    def history_values(self, frame: pd.DataFrame, runs: int, exclude_suite: str) -> list[list[float]]:
-        """Throughput of the last `runs` accepted runs of each row's series (workload, GPUs, cluster, config)."""
+    def history_values(
+        self, frame: pd.DataFrame, runs: int, exclude_suite: str, since: list[str | None] | None = None
+    ) -> list[list[float]]:
+        """Throughput of the last `runs` accepted runs of each row's series (workload, GPUs, cluster, config),
+        from `since[i]` on where a row's series was re-baselined by an annotated change."""
         t = results_table
         out: list[list[float]] = []
         with self.engine.connect() as conn:
-            for _, row in frame.iterrows():
+            for i, (_, row) in enumerate(frame.iterrows()):
+                start = since[i] if since is not None else None
                 q = (
                     sa.select(t.c.throughput_img_s)
                     .where(
@@ -429,6 +458,7 @@ class ResultsStore:
                         t.c.accepted.is_(True),
                         t.c.suite_run_id != exclude_suite,
                         t.c.throughput_img_s.is_not(None),
+                        t.c.started_at >= start if start is not None else sa.true(),
                     )
                     .order_by(t.c.started_at.desc())
                     .limit(runs)
@@ -504,6 +534,40 @@ class ResultsStore:
         """One row per series change point: finding it again next week updates it, never adds one."""
         with self.engine.begin() as conn:
             conn.execute(self._upsert(change_alerts_table, row, CHANGE_KEY), [row])
+
+    def upsert_environment(self, dag_id: str | None, suite_run_id: str, fingerprint: dict[str, str]) -> None:
+        """A suite run's fingerprint, field by field; a rerun of the run replaces it."""
+        rows = [
+            {"dag_id": dag_id or "", "suite_run_id": suite_run_id, "field": k, "value": str(v)}
+            for k, v in fingerprint.items()
+        ]
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(self._upsert(run_environment_table, rows[0], ENVIRONMENT_KEY), rows)
+
+    def environments(self, suite_run_ids: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
+        """suite_run_id -> {field: value} (of the runs asked for, or all)."""
+        t = run_environment_table
+        query = sa.select(t.c.suite_run_id, t.c.field, t.c.value)
+        if suite_run_ids is not None:
+            query = query.where(t.c.suite_run_id.in_(list(suite_run_ids)))
+        out: dict[str, dict[str, str]] = {}
+        with self.engine.connect() as conn:
+            for sid, field, value in conn.execute(query):
+                out.setdefault(sid, {})[field] = value
+        return out
+
+    def upsert_annotation(self, row: dict) -> None:
+        """One annotation per change point: a second word on the same change replaces the first."""
+        with self.engine.begin() as conn:
+            conn.execute(self._upsert(annotations_table, row, CHANGE_KEY), [row])
+
+    def annotations(self, cluster: str | None = None) -> pd.DataFrame:
+        query = sa.select(annotations_table)
+        if cluster is not None:
+            query = query.where(annotations_table.c.cluster == cluster)
+        with self.engine.connect() as conn:
+            return pd.read_sql(query, conn)
 
     def suite_runs(self, dag_ids: Iterable[str] | None = None) -> pd.DataFrame:
         """The suite runs, oldest first; only those of `dag_ids` ('' for `bench sweep`) when given."""

@@ -72,7 +72,10 @@ def record(
                 "accepted": ev.probe["accepted"],
             }
         )
-    changes = watch_changes(store, ev.frame, suite_run_id)  # needs this run in the store
+    fingerprint = run_environment(runs)
+    if fingerprint:
+        store.upsert_environment(dag_id, suite_run_id, fingerprint)
+    changes = watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
     runs = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
     write_report(report, suite_run_id, ev, runs, history, cfg, probes, changes)
     return {
@@ -89,13 +92,17 @@ def record(
 
 
 def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
-    """Change points this run confirmed in each of its series' history, stored once; the notices to send."""
+    """Change points this run confirmed in each of its series' history (from the series' newest annotated
+    change on), stored once; the notices to send, each with what differs in the environment across it."""
+    from bench.analysis.history.annotations import baseline_since, rebaselined
     from bench.analysis.history.changes import WATCHED, series_keys, watch_series
 
     known = store.change_alerts()
+    notes = store.annotations()
     notices = []
     for cluster, workload, gpus, config_key in series_keys(frame):
-        series = store.accepted_series(cluster, workload, gpus, config_key)
+        since = baseline_since(notes, cluster, workload, gpus, config_key)
+        series = rebaselined(store.accepted_series(cluster, workload, gpus, config_key), since)
         for metric in WATCHED:
             mine = known[
                 (known["cluster"] == cluster)
@@ -107,9 +114,39 @@ def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
             rows, found = watch_series(series, metric, mine, suite_run_id)
             for row in rows:
                 store.upsert_change(row)
-            # plain Python values: the outcome travels as an XCom (numpy integers do not serialise)
-            notices += [
-                json.loads(json.dumps({"kind": n.kind, "line": n.line(), **n.row}, default=lambda v: v.item()))
-                for n in found
-            ]
+            for n in found:
+                notice = {"kind": n.kind, "line": n.line(), **n.row}
+                changed = environment_change(store, series, n.row) if n.kind == "change" else ""
+                if changed:
+                    notice |= {"environment_change": changed, "line": f"{notice['line']}; what changed: {changed}"}
+                # plain Python values: the outcome travels as an XCom (numpy integers do not serialise)
+                notices.append(json.loads(json.dumps(notice, default=lambda v: v.item())))
     return notices
+
+
+def environment_change(store, series: pd.DataFrame, row: dict) -> str:
+    """What differs in the environment between the last run before a change point and the run it happened in
+    ("nccl 2.21.5 -> 2.23.4 from the run of 2026-11-16"); empty when nothing recorded differs."""
+    from bench.env.fingerprint import describe, differences
+
+    ids = series["suite_run_id"].astype(str).tolist()
+    after = str(row.get("changed_in") or "")
+    if after not in ids or ids.index(after) == 0:
+        return ""
+    before = ids[ids.index(after) - 1]
+    envs = store.environments([before, after])
+    if before not in envs or after not in envs:
+        return ""
+    return describe(differences(envs[before], envs[after]), str(row.get("changed_at", ""))[:10])
+
+
+def run_environment(runs: list[dict]) -> dict[str, str]:
+    """The suite run's fingerprint from every scale's nodes (a node seen at several scales once)."""
+    from bench.env.fingerprint import run_fingerprint
+
+    nodes: dict[str, dict] = {}
+    for r in runs:
+        summary = (r.get("result") or {}).get("summary") or {}
+        for node in summary.get("environment") or []:
+            nodes.setdefault(str(node.get("host")), node)
+    return run_fingerprint(nodes.values()) if nodes else {}

@@ -16,6 +16,7 @@ import torch
 
 from bench import __version__
 from bench.config import TrainConfig
+from bench.env.fingerprint import node_fingerprint
 from bench.errors import MeasurementError, StorageLost
 from bench.loaders.base import Shard
 from bench.loaders.registry import build_loader
@@ -338,6 +339,8 @@ def train(cfg: TrainConfig) -> dict | None:
             **_interference([x for x in sampler.samples if x.get("phase") == "train"]),
         },
         "losses": losses,
+        # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
+        "node_fingerprint": node_fingerprint(dist.host, data) if dist.local_rank == 0 else None,
     }
     shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
     if out is not None:
@@ -418,6 +421,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
         "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),
         "versions": _versions(),
+        "environment": [r["node_fingerprint"] for r in reports if r.get("node_fingerprint")],
         "run_nonce": cfg.run_nonce,
         "started_at": started,
         "ended_at": datetime.now(UTC).isoformat(),

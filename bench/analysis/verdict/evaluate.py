@@ -116,9 +116,15 @@ def evaluate(
     frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
     history = None
     if store is not None:
+        from bench.analysis.history.annotations import baseline_since
         from bench.analysis.history.regression import history_stats
 
-        values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id)
+        notes = store.annotations(cfg.cluster)
+        since = [
+            baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
+            for r in frame.to_dict("records")
+        ]
+        values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since)
         history = history_stats(values, frame.index)
     prepared = prepare(frame, cfg.thresholds, history)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
