@@ -81,9 +81,38 @@ def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
 
 
 def series_panels(
-    results: pd.DataFrame, suite_runs: pd.DataFrame, changes: pd.DataFrame, filters: Filters
+    results: pd.DataFrame,
+    suite_runs: pd.DataFrame,
+    changes: pd.DataFrame,
+    filters: Filters,
+    annotations: pd.DataFrame | None = None,
+    environments: dict[str, dict[str, str]] | None = None,
 ) -> list[dict]:
-    """One panel per series: its key, counts and the four trend charts (SVG)."""
+    """One panel per series: its key, counts, the four trend charts (SVG), and its change points with
+    their annotations and what differed in the environment across each."""
+    from bench.env.fingerprint import describe, differences
+
+    notes = {}
+    if annotations is not None and not annotations.empty:
+        notes = {
+            (a.cluster, a.workload, int(a.gpus), a.config_key, a.metric, a.changed_at): a
+            for a in annotations.itertuples()
+        }
+    environments = environments or {}
+
+    def note_of(c, cluster, workload, gpus, config_key):
+        return notes.get((cluster, workload, int(gpus), config_key, c.metric, c.changed_at))
+
+    def what_changed(series: pd.DataFrame, c) -> str:
+        ids = series["suite_run_id"].astype(str).tolist()
+        after = str(getattr(c, "changed_in", "") or "")
+        if after not in ids or ids.index(after) == 0:
+            return ""
+        before = ids[ids.index(after) - 1]
+        if before not in environments or after not in environments:
+            return ""
+        return describe(differences(environments[before], environments[after]))
+
     configs = {r.suite_run_id: _config(r.config) for r in suite_runs.itertuples()}
     rows = filters.apply(results).sort_values("started_at")
     panels = []
@@ -107,7 +136,11 @@ def series_panels(
             ys = [shown[metric].get(i) if i in shown.index else None for i in series.index]
             others = series[~accepted & series[metric].notna()]
             markers = [
-                Marker(position[c.changed_at], step_size(c.size, c.change), c.state)
+                Marker(
+                    position[c.changed_at],
+                    step_size(c.size, c.change),
+                    n.kind if (n := note_of(c, cluster, workload, gpus, config_key)) is not None else c.state,
+                )
                 for c in marks[marks["metric"] == metric].itertuples()
                 if c.changed_at in position
             ]
@@ -142,12 +175,20 @@ def series_panels(
                 "changes": [
                     {
                         "metric": WATCHED.get(c.metric, c.metric),
+                        "metric_key": c.metric,
                         "changed_at": str(c.changed_at)[:10],
+                        "changed_at_key": str(c.changed_at),
                         "size": step_size(c.size, c.change),
                         "before": float(c.before),
                         "after": float(c.after),
                         "pvalue": float(c.pvalue),
                         "state": c.state,
+                        "what_changed": what_changed(series, c),
+                        "annotation": (
+                            {"kind": n.kind, "note": n.note, "author": n.author or "", "at": str(n.created_at)[:10]}
+                            if (n := note_of(c, cluster, workload, gpus, config_key)) is not None
+                            else None
+                        ),
                     }
                     for c in marks.itertuples()
                 ],
@@ -162,8 +203,10 @@ def runs_table(
     filters: Filters,
     report_link: Callable[[str | None], str | None],
     run_link: Callable[[str | None, str], str | None],
+    environments: dict[str, dict[str, str]] | None = None,
 ) -> list[dict]:
-    """Newest first: date, run, cluster, verdict, how many rows were inconclusive, links."""
+    """Newest first: date, run, cluster, verdict, how many rows were inconclusive, links, what it ran on."""
+    environments = environments or {}
     rows = filters.apply(results)
     out = []
     for run in suite_runs.sort_values("started_at", ascending=False).itertuples():
@@ -186,6 +229,7 @@ def runs_table(
                 "inconclusive": inconclusive,
                 "report": report_link(run.report_path),
                 "run": run_link(run.dag_id, run.suite_run_id),
+                "environment": environments.get(run.suite_run_id, {}),
             }
         )
     return out

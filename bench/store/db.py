@@ -327,6 +327,32 @@ class ResultsStore:
             raise
         return store
 
+    @classmethod
+    def open_at_head(cls, url: str) -> ResultsStore:
+        """A writable store that never migrates (the web server's annotations): refuses one not at head."""
+        store = cls.__new__(cls)
+        store.engine = sa.create_engine(check_url(url), future=True)
+        if store.engine.dialect.name == "sqlite":
+            sa.event.listen(store.engine, "connect", _sqlite_pragmas)
+        try:
+            store.check_head()
+        except (StoreSchemaError, sa.exc.OperationalError):
+            store.engine.dispose()
+            raise
+        return store
+
+    def change_point(self, key: dict) -> dict | None:
+        """The stored change point with this key (CHANGE_KEY fields), with the DAG of the run it happened in."""
+        t = change_alerts_table
+        query = sa.select(t, suite_runs_table.c.dag_id).outerjoin(
+            suite_runs_table, suite_runs_table.c.suite_run_id == t.c.changed_in
+        )
+        for name in CHANGE_KEY:
+            query = query.where(t.c[name] == key[name])
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row is not None else None
+
     def check_head(self) -> None:
         """StoreSchemaError unless the store is at this code's head revision; reads one row."""
         with self.engine.connect() as conn:

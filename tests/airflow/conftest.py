@@ -18,6 +18,7 @@ from tests.infra.browser import CHROMIUM, CHROMIUM_ARGS
 
 PASSWORD = "sw-test-pw"
 NOBODY_PASSWORD = "sw-nobody-pw"
+VIEWER_PASSWORD = "viewer-pw-for-tests"
 
 
 def _free_port() -> int:
@@ -35,14 +36,15 @@ class RunningAirflow:
         self.home, self.port = home, _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         passwords = home / "passwords.json"
-        passwords.write_text(json.dumps({"admin": PASSWORD, "nobody": NOBODY_PASSWORD}))
+        passwords.write_text(json.dumps({"admin": PASSWORD, "nobody": NOBODY_PASSWORD, "viewer": VIEWER_PASSWORD}))
         self.env = (
             os.environ
             | airflow_env(home)
             | {
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-                # "nobody" has no role: the auth manager grants it read access to no DAG at all
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,nobody:",
+                # "nobody" has no role: the auth manager grants it read access to no DAG at all; "viewer" reads
+                # every DAG and may change none
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,nobody:,viewer:viewer",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
                 "AIRFLOW__API_AUTH__JWT_SECRET": "test-jwt-secret-not-for-production",
                 "AIRFLOW__API__PORT": str(self.port),

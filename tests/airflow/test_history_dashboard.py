@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from bench.store.db import ResultsStore
-from tests.airflow.conftest import NOBODY_PASSWORD, login
+from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login
 from tests.infra.history_seed import WEEKS, seed_year
 
 pytestmark = pytest.mark.slow
@@ -100,3 +100,38 @@ def test_the_page_never_migrates_a_store_and_says_when_it_is_not_at_head(running
         store.migrate()
     assert store.schema_version() == SCHEMA_REVISION
     assert running_airflow.get(PAGE).status_code == 200
+
+
+def test_only_users_who_may_edit_the_dag_annotate_a_change_point_and_the_page_shows_it(running_airflow, seeded):
+    store, _ = seeded
+    changes = store.change_alerts(CLUSTER)
+    point = changes.iloc[0]
+    body = {
+        k: (int(point[k]) if k == "gpus" else str(point[k]))
+        for k in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
+    }
+    body |= {"kind": "expected", "note": "new storage firmware: faster is right"}
+    url = running_airflow.url + "/scalewatch/reports/annotations"
+    anonymous = httpx.post(url, json=body, headers={"Accept": "application/json"}, timeout=30)
+    assert anonymous.status_code == 401
+    for user, password in (("nobody", NOBODY_PASSWORD), ("viewer", VIEWER_PASSWORD)):
+        token = running_airflow.token_for(user, password)
+        refused = httpx.post(url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert refused.status_code == 403, (user, refused.text)
+    assert store.annotations(CLUSTER).empty  # nothing written by the refused requests
+    admin = {"Authorization": f"Bearer {running_airflow.token}"}
+    for bad, status in (
+        ({"note": "<script>alert(1)</script>"}, 400),
+        ({"note": "x" * 2001}, 400),
+        ({"kind": "ignore"}, 400),
+        ({"changed_at": "1999-01-01"}, 404),
+    ):
+        answer = httpx.post(url, json=body | bad, headers=admin, timeout=30)
+        assert answer.status_code == status, (bad, answer.text)
+    made = httpx.post(url, json=body, headers=admin, timeout=30)
+    assert made.status_code == 201 and made.json()["author"] == "admin", made.text
+    stored = store.annotations(CLUSTER)
+    assert stored["note"].tolist() == ["new storage firmware: faster is right"]
+    page = running_airflow.get(PAGE)
+    assert page.status_code == 200 and "new storage firmware: faster is right" in page.text
+    assert "<b>expected</b>" in page.text and "re-baselines from here" in page.text

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from scalewatch.paths import reports_root
-from scalewatch.web.auth import LoginRedirect, current_user, may_read_dag, require_dag
+from scalewatch.web.auth import LoginRedirect, current_user, may_edit_dag, may_read_dag, require_dag
 from scalewatch.web.files import (
     BASE_HEADERS,
     DescriptorResponse,
@@ -57,6 +57,7 @@ HISTORY_COLUMNS = (
     "scaling_efficiency",
     "avg_read_mb_s",
     "peak_read_mb_s",
+    "rank_breakdown",
 )
 
 
@@ -135,9 +136,11 @@ def history(
 
     filters = Filters(cluster or None, workload or None, config or None)
 
-    def page(status: int, error: str | None, opts: dict, panels: list, runs: list) -> HTMLResponse:
+    def page(
+        status: int, error: str | None, opts: dict, panels: list, runs: list, nodes: list | None = None
+    ) -> HTMLResponse:
         html = templates.get_template("history.html").render(
-            error=error, filters=filters, options=opts, panels=panels, runs=runs
+            error=error, filters=filters, options=opts, panels=panels, runs=runs, nodes=nodes or []
         )
         return HTMLResponse(html, status_code=status)
 
@@ -166,10 +169,59 @@ def history(
         folder = Path(path).parent.name
         return f"{folder}/report.html" if is_served(root, folder, "report.html") else None
 
-    panels = series_panels(results, allowed, changes, filters)
+    from bench.analysis.history.node_health import slow_nodes
+
+    environments = store.environments(allowed["suite_run_id"].astype(str).tolist())
+    panels = series_panels(results, allowed, changes, filters, store.annotations(filters.cluster), environments)
     for panel in panels:
         panel["charts"] = [Markup(c) for c in panel["charts"]]
-    return page(200, None, options(series), panels, runs_table(results, allowed, filters, report_link, _run_link))
+    runs = runs_table(results, allowed, filters, report_link, _run_link, environments)
+    return page(200, None, options(series), panels, runs, slow_nodes(results))
+
+
+@app.post("/annotations")
+async def annotate(request: Request, user: User):
+    """Mark a stored change point expected or explained, with a plain-text note (the dashboard's form, or
+    JSON over REST). Needs edit permission on the DAG whose run the change happened in; the series then
+    re-baselines from it. Answers 303 back to the dashboard for the form, the stored row as JSON for REST."""
+    from datetime import UTC, datetime
+
+    from fastapi.responses import JSONResponse
+
+    from bench.analysis.history.annotations import Annotation
+    from bench.config import parse
+    from bench.errors import ConfigError
+    from bench.store.db import CHANGE_KEY, ResultsStore
+    from scalewatch.paths import results_url
+
+    is_json = request.headers.get("content-type", "").startswith("application/json")
+    try:
+        body = await request.json() if is_json else dict(await request.form())
+    except Exception:
+        raise HTTPException(status_code=400, detail="body must be JSON or a form") from None
+    if not isinstance(body, dict):
+        raise HTTPException(status_code=400, detail="body must be an object of annotation fields")
+    fields = {k: body.get(k) for k in (*CHANGE_KEY, "kind", "note")}
+    try:
+        annotation = parse(Annotation, fields)
+        store = ResultsStore.open_at_head(results_url())
+    except ConfigError as error:
+        raise HTTPException(status_code=400 if "store" not in str(error) else 503, detail=str(error)) from None
+    key = annotation.model_dump(include=set(CHANGE_KEY))
+    point = store.change_point(key)
+    if point is None:
+        raise HTTPException(status_code=404, detail="no such change point in the store")
+    if not may_edit_dag(user, point.get("dag_id") or None):
+        raise HTTPException(status_code=403, detail=f"no edit access to DAG {point.get('dag_id') or '(any)'}")
+    row = annotation.model_dump() | {
+        "author": str(getattr(user, "get_name", lambda: "")() or getattr(user, "username", "") or ""),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    store.upsert_annotation(row)
+    store.engine.dispose()
+    if is_json:
+        return JSONResponse(row, status_code=201)
+    return RedirectResponse(f"history?cluster={quote(annotation.cluster, safe='')}", status_code=303)
 
 
 @app.get("/{run}/{path:path}")

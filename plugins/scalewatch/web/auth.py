@@ -54,3 +54,12 @@ def may_read_dag(user, dag_id: str | None) -> bool:
 def require_dag(user, dag_id: str | None) -> None:
     if not may_read_dag(user, dag_id):
         raise HTTPException(status_code=403, detail=f"no read access to DAG {dag_id or '(any)'}")
+
+
+def may_edit_dag(user, dag_id: str | None) -> bool:
+    """The auth manager's own check for changing a DAG (PUT): who may mark its change points."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    details = DagDetails(id=dag_id) if dag_id else None
+    return bool(get_auth_manager().is_authorized_dag(method="PUT", details=details, user=user))
