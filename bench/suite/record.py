@@ -78,6 +78,7 @@ def record(
     changes = watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
     runs = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
     write_report(report, suite_run_id, ev, runs, history, cfg, probes, changes)
+    nodes = slow_node_lines(store, cfg.cluster)
     return {
         "passed": ev.passed,
         "verdict": ev.verdict,
@@ -88,7 +89,16 @@ def record(
         "data_docs": ev.data_docs,
         "results_csv": str(out / "results.csv"),
         "changes": changes,
+        "slow_nodes": nodes,
     }
+
+
+def slow_node_lines(store, cluster: str) -> list[str]:
+    """Nodes of this cluster slowest in several of its recent multi-node runs (this one included)."""
+    from bench.analysis.history.node_health import slow_nodes
+
+    frame = store.frame()
+    return [n["line"] for n in slow_nodes(frame[frame["cluster"] == cluster])]
 
 
 def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:

@@ -89,7 +89,7 @@ def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str
 
 
 def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
-    from scalewatch.notifiers.message import alert_text, change_text
+    from scalewatch.notifiers.message import alert_text, change_text, link_lines
     from scalewatch.notifiers.registry import send
 
     if plan is None:
@@ -114,10 +114,18 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
         inconclusive = outcome.get("inconclusive", [])
     report_url, run_url = links(cfg, suite_run_id, context)
     sent = []
+    nodes = (outcome or {}).get("slow_nodes") or []
     if failures or inconclusive:
-        text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive)
+        text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive, nodes)
         verdict = "FAILED" if failures else "INCONCLUSIVE"
         sent += send(cfg.alerts, f"scalewatch: scaling check {verdict} ({suite_run_id})", text, context)
+    if nodes and not (failures or inconclusive):  # a failing node is news in a passing week too
+        text = "\n".join(
+            [f"scalewatch: slow node(s) on cluster {cfg.cluster} (suite run {suite_run_id})"]
+            + [f"• {line}" for line in nodes]
+            + link_lines(report, report_url, run_url)
+        )
+        sent += send(cfg.alerts, f"scalewatch: slow node(s) on {cfg.cluster} ({suite_run_id})", text, context)
     changes = (outcome or {}).get("changes") or []
     if changes:  # sent whatever the verdict: a change point inside the tolerance is still news, once
         text = change_text(suite_run_id, changes, report, report_url, run_url)

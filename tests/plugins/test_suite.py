@@ -34,3 +34,36 @@ def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_e
     text = webhook.posts[0]["json"]["text"]
     assert "[gpu-a] ssd @ 16 GPUs, images/s: change point (regression) -9.8%" in text
     assert "FAILED" not in text and "sent once" in text
+
+
+def test_a_slow_node_is_alerted_in_a_passing_week_and_rides_on_a_failure_alert(monkeypatch, tmp_path):
+    from scalewatch.suite import send_alerts
+
+    data = str(tmp_path / "data")
+    cfg = SweepConfig(
+        dataset_path=data,
+        train=TrainConfig(workload="ssd", data=data, steps=6),
+        output_dir=str(tmp_path),
+        cluster="gpu-a",
+        alerts=AlertTargets(slack_conn_id="sw_t_slack"),
+    )
+    line = "gpu-07 slowest in 4 of the last 5 runs, 12-18% behind"
+    passing = {"passed": True, "failures": [], "inconclusive": [], "report": "/w/r/report.html", "slow_nodes": [line]}
+    failure = {
+        "workload": "ssd",
+        "gpus": 16,
+        "metric": "scaling_efficiency",
+        "value": 0.6,
+        "bound": 0.8,
+        "expectation": "ExpectScalingEfficiencyAtLeastBound",
+    }
+    with WebhookReceiver() as webhook:
+        conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
+        monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
+        plan = {"sweep": cfg.model_dump(mode="json"), "suite_run_id": "r1"}
+        send_alerts(plan, passing, {})
+        send_alerts(plan, {**passing, "passed": False, "failures": [failure]}, {})
+    texts = [p["json"]["text"] for p in webhook.posts]
+    assert len(texts) == 2
+    assert "slow node(s) on cluster gpu-a" in texts[0] and line in texts[0]
+    assert "scaling check FAILED" in texts[1] and f"slow node: {line}" in texts[1]

@@ -10,6 +10,7 @@ def alert_text(
     report_url: str | None = None,
     run_url: str | None = None,
     inconclusive: list[dict] | None = None,
+    slow_nodes: list[str] | None = None,
 ) -> str:
     inconclusive = inconclusive or []
     verdict = "FAILED" if failures else "INCONCLUSIVE"
@@ -26,6 +27,7 @@ def alert_text(
         )
     for i in inconclusive:
         lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: inconclusive — {i['reason']}")
+    lines += [f"• slow node: {line}" for line in slow_nodes or []]
     return "\n".join(lines + link_lines(report, report_url, run_url))
 
 
