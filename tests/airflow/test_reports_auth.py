@@ -225,7 +225,7 @@ def test_a_hostile_suite_json_never_reaches_the_index_links(running_airflow, run
 
 def test_the_report_and_data_docs_render_under_the_sandbox_in_chromium(running_airflow, run_folder, page):
     """Inline SVG and styles in the report, the bundled Data Docs CSS; a planted script never runs."""
-    from bench.analysis.data_docs_offline import ASSETS
+    from bench.analysis.verdict.data_docs_offline import ASSETS
     from bench.report.plots import trend_chart
 
     folder = run_folder.parent / "manual__2026-12-04T03-00-00-00-00"
