@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from bench.store.db import SCHEMA_REVISION, ResultsStore
+from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login
 from tests.infra.history_seed import WEEKS, seed_year
 
