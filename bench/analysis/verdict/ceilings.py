@@ -113,8 +113,11 @@ CEILING_FLOATS = (
     "expected_efficiency",
     "efficiency_vs_expected",
     "allreduce_s",
+    "foreign_cpu_share",
 )
-CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note")
+CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note", "foreign_top")
+# Foreign work above this share of a rank's slot cores fails the scale: its figures measure the neighbour.
+MAX_FOREIGN_SHARE = 0.25
 
 
 def _completed_rate(result: dict) -> float | None:
@@ -150,6 +153,32 @@ def with_node_ceilings(frame, runs: list[dict]):
     f["independent_img_s"] = values
     f["allreduce_s"] = allreduce
     f["ceiling_note"] = notes
+    return with_interference(f)
+
+
+def with_interference(frame):
+    """The largest share of a rank's slot cores that foreign processes used while it trained, and who."""
+    import json
+
+    import numpy as np
+
+    f = frame.copy()
+    shares, tops = [], []
+    for raw in f.get("rank_breakdown", [None] * len(f)):
+        try:
+            ranks = json.loads(raw or "[]")
+        except (TypeError, ValueError):
+            ranks = []
+        seen = [r for r in ranks if _finite(r.get("foreign_cpu_share")) or r.get("foreign_cpu_share") == 0]
+        worst = max(seen, key=lambda r: r["foreign_cpu_share"], default=None)
+        shares.append(float(worst["foreign_cpu_share"]) if worst else np.nan)
+        tops.append(
+            f"rank {worst['rank']} on {worst['host']}: {worst.get('foreign_top') or 'unnamed'}"
+            if worst and worst["foreign_cpu_share"] > 0
+            else ""
+        )
+    f["foreign_cpu_share"] = shares
+    f["foreign_top"] = tops
     return f
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.analysis.verdict.ceilings import MAX_FOREIGN_SHARE
 from bench.config import Thresholds
 
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
@@ -30,6 +31,7 @@ MEASURED_THROUGHPUT_POSITIVE = "ExpectMeasuredThroughputPositive"
 ACCELERATOR_UTILISATION_AT_LEAST = "ExpectAcceleratorUtilisationAtLeast"
 STORAGE_FEEDS_PLANNED_GPUS = "ExpectStorageFeedsPlannedGpus"
 THROUGHPUT_NOT_REGRESSED = "ExpectThroughputNotRegressed"
+NO_FOREIGN_WORK_ON_SLOTS = "ExpectNoForeignWorkOnSlots"
 # Judged outside GX (from the probe's own history, not the results frame), named alike in failures.
 STORAGE_CEILING_NOT_REGRESSED = "ExpectStorageCeilingNotRegressed"
 
@@ -69,6 +71,9 @@ def _classes():
     class ExpectStorageFeedsPlannedGpus(E.ExpectColumnPairValuesAToBeGreaterThanB):
         """GPUs the storage can feed (fio ceiling / largest measured per-GPU demand) >= the planned size."""
 
+    class ExpectNoForeignWorkOnSlots(E.ExpectColumnValuesToBeBetween):
+        """Processes that are not the run's used no more than MAX_FOREIGN_SHARE of any rank's slot cores."""
+
     class ExpectThroughputNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
         """throughput >= (1 - tolerance) x median of the last K accepted runs (same workload, GPUs, cluster)."""
 
@@ -84,6 +89,7 @@ def _classes():
             ExpectStorageFeedsPlannedGpus,
             ExpectAcceleratorUtilisationAtLeast,
             ExpectThroughputNotRegressed,
+            ExpectNoForeignWorkOnSlots,
         )
     }
 
@@ -153,6 +159,14 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
                 "or_equal": True,
                 "ignore_row_if": "either_value_is_missing",
             },
+        ),
+        Check(
+            NO_FOREIGN_WORK_ON_SLOTS,
+            "foreign_cpu_share",
+            "foreign_cpu_share",
+            None,
+            "critical",
+            {"column": "foreign_cpu_share_checked", "max_value": MAX_FOREIGN_SHARE},
         ),
         Check(
             BANDWIDTH_NOT_CACHE_DISTORTED,
@@ -231,6 +245,8 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame |
     f["min_scaling_efficiency"] = np.where(judged, bound, np.nan)
     f["min_bandwidth_efficiency"] = np.where(judged, thresholds.min_bandwidth_efficiency, np.nan)
     f["throughput_checked"] = np.where(f["valid"].astype(bool), f["throughput_img_s"], np.nan)
+    foreign = f["foreign_cpu_share"] if "foreign_cpu_share" in f else pd.Series(np.nan, index=f.index)
+    f["foreign_cpu_share_checked"] = np.where(f["valid"].astype(bool), foreign, np.nan)
     has_bw = f["bandwidth_efficiency"].notna() if "bandwidth_efficiency" in f else pd.Series(False, index=f.index)
     valid_bw = f.get("bandwidth_valid", pd.Series(True, index=f.index)).fillna(False).astype(bool)
     f["bandwidth_efficiency_checked"] = np.where(valid_bw, f.get("bandwidth_efficiency", np.nan), np.nan)
@@ -365,9 +381,11 @@ def _plain(value):
 
 def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
     if check.bound is None:
-        return {RUNS_TO_COMPLETE: "COMPLETED", MEASURED_THROUGHPUT_POSITIVE: "> 0"}.get(
-            check.name, "cache-free 1st epoch"
-        )
+        return {
+            RUNS_TO_COMPLETE: "COMPLETED",
+            MEASURED_THROUGHPUT_POSITIVE: "> 0",
+            NO_FOREIGN_WORK_ON_SLOTS: f"<= {MAX_FOREIGN_SHARE}",
+        }.get(check.name, "cache-free 1st epoch")
     if check.bound == "min_gpu_util":
         return thresholds.min_gpu_util
     if check.bound == "min_au":

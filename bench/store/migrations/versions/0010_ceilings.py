@@ -28,9 +28,11 @@ COLUMNS = (
     ("expected_efficiency", sa.Float),
     ("efficiency_vs_expected", sa.Float),
     ("allreduce_s", sa.Float),
+    ("foreign_cpu_share", sa.Float),
     ("ideal", sa.Text),
     ("expected_bound_by", sa.Text),
     ("ceiling_note", sa.Text),
+    ("foreign_top", sa.Text),
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -184,3 +185,29 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     sized = knee[knee["supported_gpus"].notna()]
     assert len(sized) == 1 and int(sized["supported_gpus"].iloc[0]) == 1  # the projection's knee: 1 GPU
     assert any(f["gpus"] == 2 and f.get("bottleneck") for f in outcome["failures"])
+
+
+def test_a_foreign_busy_loop_on_one_slots_core_fails_the_scale_naming_it(tmp_path):
+    """Issue 26's noisy neighbour: a process that is not the run's spins on the core rank 1 owns. The 2-rank
+    scale fails naming the process, its pid and the core, not 'step times too unstable'."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores: rank 1's slot must be a core of its own")
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 600: pass\n"
+    started = subprocess.run(
+        ["sh", "-c", f"taskset -c {cores[1]} {sys.executable} -c '{spin}' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(started.stdout)
+    try:
+        outcome, frame = sweep(tmp_path / "home", "noisy", config(tmp_path / "data", max_step_time_spread=100.0))
+    finally:
+        os.kill(pid, 9)
+    two = row(frame, 2)
+    assert two["verdict"] == "fail" and two["bottleneck"] == "interference", two.to_dict()
+    assert two["foreign_cpu_share"] > 0.25 and f"pid {pid}" in two["bottleneck_evidence"], two.to_dict()
+    assert f"core {cores[1]}" in two["bottleneck_evidence"]
+    assert any(f["expectation"] == "ExpectNoForeignWorkOnSlots" and f["gpus"] == 2 for f in outcome["failures"])
+    assert row(frame, 1)["foreign_cpu_share"] < 0.25  # rank 0's core was its own at one rank
