@@ -210,4 +210,5 @@ def test_a_foreign_busy_loop_on_one_slots_core_fails_the_scale_naming_it(tmp_pat
     assert two["foreign_cpu_share"] > 0.25 and f"pid {pid}" in two["bottleneck_evidence"], two.to_dict()
     assert f"core {cores[1]}" in two["bottleneck_evidence"]
     assert any(f["expectation"] == "ExpectNoForeignWorkOnSlots" and f["gpus"] == 2 for f in outcome["failures"])
-    assert row(frame, 1)["foreign_cpu_share"] < 0.25  # rank 0's core was its own at one rank
+    # rank 0's core was not the spinner's: what it saw at one rank is the box's own background, less than that
+    assert row(frame, 1)["foreign_cpu_share"] < two["foreign_cpu_share"]
