@@ -45,6 +45,8 @@ _TEXT = {
     "bottleneck_evidence",
     "bytes_source",
     "bandwidth_note",
+    "backend",
+    "precision",
 }
 _BOOL = {"valid", "cache_risk", "cache_served", "bandwidth_valid", "accepted", "oversubscribed", "borderline"}
 
@@ -131,7 +133,7 @@ CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008_gpu_path"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3.
 LEGACY_REVISION = {3: "0001", 4: "0002"}
 
