@@ -51,7 +51,7 @@ def test_amp_picks_bf16_on_a_cpu_and_fp16_is_refused_there():
 
 
 def test_cuda_graphs_refused_on_a_cpu_and_with_changing_shapes():
-    with pytest.raises(ConfigError, match="compile: cuda_graphs .* no CUDA GPU"):
+    with pytest.raises(ConfigError, match=r"compile: cuda_graphs .* no CUDA GPU"):
         check_compile("cuda_graphs", CPU)
     with pytest.raises(ConfigError, match="compile: cuda_graphs needs every batch to have the same shapes"):
         check_compile("cuda_graphs", torch.device("cuda"), static_shapes=False)
