@@ -696,6 +696,29 @@ def dataset_bytes_truth(tmp: Path, r: int, add) -> None:
         hosts.stop()
 
 
+# 13. The harness against the tuned step in plain torch -------------------------------------------
+def tuned_reference(add, pin: str) -> None:
+    """`bench train --synthetic` (bf16, the default tuned step) against benchmarks/tuned_reference.py
+    (same model, batch, channels_last, bf16, no harness), both on one pinned core, interleaved."""
+
+    def reference(w: str) -> float:
+        cmd = ["taskset", "-c", pin, sys.executable, str(ROOT / "benchmarks" / "tuned_reference.py")]
+        cmd += ["--workload", w, "--batch-size", "8", "--image-size", "128", "--seconds", "8"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300)
+        return float(json.loads(done.stdout.strip().splitlines()[-1])["images_per_s"])
+
+    args = ["--synthetic", "--precision", "bf16", "--batch-size", "8", "--image-size", "128", "--steps", "20"]
+    args += ["--warmup-steps", "5", "--min-measure-s", "8", "--loader-threads", "1"]
+    for w in KIND:
+        p = paired(lambda w=w: train(["--workload", w, *args], pin=pin)["images_per_s"], lambda w=w: reference(w))
+        add(
+            "13 tuned",
+            f"{w}: harness --synthetic / plain tuned torch loop (bf16, 1 core)",
+            f"{p['ratio']:.3f}",
+            describe(p, "target >= 0.95"),
+        )
+
+
 def machine() -> str:
     import torch
 
@@ -810,6 +833,8 @@ def main() -> int:
         dataset_bytes_truth(tmp, r, add)
     if want(12):
         detection(add)
+    if want(13):
+        tuned_reference(add, pin)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [
         "# Benchmark results\n",
