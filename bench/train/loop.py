@@ -28,7 +28,7 @@ from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
 from bench.train.slots import recorded_slot
-from bench.train.timing import PROBE_HOLD_FACTOR, PROBE_STEPS, GpuBusyProbe, StepTimer, busy_share
+from bench.train.timing import PROBE_HOLD_FACTOR, PROBE_STEPS, PROBE_TRIES, GpuBusyProbe, StepTimer, busy_share
 
 LOSS_WINDOW = 3
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
@@ -200,16 +200,22 @@ def _same_shapes(
     return now
 
 
-def _probe_gpu_busy(device: torch.device, train_step, batch, step_time_s: float) -> list[float]:
-    """GPU seconds of PROBE_STEPS steps run after the measured window on its last batch (every rank
-    runs them, so the gradient allreduces stay paired); empty on a CPU node."""
-    if device.type != "cuda" or batch is None:
+def _probe_gpu_busy(dist: Dist, train_step, batch, step_time_s: float) -> list[float]:
+    """GPU seconds of probe steps run after the measured window on its last batch; empty on a CPU
+    node. Every rank runs the same number (each has gradient allreduces): whether to spin longer and
+    when to stop are agreed, until every rank has PROBE_STEPS figures or PROBE_STEPS * PROBE_TRIES
+    steps ran."""
+    if dist.device.type != "cuda" or batch is None:
         return []
-    probe, busy = GpuBusyProbe(device), []
-    for _ in range(PROBE_STEPS):
-        seconds = probe.step(lambda mark: (train_step(batch, mark), mark("end")), PROBE_HOLD_FACTOR * step_time_s)
+    probe, busy, hold = GpuBusyProbe(dist.device), [], PROBE_HOLD_FACTOR * step_time_s
+    for _ in range(PROBE_STEPS * PROBE_TRIES):
+        seconds = probe.step(lambda mark: (train_step(batch, mark), mark("end")), hold)
         if seconds is not None:
             busy.append(seconds)
+        if dist.agree_max(0.0 if seconds is not None else 1.0) > 0:
+            hold *= 2  # some rank's hold ended before its host had queued the step
+        if -dist.agree_max(-float(len(busy))) >= PROBE_STEPS:
+            break
     return busy
 
 
@@ -348,7 +354,7 @@ def train(cfg: TrainConfig) -> dict | None:
             f"no measured step: the run ended after {step} step(s), all of them warm-up "
             f"(--warmup-steps {cfg.warmup_steps}{extra}); give more steps or fewer warm-up steps"
         )
-    gpu_busy = _probe_gpu_busy(dist.device, train_step, last_batch, statistics.median(step_times))
+    gpu_busy = _probe_gpu_busy(dist, train_step, last_batch, statistics.median(step_times))
     images_per_s = cfg.batch_size * measured / sum(step_times)
     rank_report = {
         "rank": dist.rank,

@@ -69,10 +69,11 @@ class StepTimer:
 # and the events still bracket the whole step (a span share near 1 while NVML sees the GPU 36% busy).
 # So the probe holds the compute stream with a spin kernel until the host has queued the step up to
 # the end of backward; the events after the spin then bracket the GPU's execution only. Each probe
-# step's hold is checked: a spin that ended before the host finished queueing is retried longer.
+# step's hold is checked: a spin that ended before the host finished queueing gives no figure, and
+# the next probe step (every rank's, agreed) spins twice as long.
 PROBE_STEPS = 3
 PROBE_HOLD_FACTOR = 2.0  # the first spin lasts this many measured step times
-PROBE_TRIES = 4  # each retry doubles the spin
+PROBE_TRIES = 4  # at most PROBE_STEPS * PROBE_TRIES probe steps
 
 
 def busy_share(busy_s: list[float], step_time_s: float) -> float | None:
@@ -107,26 +108,26 @@ class GpuBusyProbe:
         return self._cycles_per_s
 
     def step(self, run, hold_s: float) -> float | None:
-        """GPU seconds of one step. `run(mark)` runs the step and calls mark("compute") after queueing
-        backward, mark("comm") after the gradient sync and mark("end") after the optimizer step."""
+        """GPU seconds of one step, None where the hold ended too soon. `run(mark)` runs the step
+        and calls mark("compute") after queueing backward, mark("comm") after the gradient sync and
+        mark("end") after the optimizer step. One step each call: a retry is a collective decision."""
         torch.cuda.synchronize(self.device)
-        for _ in range(PROBE_TRIES):
-            events = {k: torch.cuda.Event(enable_timing=True) for k in ("spin", "start", "compute", "comm", "end")}
-            host: dict[str, float] = {}
-            events["spin"].record()
-            torch.cuda._sleep(int(hold_s * self._calibrate()))
-            events["start"].record()
-            host["start"] = time.perf_counter()
+        events = {k: torch.cuda.Event(enable_timing=True) for k in ("spin", "start", "compute", "comm", "end")}
+        host: dict[str, float] = {}
+        cycles = int(hold_s * self._calibrate())
+        events["spin"].record()
+        torch.cuda._sleep(cycles)
+        events["start"].record()
+        host["start"] = time.perf_counter()
 
-            def mark(phase: str, events=events, host=host) -> None:
-                events[phase].record()
-                host[phase] = time.perf_counter()
+        def mark(phase: str) -> None:
+            events[phase].record()
+            host[phase] = time.perf_counter()
 
-            run(mark)
-            events["end"].synchronize()
-            spin_s = events["spin"].elapsed_time(events["start"]) / 1e3
-            if held(host["compute"] - host["start"], spin_s):
-                compute = events["start"].elapsed_time(events["compute"]) / 1e3
-                return compute + events["comm"].elapsed_time(events["end"]) / 1e3
-            hold_s *= 2
-        return None
+        run(mark)
+        events["end"].synchronize()
+        spin_s = events["spin"].elapsed_time(events["start"]) / 1e3
+        if not held(host["compute"] - host["start"], spin_s):
+            return None
+        compute = events["start"].elapsed_time(events["compute"]) / 1e3
+        return compute + events["comm"].elapsed_time(events["end"]) / 1e3
