@@ -117,10 +117,15 @@ class TrainConfig(Frozen):
     # Read every dataset file once before epoch 1 (one rank per node): the differential rerun that takes
     # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
     warm_cache: bool = False
+    # fp32, bf16 or fp16 autocast (fp16 with a GradScaler, CUDA only); `amp` is the older switch, kept
+    # as an alias that picks bf16 where the device has it, else fp16 (bench.train.precision).
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     amp: bool = False
     # The scale's ranks as independent single-rank copies on the same slots at the same time: no gradient
     # collective between them (ranks still meet at epoch edges). Its images/s is the node's ceiling.
     independent: bool = False
+    # Opt-in for launch-bound steps: torch.compile, or its CUDA-graph mode; warm-up covers the compile.
+    compile: Literal["none", "torch_compile", "cuda_graphs"] = "none"
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")
@@ -132,6 +137,12 @@ class TrainConfig(Frozen):
                 f"{batch / 2**30:.1f} GiB per rank, above the {MAX_INPUT_BATCH_BYTES / 2**30:.0f} GiB limit "
                 "(no accelerator holds that with its activations)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _amp_alias(self) -> TrainConfig:
+        if self.amp and "precision" in self.model_fields_set and self.precision == "fp32":
+            raise ValueError("amp/precision: amp asks for mixed precision and precision fp32 for none; give one")
         return self
 
     @model_validator(mode="after")
@@ -174,6 +185,10 @@ class TrainConfig(Frozen):
             argv.append("--amp")
         if self.independent:
             argv.append("--independent")
+        if self.precision != "fp32":
+            argv += ["--precision", self.precision]
+        if self.compile != "none":
+            argv += ["--compile", self.compile]
         if self.run_nonce:
             argv += ["--run-nonce", self.run_nonce]
         return argv

@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 
-FRAME_SCHEMA_VERSION = 4
+FRAME_SCHEMA_VERSION = 5
 KEY = ("suite_run_id", "workload", "gpus")
 METRICS = (
     "throughput_img_s",
@@ -33,6 +33,7 @@ METRICS = (
     "compute_share",
     "comm_share",
     "au",
+    "gpu_busy_share",
     "straggler_gap",
 )
 COLUMNS = (
@@ -52,6 +53,8 @@ COLUMNS = (
     "slowest_host",
     "rank_breakdown",
     "launcher",
+    "backend",
+    "precision",
     "config_key",
     "cluster",
     "started_at",
@@ -84,6 +87,9 @@ CONFIG_KEY_FIELDS = (
     "train.amp",
     "train.drop_caches",
 )
+# Settings added later: in the digest only where they differ from their default, so the runs made
+# before them keep their key (and their history) and a bf16 or compiled run never shares it.
+CONFIG_KEY_ADDED = {"train.precision": "fp32", "train.compile": "none"}
 
 
 def config_key(cfg) -> str:
@@ -107,11 +113,21 @@ def config_key(cfg) -> str:
     ideal = cfg.resolved_ideal() if hasattr(cfg, "resolved_ideal") else "linear"
     if ideal != "linear":
         values["ideal"] = ideal
+    for name, default in CONFIG_KEY_ADDED.items():
+        value = doc.get("train", {}).get(name.split(".", 1)[1], default)
+        if value != default:
+            values[name] = value
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
     train = cfg.train
     source = "synthetic" if train.synthetic else train.loader
     prefix = f"{train.preset}/{source}/bs{train.batch_size}/img{train.image_size}/amp{int(train.amp)}"
+    added = [getattr(train, n.split(".", 1)[1]) for n, d in CONFIG_KEY_ADDED.items() if _differs(train, n, d)]
+    prefix += "".join(f"/{value}" for value in added)
     return f"{prefix}/{cfg.launcher}#{digest}"
+
+
+def _differs(train, name: str, default: str) -> bool:
+    return getattr(train, name.split(".", 1)[1], default) != default
 
 
 def row_from_result(
@@ -149,6 +165,8 @@ def row_from_result(
         cluster=cluster,
         started_at=started_at,
         reason=result.get("reason", ""),
+        backend="",
+        precision="",
         versions="{}",
         schema_version=FRAME_SCHEMA_VERSION,
     )
@@ -173,6 +191,10 @@ def row_from_result(
             bytes_source=s["storage"].get("bytes_source") or "",
             drop_caches=s["storage"]["drop_caches"],
             versions=json.dumps(s["versions"], sort_keys=True),
+            # A summary without `backend` was written by the Horovod-only harness.
+            backend=s.get("backend") or "horovod",
+            precision=s.get("precision") or "",
+            gpu_busy_share=s["utilisation"].get("gpu_busy_share"),
         )
         row.update(_measurement(s))
         row.update(breakdown_columns(s))

@@ -42,7 +42,17 @@ def add_parsers(sub) -> None:
         action="store_true",
         help="read every dataset file once before epoch 1 (needs --no-drop-caches): storage out of the run",
     )
-    p.add_argument("--amp", action="store_true")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "fp16"),
+        help="autocast dtype; fp16 runs with a GradScaler and needs a CUDA GPU (default: fp32)",
+    )
+    p.add_argument("--amp", action="store_true", help="alias: bf16 where the device supports it, else fp16")
+    p.add_argument(
+        "--compile",
+        choices=("none", "torch_compile", "cuda_graphs"),
+        help="torch.compile the model, or replay it as CUDA graphs (GPU, fixed shapes); compile time is warm-up",
+    )
     p.add_argument(
         "--independent",
         action="store_true",

@@ -16,7 +16,9 @@ class SyntheticLoader:
     def __init__(self, cfg: TrainConfig, model: torch.nn.Module, device: torch.device) -> None:
         g = torch.Generator().manual_seed(cfg.seed)
         n, s = cfg.batch_size, cfg.image_size
-        self.batch: dict[str, torch.Tensor] = {"images": torch.randn(n, 3, s, s, generator=g)}
+        images = torch.randn(n, 3, s, s, generator=g)
+        # In the step's layout once (channels_last for conv models), not converted again every step.
+        self.batch: dict[str, torch.Tensor] = {"images": images.contiguous(memory_format=torch.channels_last)}
         if cfg.workload == "ssd":
             anchors = model.anchors.shape[0]
             self.batch["boxes"] = torch.randn(n, anchors, 4, generator=g) * 0.1

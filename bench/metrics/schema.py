@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 
-SUMMARY_SCHEMA_VERSION = 4
+SUMMARY_SCHEMA_VERSION = 5
 # Where a run's dataset bytes came from (docs/metrics.md says what each one includes).
 BYTE_SOURCES = ("cachestat", "mincore", "pagecache", "nfs_mountstats", "diskstats", "procio")
 
@@ -51,8 +51,15 @@ RANK_FIELDS = (
     "slot",
     "breakdown",
 )
+# Schema 5: the GPU's busy share of the step (CUDA events, bench.train.timing.GpuBusyProbe) and the fp16
+# GradScaler's skipped steps; null on a CPU node / without a scaler, never a made-up figure.
+RANK_GPU_FIELDS = ("gpu_busy_s", "gpu_busy_share", "scaler_skipped_steps")
+PRECISIONS = ("fp32", "bf16", "fp16")
+COMPILE_MODES = ("none", "torch_compile", "cuda_graphs")
 BREAKDOWN_PHASES = ("data_wait", "compute", "comm", "other")
 UTILISATION_FIELDS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")
+# Beside NVML's gpu_util: the share of the step the GPU executed work, from CUDA events (schema 5).
+GPU_BUSY_FIELD = "gpu_busy_share"
 
 RANK = {
     "type": "object",
@@ -63,6 +70,9 @@ RANK = {
         "images": {"type": "integer", "minimum": 1},
         "images_per_s": {"type": "number", "exclusiveMinimum": 0},
         "step_time_median_s": _num,
+        "gpu_busy_s": {"type": ["number", "null"], "minimum": 0},
+        "gpu_busy_share": {"type": ["number", "null"], "minimum": 0},
+        "scaler_skipped_steps": {"type": ["integer", "null"], "minimum": 0},
         "bytes_from_storage": _num,
         "bytes_consumed": _num,
         "samples_read": {"type": "integer"},
@@ -106,6 +116,7 @@ SUMMARY_SCHEMA = {
         "ranks",
         "hosts",
         "device",
+        "precision",
         "batch_size",
         "image_size",
         "measured_steps",
@@ -134,6 +145,9 @@ SUMMARY_SCHEMA = {
         "ranks": {"type": "integer", "minimum": 1},
         "hosts": {"type": "array", "items": {"type": "string"}},
         "device": {"enum": ["cpu", "cuda"]},
+        "precision": {"enum": list(PRECISIONS)},
+        "compile": {"enum": list(COMPILE_MODES)},
+        "scaler_skipped_steps": {"type": ["integer", "null"], "minimum": 0},
         "measured_steps": {"type": "integer", "minimum": 1},
         "images_per_s": {"type": "number", "exclusiveMinimum": 0},
         "epoch_time_s": _num,
@@ -143,7 +157,10 @@ SUMMARY_SCHEMA = {
         "utilisation": {
             "type": "object",
             "required": list(UTILISATION_FIELDS),
-            "properties": dict.fromkeys(UTILISATION_FIELDS, _num_or_null),
+            "properties": {
+                **dict.fromkeys(UTILISATION_FIELDS, _num_or_null),
+                GPU_BUSY_FIELD: {"type": ["number", "null"], "minimum": 0},
+            },
         },
         "storage": {
             "type": "object",

@@ -16,6 +16,9 @@ from bench.models.ssd import SSD, SSD_PRESETS, multibox_loss
 class WorkloadModel:
     model: nn.Module
     loss: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]
+    # A conv model trains in channels_last (NHWC): tensor-core convs need it, and NCHW pays a
+    # transpose around each one (bench.train.precision).
+    conv: bool = True
 
 
 def _ssd_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -152,8 +152,7 @@ def multibox_loss(
     loc_loss = F.smooth_l1_loss(loc, target_loc, reduction="none").sum(-1)
     loc_loss = (loc_loss * positive).sum(1)
     ce = F.cross_entropy(conf.transpose(1, 2), target_labels, reduction="none")
-    mining = ce.clone().detach()
-    mining[positive] = 0
+    mining = ce.detach().masked_fill(positive, 0)  # not mining[positive] = 0: no host sync on a GPU
     rank = mining.argsort(1, descending=True).argsort(1)
     negatives = rank < (3 * num_pos).clamp(min=1)[:, None]
     conf_loss = (ce * (positive | negatives)).sum(1)

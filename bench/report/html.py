@@ -140,6 +140,7 @@ STORAGE_COLUMNS = [
     ("GPU %", lambda r: _num(r.get("gpu_util"))),
     ("GPU mem %", lambda r: _num(r.get("gpu_mem_util"))),
     ("AU", lambda r: _num(r.get("au"))),
+    ("GPU busy", lambda r: _num(r.get("gpu_busy_share"))),
     ("data wait", lambda r: _num(r.get("data_wait_share"))),
     ("comm.", lambda r: _num(r.get("comm_share"))),
     ("straggler", lambda r: _straggler_cell(r)),

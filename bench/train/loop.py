@@ -17,18 +17,19 @@ import torch
 from bench import __version__
 from bench.config import TrainConfig
 from bench.env.fingerprint import node_fingerprint
-from bench.errors import MeasurementError, StorageLost
+from bench.errors import ConfigError, MeasurementError, StorageLost
 from bench.loaders.base import Shard
 from bench.loaders.registry import build_loader
 from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.registry import build_sources
 from bench.metrics.sampler import Sampler
-from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
+from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
 from bench.metrics.sources.pagecache import cache_domain, dataset_files, read_method, resident_bytes
 from bench.models.registry import build
 from bench.train.dist import Dist, init, wrap_optimizer
+from bench.train.precision import compiled, make_optimizer, prepare_model, setup
 from bench.train.slots import recorded_slot
-from bench.train.timing import StepTimer
+from bench.train.timing import PROBE_HOLD_FACTOR, PROBE_STEPS, PROBE_TRIES, GpuBusyProbe, StepTimer, busy_share
 
 LOSS_WINDOW = 3
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
@@ -183,9 +184,51 @@ def _interference(samples: list[dict]) -> dict:
     }
 
 
+def _mean_all(values: list[float | None]) -> float | None:
+    """The mean only where every rank has a figure: a partial mean would stand for ranks it lacks."""
+    return statistics.fmean(values) if values and all(v is not None for v in values) else None  # type: ignore[arg-type]
+
+
+def _max_or_none(values: list[int | None]) -> int | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
 def _mean(values: list[float | None]) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.fmean(values) if values else None
+
+
+def _same_shapes(
+    shapes: dict[str, tuple[int, ...]] | None, batch: dict[str, torch.Tensor], step: int
+) -> dict[str, tuple[int, ...]]:
+    """CUDA graphs replay fixed buffers: a batch whose shapes differ from the first is refused."""
+    now = {k: tuple(v.shape) for k, v in batch.items()}
+    if shapes is not None and now != shapes:
+        raise ConfigError(
+            f"compile: cuda_graphs needs fixed batch shapes; at step {step} the loader gave {now}, "
+            f"the graphs were recorded for {shapes}; use none or torch_compile"
+        )
+    return now
+
+
+def _probe_gpu_busy(dist: Dist, train_step, batch, step_time_s: float) -> list[float]:
+    """GPU seconds of probe steps run after the measured window on its last batch; empty on a CPU
+    node. Every rank runs the same number (each has gradient allreduces): whether to spin longer and
+    when to stop are agreed, until every rank has PROBE_STEPS figures or PROBE_STEPS * PROBE_TRIES
+    steps ran."""
+    if dist.device.type != "cuda" or batch is None:
+        return []
+    probe, busy, hold = GpuBusyProbe(dist.device), [], PROBE_HOLD_FACTOR * step_time_s
+    for _ in range(PROBE_STEPS * PROBE_TRIES):
+        seconds = probe.step(lambda mark: (train_step(batch, mark), mark("end")), hold)
+        if seconds is not None:
+            busy.append(seconds)
+        if dist.agree_max(0.0 if seconds is not None else 1.0) > 0:
+            hold *= 2  # some rank's hold ended before its host had queued the step
+        if -dist.agree_max(-float(len(busy))) >= PROBE_STEPS:
+            break
+    return busy
 
 
 def train(cfg: TrainConfig) -> dict | None:
@@ -194,12 +237,17 @@ def train(cfg: TrainConfig) -> dict | None:
     started = datetime.now(UTC).isoformat()
     torch.manual_seed(cfg.seed)
     built = build(cfg.workload, cfg.preset, cfg.image_size)
-    model = built.model.to(dist.device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr * dist.size, momentum=0.9)
+    # Horovod allreduces only contiguous gradients: channels_last weights need a backend that takes
+    # strided ones (torch DDP). A Dist without `backend` is Horovod's.
+    tuned = setup(cfg, dist.device, built.conv, dense_gradients=getattr(dist, "backend", "horovod") == "horovod")
+    model = prepare_model(built.model, tuned)
+    optimizer = make_optimizer(model.parameters(), cfg.lr * dist.size, dist.device)
     # Independent copies (the node-ceiling run) train alone: no gradient collective, no exposed wait.
     collective = not cfg.independent
     optimizer = wrap_optimizer(model, optimizer) if collective else optimizer
     loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
+    step_model = compiled(model, tuned.compile)
+    warmup = cfg.warmup_steps + tuned.warmup_extra  # compiling happens in the first calls, never measured
     out = cfg.metrics_out
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -215,7 +263,7 @@ def train(cfg: TrainConfig) -> dict | None:
 
     per_epoch = loader.steps_per_epoch
     if cfg.steps is not None:
-        total_steps = cfg.warmup_steps + cfg.steps
+        total_steps = warmup + cfg.steps
         epochs = MAX_EPOCHS
     else:
         epochs = cfg.epochs or 1
@@ -227,11 +275,24 @@ def train(cfg: TrainConfig) -> dict | None:
     step = 0
     timer = StepTimer(dist.device)
     sampler.start() if cfg.sampler else sampler.sample_now()
-    scaler_ctx = torch.autocast(
-        dist.device.type,
-        dtype=torch.bfloat16 if dist.device.type == "cpu" else torch.float16,
-        enabled=cfg.amp,
-    )
+    shapes: dict[str, tuple[int, ...]] | None = None
+    last_batch = None
+
+    def train_step(batch: dict[str, torch.Tensor], mark) -> torch.Tensor:
+        """One step: forward under autocast, backward (scaled under fp16), the gradient sync's exposed
+        part on its own, then the optimizer step. `mark` ends each phase (the timer, or the GPU probe)."""
+        with tuned.autocast():
+            loss = built.loss(step_model, batch)
+        optimizer.zero_grad()  # set_to_none, torch's default
+        tuned.backward(loss)
+        mark("compute")
+        if collective:
+            optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
+        mark("comm")
+        with optimizer.skip_synchronize() if collective else contextlib.nullcontext():
+            tuned.step(optimizer)
+        return loss
+
     model.train()
     for epoch in range(1, epochs + 1):
         dist.barrier()
@@ -258,22 +319,16 @@ def train(cfg: TrainConfig) -> dict | None:
                 ) from error
             if batch is None:
                 break
+            batch = last_batch = tuned.layout(batch)
+            if tuned.compile == "cuda_graphs":
+                shapes = _same_shapes(shapes, batch, step)
             timer.mark("data_wait")
-            with scaler_ctx:
-                loss = built.loss(model, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            timer.mark("compute")
-            if collective:
-                optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
-            timer.mark("comm")
-            with optimizer.skip_synchronize() if collective else contextlib.nullcontext():
-                optimizer.step()
+            loss = train_step(batch, timer.mark)
             _sync(dist.device)
             loss_value = float(loss.detach())
             now = time.perf_counter()
-            timer.finish(now, measured=step >= cfg.warmup_steps)
-            if step >= cfg.warmup_steps:
+            timer.finish(now, measured=step >= warmup)
+            if step >= warmup:
                 step_times.append(now - t_prev)
             losses.append(loss_value)
             if not math.isfinite(loss_value):
@@ -309,10 +364,12 @@ def train(cfg: TrainConfig) -> dict | None:
 
     measured = len(step_times)
     if measured == 0:
+        extra = f" + {tuned.warmup_extra} to compile" if tuned.warmup_extra else ""
         raise MeasurementError(
             f"no measured step: the run ended after {step} step(s), all of them warm-up "
-            f"(--warmup-steps {cfg.warmup_steps}); give more steps or fewer warm-up steps"
+            f"(--warmup-steps {cfg.warmup_steps}{extra}); give more steps or fewer warm-up steps"
         )
+    gpu_busy = _probe_gpu_busy(dist, train_step, last_batch, statistics.median(step_times))
     images_per_s = cfg.batch_size * measured / sum(step_times)
     rank_report = {
         "rank": dist.rank,
@@ -320,6 +377,9 @@ def train(cfg: TrainConfig) -> dict | None:
         "images": cfg.batch_size * measured,
         "images_per_s": images_per_s,
         "step_time_median_s": statistics.median(step_times) if step_times else 0.0,
+        "gpu_busy_s": statistics.median(gpu_busy) if gpu_busy else None,
+        "gpu_busy_share": busy_share(gpu_busy, statistics.median(step_times)),
+        "scaler_skipped_steps": tuned.skipped_steps if tuned.scaler is not None else None,
         "bytes_from_storage": float(sum(m["read_bytes"] for m in epoch_marks)),
         "bytes_consumed": float(loader.stats.bytes_consumed),
         "samples_read": loader.stats.samples,
@@ -334,10 +394,11 @@ def train(cfg: TrainConfig) -> dict | None:
         "node_sampler": dist.local_rank == 0,
         "pagecache_method": next((x.method for x in sources if x.name == "pagecache"), None),
         "breakdown": {
-            **timer.summary(skip_first=cfg.warmup_steps == 0),
+            **timer.summary(skip_first=warmup == 0),
             "slot_cpu_util": _mean([x.get("slot_cpu_util") for x in sampler.samples if x.get("phase") == "train"]),
             **_interference([x for x in sampler.samples if x.get("phase") == "train"]),
         },
+        "precision": tuned.precision,
         "losses": losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
         "node_fingerprint": node_fingerprint(dist.host, data) if dist.local_rank == 0 else None,
@@ -371,7 +432,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
     samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
     loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
     all_losses = [r["losses"] for r in reports]
-    per_rank = [{k: r[k] for k in RANK_FIELDS} for r in reports]
+    per_rank = [{k: r[k] for k in (*RANK_FIELDS, *RANK_GPU_FIELDS)} for r in reports]
     gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -385,6 +446,10 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "ranks": dist.size,
         "hosts": hosts,
         "device": dist.device.type,
+        "precision": reports[0]["precision"],
+        "compile": cfg.compile,
+        # Steps the fp16 GradScaler skipped (inf/NaN gradients; warm-up included): null without a scaler.
+        "scaler_skipped_steps": _max_or_none([r["scaler_skipped_steps"] for r in reports]),
         "batch_size": cfg.batch_size,
         "image_size": cfg.image_size,
         "measured_steps": min(r["steps_measured"] for r in reports),
@@ -403,6 +468,9 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
             "slot_cpu_util": _mean([s.get("slot_cpu_util") for s in samples]),
             "mem_util": _mean([s.get("mem_util") for s in samples]),
             "gpu_util": _mean([s.get("gpu_util") for s in samples]),
+            # CUDA-event busy time of the step's GPU work over its wall time (timing.GpuBusyProbe), mean
+            # over ranks; null on a CPU node or where a rank's probe never held.
+            "gpu_busy_share": _mean_all([r["gpu_busy_share"] for r in reports]),
             "gpu_mem_util": _mean([s.get("gpu_mem_util") for s in samples]),
             "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
         },

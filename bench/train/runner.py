@@ -11,6 +11,7 @@ from bench.config import TrainConfig
 
 def run_rank(cfg: TrainConfig) -> dict | None:
     from bench.train.loop import train
+    from bench.train.precision import check_node
 
     rank = os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     if cfg.metrics_out is not None:  # a rerun into the same folder must not leave stale verdicts
@@ -18,6 +19,7 @@ def run_rank(cfg: TrainConfig) -> dict | None:
         if rank == "0":
             (cfg.metrics_out / "summary.json").unlink(missing_ok=True)
     try:
+        check_node(cfg)  # fp16 or CUDA graphs on a CPU node: refused before anything is built
         return train(cfg)
     except BaseException as error:
         if cfg.metrics_out is not None:

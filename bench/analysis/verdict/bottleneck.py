@@ -18,9 +18,14 @@ Rules, in order (the first that holds names the cause):
      the rank's own cores idle while it waits (slot CPU < CPU_SATURATED): the data did not arrive;
    - input CPU: the slot's cores are saturated while it waits (decode and augmentation on too few cores).
 4. communication: exposed communication grew by >= COMM_GROWTH of step time on every rank alike.
-5. contention: compute per step (median over ranks) grew by >= COMPUTE_GROWTH over the baseline on
+5. host_bound: the GPU is busy under HOST_BOUND_BUSY of the step (gpu_busy_share, CUDA events) with
+   no significant data wait (< DATA_WAIT_GROWTH): the host side of the step (Python, kernel launches,
+   the optimizer) limits it, not the data and not the GPU. AU reads high there, since AU only says the
+   step did not wait for data. A GPU row passing its bounds is named host_bound too (a note, not a
+   failure): its per-GPU rate, and so the demand it puts on storage, is below what the GPU can do.
+6. contention: compute per step (median over ranks) grew by >= COMPUTE_GROWTH over the baseline on
    equal slots: something shares the cores, caches, memory bandwidth or SMT siblings.
-6. undetermined: none of the above holds; the evidence is still given.
+7. undetermined: none of the above holds; the evidence is still given.
 """
 
 from __future__ import annotations
@@ -31,13 +36,40 @@ import statistics
 import numpy as np
 import pandas as pd
 
-CAUSES = ("storage", "input_cpu", "communication", "straggler", "contention", "interference", "undetermined")
+CAUSES = (
+    "storage",
+    "input_cpu",
+    "communication",
+    "straggler",
+    "host_bound",
+    "contention",
+    "interference",
+    "undetermined",
+)
 INTERFERENCE_SHARE = 0.10
 DATA_WAIT_GROWTH = 0.10
 COMM_GROWTH = 0.10
 COMPUTE_GROWTH = 0.20
 CEILING_FRACTION = 0.8
 CPU_SATURATED = 85.0
+HOST_BOUND_BUSY = 0.7
+
+
+def host_bound(row: dict) -> str | None:
+    """The evidence where the row's GPU idles for the host (rule 5), else None; None on CPU rows, whose
+    gpu_busy_share is NaN: no GPU, no claim."""
+    busy, wait = row.get("gpu_busy_share"), row.get("data_wait_share")
+    if busy is None or wait is None or not np.isfinite(busy) or not np.isfinite(wait):
+        return None
+    if float(busy) >= HOST_BOUND_BUSY or float(wait) >= DATA_WAIT_GROWTH:
+        return None
+    util = row.get("gpu_util")
+    nvml = f", NVML utilisation {float(util):.0f}%" if util is not None and np.isfinite(util) else ""
+    return (
+        f"GPU busy {_pct(float(busy))} of the step (CUDA events){nvml}, data wait {_pct(float(wait))}, "
+        f"AU {_pct(float(row.get('au') or 0.0))}: the host side of the step (Python, kernel launches, "
+        "the optimizer) limits it"
+    )
 
 
 def work_rate(r: dict) -> float:
@@ -148,6 +180,9 @@ def diagnose(
             f"exposed communication {_pct(comm_min)}-{_pct(max(float(r['comm_share']) for r in ranks))} of step "
             f"time on every rank ({_pct(b_comm)} at {int(base['gpus'])}); no straggler (gap {_pct(gap)})"
         )
+    idle = host_bound(row)
+    if idle is not None:
+        return "host_bound", idle
     med = statistics.median(float(r["compute_median_s"]) for r in ranks)
     b_med = statistics.median(float(r["compute_median_s"]) for r in base_ranks) if base_ranks else None
     if b_med and med / b_med - 1 >= COMPUTE_GROWTH:
@@ -172,7 +207,8 @@ def add_bottlenecks(
     frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None, au_failed: set[tuple[str, int]]
 ) -> pd.DataFrame:
     """`bottleneck` and `bottleneck_evidence` on failing or borderline rows ('' where the scale passed
-    cleanly); the slowest rank is named only where it is more than `straggler_gap` below the median."""
+    cleanly, or host_bound where its GPU idled for the host); the slowest rank is named only where it
+    is more than `straggler_gap` below the median."""
     f = frame.copy()
     f["bottleneck"], f["bottleneck_evidence"] = "", ""
     named = f["straggler_gap"].fillna(0.0) > straggler_gap
@@ -180,6 +216,9 @@ def add_bottlenecks(
     f["slowest_host"] = f["slowest_host"].where(named, "")
     for idx, row in f.iterrows():
         if row.get("verdict") == "pass" and not bool(row.get("borderline")):
+            idle = host_bound(row.to_dict()) if row.get("state") == "COMPLETED" else None
+            if idle is not None:
+                f.at[idx, "bottleneck"], f.at[idx, "bottleneck_evidence"] = "host_bound", idle
             continue
         if row.get("verdict") == "inconclusive" or row.get("state") != "COMPLETED":
             continue  # no figure to explain: the reason says why

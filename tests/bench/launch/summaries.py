@@ -45,6 +45,7 @@ def valid_summary(**over) -> dict:
         "ranks": 1,
         "hosts": ["n1"],
         "device": "cpu",
+        "precision": "fp32",
         "batch_size": 8,
         "image_size": 64,
         "measured_steps": 1,
