@@ -368,6 +368,20 @@ class SweepConfig(Frozen):
         return items
 
     @model_validator(mode="after")
+    def _gpu_only_settings(self) -> SweepConfig:
+        if self.gpus_per_node == 0 and self.train.precision == "fp16":
+            raise ValueError(
+                "precision: fp16 needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
+                "allowed here: fp32, bf16"
+            )
+        if self.gpus_per_node == 0 and self.train.compile == "cuda_graphs":
+            raise ValueError(
+                "compile: cuda_graphs needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
+                "allowed here: none, torch_compile"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _ideal_needs_ceilings(self) -> SweepConfig:
         if self.ideal == "independent" and not self.ceilings:
             raise ValueError("ideal: 'independent' judges each scale against its node ceiling; set ceilings true")
@@ -575,6 +589,20 @@ class SuiteSettings(Frozen):
     image_size: int = _ui(128, S_TRAIN, "Image size", ge=32, le=2048)
     loader: LoaderKind = _ui("dali", S_TRAIN, "Input pipeline")
     preset: Preset = _ui("tiny", S_TRAIN, "Model preset")
+    precision: Literal["fp32", "bf16", "fp16"] = _ui(
+        "fp32",
+        S_TRAIN,
+        "Precision",
+        "Autocast dtype. bf16 on CPUs and GPUs of compute capability 8.0 and up; fp16 runs with a GradScaler and "
+        "needs CUDA GPUs (refused before launch on CPU nodes).",
+    )
+    compile: Literal["none", "torch_compile", "cuda_graphs"] = _ui(
+        "none",
+        S_TRAIN,
+        "Compile the step",
+        "For launch-bound steps (GPU busy well under the step): torch.compile, or its CUDA-graph mode (GPU nodes, "
+        "fixed shapes). Compile time is warm-up, never measured.",
+    )
     min_scaling_efficiency: float = _ui(
         DEFAULT_MIN_SCALING_EFFICIENCY,
         S_BOUNDS,
@@ -725,6 +753,8 @@ class SuiteSettings(Frozen):
                 "data": dataset,
                 "sample_interval_s": 0.25,
                 "drop_caches": self.evict_dataset,
+                "precision": self.precision,
+                "compile": self.compile,
             },
             "thresholds": {
                 "min_scaling_efficiency": self.min_scaling_efficiency,

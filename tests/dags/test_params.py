@@ -80,3 +80,12 @@ def test_a_gpu_table_keyed_by_numbers_is_accepted_as_yaml_writes_it():
     values = {"scaling_efficiency_by_gpus": {16: 0.9, 32: 0.8}}
     check_suite_values("x", values)
     assert settings_from(values).scaling_efficiency_by_gpus == {"16": 0.9, "32": 0.8}
+
+
+def test_fp16_and_cuda_graphs_on_cpu_nodes_are_refused_before_launch(tmp_path):
+    for field, value, allowed in (("precision", "fp16", "fp32, bf16"), ("compile", "cuda_graphs", "none")):
+        with pytest.raises(ConfigError, match=f"{field}: {value} needs CUDA GPUs.*allowed here: {allowed}"):
+            settings_from({field: value}).sweep_config(tmp_path, tmp_path / "runs")
+        settings_from({field: value, "gpus_per_node": 8}).sweep_config(tmp_path, tmp_path / "runs")  # GPU nodes
+    with pytest.raises(ConfigError, match="precision: Input should be 'fp32', 'bf16' or 'fp16'"):
+        settings_from({"precision": "fp8"})
