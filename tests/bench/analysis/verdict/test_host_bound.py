@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from bench.analysis.verdict.bottleneck import add_bottlenecks, diagnose, host_bound
 from bench.analysis.frame import COLUMNS, build_frame, row_from_result
+from bench.analysis.verdict.bottleneck import add_bottlenecks, diagnose, host_bound
 from tests.bench.launch.summaries import valid_summary
 
 
