@@ -1,0 +1,154 @@
+"""A run's summary from its ranks' reports: epochs, throughput, utilisation, storage figures, the
+environment, written beside its schema (bench.metrics.schema). Rank 0 assembles it after the loop."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import UTC, datetime
+
+import torch
+
+from bench import __version__
+from bench.config import TrainConfig
+from bench.metrics.io import cache_risk, dataset_epochs
+from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION
+from bench.train.dist import Dist
+
+LOSS_WINDOW = 3
+MIN_BANDWIDTH_WINDOW_S = 5.0  # an epoch-1 read rate over a shorter window is start-up, not storage
+
+
+def bandwidth_note(first: dict | None, synthetic: bool, risk: bool, drop: str) -> str:
+    """Why epoch 1's read rate is not a storage figure ("" where it is)."""
+    if synthetic or first is None:
+        return "no dataset read (synthetic data)"
+    if drop == "warmed":
+        return "warm-cache run: epoch 1 read the page cache on purpose"
+    if first["cache_distorted"]:
+        share = first["bytes_from_storage"] / first["bytes_consumed"] if first["bytes_consumed"] else 0.0
+        return f"cache-distorted: storage served {share:.0%} of the bytes the loader consumed in epoch 1"
+    if risk and drop != "done":
+        return f"the dataset fits the nodes' page cache and its eviction was {drop.replace('_', ' ')}"
+    if first["seconds"] < MIN_BANDWIDTH_WINDOW_S:
+        return f"epoch-1 reads lasted {first['seconds']:.1f}s, under {MIN_BANDWIDTH_WINDOW_S:g}s: too short for a rate"
+    return ""
+
+
+def dataset_bytes(cfg: TrainConfig) -> int:
+    if cfg.synthetic or cfg.data is None:
+        return 0
+    return sum(f.stat().st_size for f in cfg.data.rglob("*") if f.is_file())
+
+
+def _versions() -> dict[str, str]:
+    out = {"bench": __version__, "torch": torch.__version__}
+    for mod in ("horovod", "nvidia.dali"):
+        try:
+            out[mod] = __import__(mod, fromlist=["__version__"]).__version__
+        except ImportError:
+            out[mod] = "absent"
+    return out
+
+
+def interference_of(samples: list[dict]) -> dict:
+    """Foreign work on this rank's cores while it trained: the mean share and the neighbour seen most."""
+    from collections import Counter
+
+    tops = Counter(x["foreign_top"].split(",")[0] for x in samples if x.get("foreign_top"))
+    return {
+        "foreign_cpu_share": mean([x.get("foreign_cpu_share") for x in samples]),
+        "foreign_top": tops.most_common(1)[0][0] if tops else None,
+    }
+
+
+def _mean_all(values: list[float | None]) -> float | None:
+    """The mean only where every rank has a figure: a partial mean would stand for ranks it lacks."""
+    return statistics.fmean(values) if values and all(v is not None for v in values) else None  # type: ignore[arg-type]
+
+
+def _max_or_none(values: list[int | None]) -> int | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def mean(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, started: str) -> dict:
+    window = max(cfg.sample_interval_s, 1e-3)
+    epochs, bytes_source, by_source = dataset_epochs(reports, window)
+    hosts = sorted({r["host"] for r in reports})
+    ram_per_host = {r["host"]: r["ram_bytes"] for r in reports}
+    ds_bytes = dataset_bytes(cfg)
+    aggregate_ram = int(sum(ram_per_host.values()))
+    risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
+    first = epochs[0] if epochs else None
+    note = bandwidth_note(first, cfg.synthetic, risk, drop)
+    bandwidth_valid = first is not None and not cfg.synthetic and note == ""
+    samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
+    loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
+    all_losses = [r["losses"] for r in reports]
+    per_rank = [{k: r[k] for k in (*RANK_FIELDS, *RANK_GPU_FIELDS)} for r in reports]
+    gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "valid": True,
+        "status": "success",
+        "workload": cfg.workload,
+        "preset": cfg.preset,
+        "loader": "synthetic" if cfg.synthetic else cfg.loader,
+        "synthetic": cfg.synthetic,
+        "independent": cfg.independent,
+        "ranks": dist.size,
+        "hosts": hosts,
+        "device": dist.device.type,
+        "precision": reports[0]["precision"],
+        "compile": cfg.compile,
+        # Steps the fp16 GradScaler skipped (inf/NaN gradients; warm-up included): null without a scaler.
+        "scaler_skipped_steps": _max_or_none([r["scaler_skipped_steps"] for r in reports]),
+        "batch_size": cfg.batch_size,
+        "image_size": cfg.image_size,
+        "measured_steps": min(r["steps_measured"] for r in reports),
+        # The shortest rank's measured window (warm-up excluded): what min_measure_s is compared with.
+        "measured_s": float(min(r["measured_s"] for r in reports)),
+        "min_measure_s": cfg.min_measure_s,
+        # The measured sum over ranks, never N x one rank.
+        "images_per_s": float(sum(r["images_per_s"] for r in reports)),
+        "images_per_s_per_rank": [float(r["images_per_s"]) for r in reports],
+        "epoch_time_s": float(statistics.median(e["seconds"] for e in epochs)),
+        "first_epoch_time_s": float(epochs[0]["seconds"]),
+        "epochs": epochs,
+        "per_rank": per_rank,
+        "utilisation": {
+            "cpu_util": mean([s.get("cpu_util") for s in samples]),
+            "slot_cpu_util": mean([s.get("slot_cpu_util") for s in samples]),
+            "mem_util": mean([s.get("mem_util") for s in samples]),
+            "gpu_util": mean([s.get("gpu_util") for s in samples]),
+            # CUDA-event busy time of the step's GPU work over its wall time (timing.GpuBusyProbe), mean
+            # over ranks; null on a CPU node or where a rank's probe never held.
+            "gpu_busy_share": _mean_all([r["gpu_busy_share"] for r in reports]),
+            "gpu_mem_util": mean([s.get("gpu_mem_util") for s in samples]),
+            "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
+        },
+        "storage": {
+            "dataset_bytes": ds_bytes,
+            "aggregate_ram_bytes": aggregate_ram,
+            "cache_risk": risk,
+            "drop_caches": drop,
+            "first_epoch_avg_read_mb_s": None if cfg.synthetic else first["avg_read_mb_s"],
+            "first_epoch_peak_read_mb_s": None if cfg.synthetic else first["peak_read_mb_s"],
+            "bandwidth_valid": bandwidth_valid,
+            "bandwidth_note": note,
+            "bytes_source": None if cfg.synthetic else bytes_source,
+            "first_epoch_bytes_by_source": by_source,
+        },
+        "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
+        "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),
+        "versions": _versions(),
+        "environment": [r["node_fingerprint"] for r in reports if r.get("node_fingerprint")],
+        "run_nonce": cfg.run_nonce,
+        "started_at": started,
+        "ended_at": datetime.now(UTC).isoformat(),
+    }
