@@ -56,6 +56,18 @@ def _train_parser(sub) -> None:
         help="read every dataset file once before epoch 1 (needs --no-drop-caches): storage out of the run",
     )
     p.add_argument("--amp", action="store_true")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=("horovod", "ddp", "auto"),
+        help="distributed backend; auto: Horovod where it imports (or horovodrun started us), else torch DDP",
+    )
+    p.add_argument(
+        "--bind",
+        default="none",
+        choices=("auto", "none"),
+        help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
+    )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
 
 

@@ -28,6 +28,9 @@ WORKLOADS: tuple[str, ...] = ("ssd", "deeplabv3plus")
 LoaderKind = Literal["dali", "torch"]
 Preset = Literal["tiny", "small", "production"]
 LauncherKind = Literal["local", "ssh", "slurm"]
+Backend = Literal["horovod", "ddp", "auto"]
+BACKENDS: tuple[str, ...] = ("horovod", "ddp", "auto")
+Bind = Literal["auto", "none"]
 LAUNCHERS: tuple[str, ...] = ("local", "ssh", "slurm")
 
 # Strict patterns: values that end up on a remote command line must match these, and are shlex-quoted
@@ -118,6 +121,11 @@ class TrainConfig(Frozen):
     # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
     warm_cache: bool = False
     amp: bool = False
+    # Horovod or torch DDP; auto: Horovod where it imports, else DDP (the summary's `backend` names what ran).
+    backend: Backend = "auto"
+    # auto: ranks started unpinned by an outside launcher (horovodrun, torchrun, srun) split their
+    # node's allowed cores by local rank themselves; none: they run where they were started.
+    bind: Bind = "none"
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")
@@ -169,6 +177,7 @@ class TrainConfig(Frozen):
             argv.append("--warm-cache")
         if self.amp:
             argv.append("--amp")
+        argv += ["--backend", self.backend, "--bind", self.bind]
         if self.run_nonce:
             argv += ["--run-nonce", self.run_nonce]
         return argv

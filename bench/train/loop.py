@@ -25,8 +25,7 @@ from bench.metrics.sampler import Sampler
 from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_summary
 from bench.metrics.sources.pagecache import cache_domain, dataset_files, read_method, resident_bytes
 from bench.models.registry import build
-from bench.train.dist import Dist, init, wrap_optimizer
-from bench.train.slots import recorded_slot
+from bench.train.dist import Dist, init
 from bench.train.timing import StepTimer
 
 LOSS_WINDOW = 3
@@ -178,13 +177,13 @@ def _mean(values: list[float | None]) -> float | None:
 
 def train(cfg: TrainConfig) -> dict | None:
     """Run one rank; rank 0 returns (and writes) the run summary, other ranks return None."""
-    dist = init()
+    dist = init(cfg.backend, cfg.bind)
     started = datetime.now(UTC).isoformat()
     torch.manual_seed(cfg.seed)
     built = build(cfg.workload, cfg.preset, cfg.image_size)
     model = built.model.to(dist.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr * dist.size, momentum=0.9)
-    optimizer = wrap_optimizer(model, optimizer)
+    trained, optimizer = dist.wrap(model, optimizer)  # trained: the module forward runs through (DDP's)
     loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
     out = cfg.metrics_out
     if out is not None:
@@ -246,7 +245,7 @@ def train(cfg: TrainConfig) -> dict | None:
                 break
             timer.mark("data_wait")
             with scaler_ctx:
-                loss = built.loss(model, batch)
+                loss = built.loss(trained, batch)
             optimizer.zero_grad()
             loss.backward()
             timer.mark("compute")
@@ -314,7 +313,7 @@ def train(cfg: TrainConfig) -> dict | None:
         "steps_measured": measured,
         "measured_s": float(sum(step_times)),
         "step_times_s": [round(t, 6) for t in step_times],
-        "slot": recorded_slot(),
+        "slot": dist.slot,
         "cache_domain": cache_domain(data) if data is not None else None,
         "node_sampler": dist.local_rank == 0,
         "pagecache_method": next((x.method for x in sources if x.name == "pagecache"), None),
@@ -364,6 +363,9 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "loader": "synthetic" if cfg.synthetic else cfg.loader,
         "synthetic": cfg.synthetic,
         "ranks": dist.size,
+        "backend": dist.backend,
+        # Ranks that shared cores or a GPU they were not told to share: every figure is INCONCLUSIVE.
+        "contention": "; ".join(dict.fromkeys(r["slot"]["contention"] for r in reports if r["slot"]["contention"])),
         "hosts": hosts,
         "device": dist.device.type,
         "batch_size": cfg.batch_size,
