@@ -27,7 +27,8 @@ from pathlib import Path
 def host_plan(hosts: list[tuple[str, int]], num_proc: int):
     from horovod.runner.common.util.hosts import HostInfo, get_host_assignments
 
-    return get_host_assignments([HostInfo(h, s) for h, s in hosts], num_proc)
+    # max_num_proc too: without it Horovod fills every slot of the hosts, more ranks than asked
+    return get_host_assignments([HostInfo(h, s) for h, s in hosts], num_proc, num_proc)
 
 
 @dataclass(frozen=True)
