@@ -66,6 +66,7 @@ def backends_ratio(workload: str = "ssd", measure_s: float = 8.0, min_pairs: int
         result[f"{name}_images_per_s"] = [round(r["images_per_s"], 2) for r in mine]
         result[f"{name}_comm_share"] = round(sum(r["comm_share"] for r in mine) / len(mine), 3)
     result["workload"] = workload
+    result["resolved"] = bool(result["resolved"])  # numpy's bool: not JSON
     return result
 
 

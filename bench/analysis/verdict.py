@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import Thresholds
+from bench.train.slots import contention_summary
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 # measured_s may fall short of min_measure_s by this much (timer granularity between ranks) and still count
@@ -31,8 +32,7 @@ def contention_note(slots_json) -> str:
         slots = json.loads(slots_json) if isinstance(slots_json, str) and slots_json else []
     except json.JSONDecodeError:
         return ""
-    notes = dict.fromkeys(s["contention"] for s in slots if isinstance(s, dict) and s.get("contention"))
-    return "; ".join(notes)
+    return contention_summary([s for s in slots if isinstance(s, dict)])
 
 
 def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Series:

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         _record(log_dir, rank, env["HOROVOD_HOSTNAME"], 70, started, None, str(error))
         return 70
     bind(slot)  # before the child starts: it and all its threads inherit the affinity
-    env[SLOT_ENV] = slot.to_env()
+    env[SLOT_ENV] = slot.to_env(args.oversubscribe)
     child = subprocess.Popen(
         [sys.executable, "-m", "bench", "train", *train_argv],
         env=env,

@@ -26,6 +26,7 @@ from bench.metrics.schema import RANK_FIELDS, SUMMARY_SCHEMA_VERSION, validate_s
 from bench.metrics.sources.pagecache import cache_domain, dataset_files, read_method, resident_bytes
 from bench.models.registry import build
 from bench.train.dist import Dist, init
+from bench.train.slots import contention_summary
 from bench.train.timing import StepTimer
 
 LOSS_WINDOW = 3
@@ -365,7 +366,7 @@ def _summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, sta
         "ranks": dist.size,
         "backend": dist.backend,
         # Ranks that shared cores or a GPU they were not told to share: every figure is INCONCLUSIVE.
-        "contention": "; ".join(dict.fromkeys(r["slot"]["contention"] for r in reports if r["slot"]["contention"])),
+        "contention": contention_summary([r["slot"] for r in reports]),
         "hosts": hosts,
         "device": dist.device.type,
         "batch_size": cfg.batch_size,

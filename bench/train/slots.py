@@ -36,8 +36,9 @@ class Slot:
     def as_dict(self) -> dict:
         return asdict(self) | {"cpus": list(self.cpus)}
 
-    def to_env(self) -> str:
-        return json.dumps(self.as_dict())
+    def to_env(self, oversubscribe: bool = False) -> str:
+        """For SLOT_ENV, with the run's `oversubscribe`: ranks told they may share cores are not contention."""
+        return json.dumps(self.as_dict() | {"oversubscribe": oversubscribe})
 
 
 def usable_cpus() -> list[int]:
@@ -212,7 +213,7 @@ class Peer:
     cpus: tuple[int, ...]
     threads: int  # torch intra-op threads the rank asks for
     gpu: str | None  # the GPU's identity (UUID where known): indices differ under CUDA_VISIBLE_DEVICES
-    planned: bool = False  # the suite's launcher gave it this slot with oversubscription allowed
+    planned: bool = False  # the suite's launcher placed it, in a run that allowed oversubscription
 
 
 def contention(peers: list[Peer]) -> dict[int, dict]:
@@ -237,10 +238,11 @@ def contention(peers: list[Peer]) -> dict[int, dict]:
                 same_gpu = p.gpu is not None and p.gpu == q.gpu
                 if cores or same_gpu:
                     shared.append(q.rank)
+                pair = f"ranks {min(p.rank, q.rank)} and {max(p.rank, q.rank)} on {host}"  # the same words on both
                 if cores:
-                    notes.append(f"ranks {p.rank} and {q.rank} on {host} share cores {cpu_ranges(cores)}")
+                    notes.append(f"{pair} share cores {cpu_ranges(cores)}")
                 if same_gpu:
-                    notes.append(f"ranks {p.rank} and {q.rank} on {host} share GPU {p.gpu}")
+                    notes.append(f"{pair} share GPU {p.gpu}")
             if too_many:
                 ranks = ", ".join(str(q.rank) for q in sorted(group, key=lambda q: q.rank))
                 who = f"ranks {ranks} on {host} run" if len(group) > 1 else f"rank {p.rank} on {host} runs"
@@ -265,3 +267,9 @@ def auto_slot(me: Peer, peers: list[Peer]) -> tuple[int, ...]:
     position = [p.rank for p in group].index(me.rank)
     per_rank = max(1, len(me.cpus) // len(group))
     return plan_slot(me.host, position, len(group), per_rank, True, allowed=list(me.cpus), gpus=[]).cpus
+
+
+def contention_summary(slots: list[dict]) -> str:
+    """The ranks' contention notes as one line, each note once (both ranks of a pair name it)."""
+    notes = [n for slot in slots for n in (slot.get("contention") or "").split("; ") if n]
+    return "; ".join(dict.fromkeys(notes))

@@ -93,7 +93,7 @@ class Dist(ABC):
             cpus=tuple(usable_cpus()),
             threads=torch.get_num_threads(),
             gpu=gpu,
-            planned=bool(planned and planned.get("oversubscribed")),
+            planned=bool(planned and planned.get("oversubscribe")),
         )
 
 

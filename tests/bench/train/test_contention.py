@@ -63,7 +63,9 @@ def test_plain_ranks_sharing_cores_are_marked_inconclusive_and_bind_auto_splits_
     assert slots[0]["oversubscribed"] and slots[1]["oversubscribed"]
     assert slots[0]["bound_by"] == "none"
     span = f"{cores[0]}-{cores[-1]}"
-    assert f"ranks 0 and 1 on {shared['hosts'][0]} share cores {span}" in shared["contention"]
+    host = shared["hosts"][0]
+    threads = f"ranks 0, 1 on {host} run {2 * len(cores)} threads on {len(cores)} core(s) {span}"
+    assert shared["contention"] == f"ranks 0 and 1 on {host} share cores {span}; {threads}"
     reason = verdict_reason(shared)
     assert reason.startswith("ranks shared cores or a GPU: ") and f"share cores {span}" in reason
 

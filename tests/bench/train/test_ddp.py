@@ -135,3 +135,36 @@ def test_auto_follows_the_launcher_env(monkeypatch):
     assert resolve("auto") == "ddp"  # started by torchrun: DDP, whatever imports
     monkeypatch.setenv("HOROVOD_RANK", "0")
     assert resolve("auto") == "horovod" if horovod_imports() else "ddp"
+
+
+CUDA_SCRIPT = textwrap.dedent(
+    """
+    import copy, json
+    import torch
+    from bench.train.dist import init
+    dist = init("ddp", "none")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).cuda()
+    plain = copy.deepcopy(model)
+    trained, opt = dist.wrap(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    x = torch.randn(4, 3, 32, 32, device="cuda")
+    opt.zero_grad()
+    trained(x).square().mean().backward()
+    opt.synchronize()
+    plain(x).square().mean().backward()
+    same = all(torch.allclose(a.grad, b.grad, atol=1e-5) for a, b in zip(model.parameters(), plain.parameters()))
+    print(json.dumps({"device": str(dist.device), "same": same, "kind": torch.distributed.get_backend()}))
+    """
+)
+
+
+def test_ddp_on_a_gpu_runs_nccl_and_keeps_the_gradients():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU here: the NCCL path runs on the GPU check")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run([sys.executable, "-c", CUDA_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"device": "cuda:0", "same": True, "kind": "nccl"}

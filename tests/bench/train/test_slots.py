@@ -51,7 +51,7 @@ def test_capacity_check_and_cpulist_parsing():
 
 
 def test_contention_names_ranks_cores_gpus_and_threads():
-    from bench.train.slots import Peer, contention
+    from bench.train.slots import Peer, contention, contention_summary
 
     peers = [
         Peer(0, "n1", (0, 1), 2, None),
@@ -69,10 +69,13 @@ def test_contention_names_ranks_cores_gpus_and_threads():
     assert threads[1]["contention"] == "ranks 0, 1 on n1 run 5 threads on 2 core(s) 0-1"
     gpu = contention([Peer(0, "g", (0,), 1, "GPU-a"), Peer(1, "g", (1,), 1, "GPU-a"), Peer(2, "g", (2,), 1, "GPU-b")])
     assert gpu[0]["shared_with"] == [1] and gpu[2]["shared_with"] == []
-    assert gpu[1]["contention"] == "ranks 1 and 0 on g share GPU GPU-a"
+    assert gpu[1]["contention"] == gpu[0]["contention"] == "ranks 0 and 1 on g share GPU GPU-a"
     # the suite's own oversubscribe: marked, but no contention note (that run is judged as oversubscribed)
     planned = contention([Peer(0, "n", (0,), 1, None, True), Peer(1, "n", (0,), 1, None, True)])
     assert planned[0]["shared_with"] == [1] and planned[0]["oversubscribed"] and planned[0]["contention"] == ""
+    assert contention_summary([{"contention": got[0]["contention"]}, {"contention": got[1]["contention"]}]) == (
+        "ranks 0 and 1 on n1 share cores 1"
+    )
 
 
 def test_bind_auto_splits_a_shared_set_by_rank_order():
