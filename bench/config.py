@@ -28,6 +28,9 @@ WORKLOADS: tuple[str, ...] = ("ssd", "deeplabv3plus")
 LoaderKind = Literal["dali", "torch"]
 Preset = Literal["tiny", "small", "production"]
 LauncherKind = Literal["local", "ssh", "slurm"]
+Backend = Literal["horovod", "ddp", "auto"]
+BACKENDS: tuple[str, ...] = ("horovod", "ddp", "auto")
+Bind = Literal["auto", "none"]
 LAUNCHERS: tuple[str, ...] = ("local", "ssh", "slurm")
 
 # Strict patterns: values that end up on a remote command line must match these, and are shlex-quoted
@@ -126,6 +129,11 @@ class TrainConfig(Frozen):
     independent: bool = False
     # Opt-in for launch-bound steps: torch.compile, or its CUDA-graph mode; warm-up covers the compile.
     compile: Literal["none", "torch_compile", "cuda_graphs"] = "none"
+    # Horovod or torch DDP; auto: Horovod where it imports, else DDP (the summary's `backend` names what ran).
+    backend: Backend = "auto"
+    # auto: ranks started unpinned by an outside launcher (horovodrun, torchrun, srun) split their
+    # node's allowed cores by local rank themselves; none: they run where they were started.
+    bind: Bind = "none"
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")
@@ -189,6 +197,7 @@ class TrainConfig(Frozen):
             argv += ["--precision", self.precision]
         if self.compile != "none":
             argv += ["--compile", self.compile]
+        argv += ["--backend", self.backend, "--bind", self.bind]
         if self.run_nonce:
             argv += ["--run-nonce", self.run_nonce]
         return argv
@@ -596,6 +605,13 @@ class SuiteSettings(Frozen):
         "Autocast dtype. bf16 on CPUs and GPUs of compute capability 8.0 and up; fp16 runs with a GradScaler and "
         "needs CUDA GPUs (refused before launch on CPU nodes).",
     )
+    backend: Literal["auto", "horovod", "ddp"] = _ui(
+        "auto",
+        S_TRAIN,
+        "Data-parallel backend",
+        "horovod, or torch DDP (Gloo on CPU, NCCL on GPU); auto: Horovod where it imports, else DDP. The results' "
+        "backend column names what ran.",
+    )
     compile: Literal["none", "torch_compile", "cuda_graphs"] = _ui(
         "none",
         S_TRAIN,
@@ -755,6 +771,7 @@ class SuiteSettings(Frozen):
                 "drop_caches": self.evict_dataset,
                 "precision": self.precision,
                 "compile": self.compile,
+                "backend": self.backend,
             },
             "thresholds": {
                 "min_scaling_efficiency": self.min_scaling_efficiency,

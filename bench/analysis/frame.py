@@ -89,7 +89,7 @@ CONFIG_KEY_FIELDS = (
 )
 # Settings added later: in the digest only where they differ from their default, so the runs made
 # before them keep their key (and their history) and a bf16 or compiled run never shares it.
-CONFIG_KEY_ADDED = {"train.precision": "fp32", "train.compile": "none"}
+CONFIG_KEY_ADDED = {"train.precision": "fp32", "train.compile": "none", "train.backend": "auto"}
 
 
 def config_key(cfg) -> str:

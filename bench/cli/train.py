@@ -58,6 +58,18 @@ def add_parsers(sub) -> None:
         action="store_true",
         help="no gradient collective between the ranks: each trains alone on its slot (the node's ceiling)",
     )
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=("horovod", "ddp", "auto"),
+        help="distributed backend; auto: Horovod where it imports (or horovodrun started us), else torch DDP",
+    )
+    p.add_argument(
+        "--bind",
+        default="none",
+        choices=("auto", "none"),
+        help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
+    )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
     p.set_defaults(func=_cmd_train)
 

@@ -1,4 +1,4 @@
-"""Rank wrapper: sets Horovod's slot env, runs `bench train` as a child, records its exit.
+"""Rank wrapper: sets the backend's slot env, runs `bench train` as a child, records its exit.
 
 Every backend starts ranks through this, so per-rank exit codes land in the same place
 (`ranks/rank<N>.json`) whether the rank ran locally, over ssh or under srun.
@@ -49,25 +49,51 @@ def slurm_slot_env() -> dict[str, str]:
     }
 
 
+def slurm_torch_env(addr: str, port: int) -> dict[str, str]:
+    from bench.launch.rendezvous import torch_env
+
+    e = os.environ
+    nodes = int(e["SLURM_NNODES"])
+    return torch_env(
+        int(e["SLURM_PROCID"]),
+        int(e["SLURM_NTASKS"]),
+        int(e["SLURM_LOCALID"]),
+        int(e["SLURM_NTASKS"]) // nodes,
+        int(e["SLURM_NODEID"]),
+        addr,
+        port,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.launch.rank")
     p.add_argument("--tag", required=True, help="run id; lets cleanup find this run's processes")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--slot-from", choices=("env", "slurm"), default="env")
-    p.add_argument("--rendezvous-file", type=Path, help="file holding 'ADDR PORT' (slurm)")
+    p.add_argument("--rendezvous-file", type=Path, help="file holding 'ADDR PORT [BACKEND]' (slurm)")
+    p.add_argument("--backend", choices=("horovod", "ddp"), help="the backend the launcher resolved (env mode)")
     p.add_argument("--stdin-lifeline", action="store_true", help="stop training when stdin closes (ssh)")
     p.add_argument("--cpus-per-rank", type=int, default=1, help="cores per rank on a node without GPUs")
     p.add_argument("--oversubscribe", action="store_true", help="let ranks share cores/GPUs (rows are marked)")
     p.add_argument("train_argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     env = dict(os.environ)
+    backend = args.backend or "horovod"
     if args.slot_from == "slurm":
         env.update(slurm_slot_env())
-        addr, port = args.rendezvous_file.read_text().split()
-        env["HOROVOD_GLOO_RENDEZVOUS_ADDR"], env["HOROVOD_GLOO_RENDEZVOUS_PORT"] = addr, port
-    env.setdefault("HOROVOD_GLOO_IFACE", iface_towards(env["HOROVOD_GLOO_RENDEZVOUS_ADDR"]))
+        addr, port, *named = args.rendezvous_file.read_text().split()
+        backend = named[0] if named else "horovod"
+        if backend == "ddp":
+            env.update(slurm_torch_env(addr, int(port)))
+        else:
+            env["HOROVOD_GLOO_RENDEZVOUS_ADDR"], env["HOROVOD_GLOO_RENDEZVOUS_PORT"] = addr, port
+    if backend == "ddp":  # Gloo binds where the store is reached from, as Horovod's Gloo does
+        env.setdefault("GLOO_SOCKET_IFNAME", iface_towards(env["MASTER_ADDR"]))
+    else:
+        env.setdefault("HOROVOD_GLOO_IFACE", iface_towards(env["HOROVOD_GLOO_RENDEZVOUS_ADDR"]))
     rank = env["HOROVOD_RANK"]
     train_argv = args.train_argv[1:] if args.train_argv[:1] == ["--"] else args.train_argv
+    train_argv = [*train_argv, "--backend", backend]  # what the launcher resolved; the last flag wins
     log_dir = args.out / "ranks"
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -85,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         _record(log_dir, rank, env["HOROVOD_HOSTNAME"], 70, started, None, str(error))
         return 70
     bind(slot)  # before the child starts: it and all its threads inherit the affinity
-    env[SLOT_ENV] = slot.to_env()
+    env[SLOT_ENV] = slot.to_env(args.oversubscribe)
     child = subprocess.Popen(
         [sys.executable, "-m", "bench", "train", *train_argv],
         env=env,

@@ -78,7 +78,8 @@ def batch_script(spec: RunSpec, python: str) -> str:
         *(f"export {k}={q(v)}" for k, v in spec.env.items()),
         f"mkdir -p {q(str(out / 'logs'))} {q(str(out / 'ranks'))}",
         f"rm -f {q(str(addr_file))}",
-        f"{q(python)} -m bench.launch.rendezvous --port-file {q(str(addr_file))}{addr_flag} &",
+        f"{q(python)} -m bench.launch.rendezvous --port-file {q(str(addr_file))}{addr_flag}"
+        f" --backend {q(spec.train.backend)} &",
         "RDV=$!",
         "trap 'kill -TERM $RDV 2>/dev/null' EXIT",
         f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; sleep 0.1; done",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.config import RunSpec
 from bench.launch.lifetime import die_with_parent
-from bench.launch.rendezvous import Rendezvous, slot_env
+from bench.launch.rendezvous import start_rendezvous
 from bench.launch.sshopts import SshOptions
 
 STATE = "state.json"
@@ -65,6 +65,7 @@ class Supervisor:
         self.procs: dict[int, subprocess.Popen] = {}
         self.hosts: dict[int, str] = {}
         self.cancelled = False
+        self.rendezvous = None
 
     def _hosts(self) -> list[tuple[str, int]]:
         if self.backend == "local":
@@ -76,10 +77,11 @@ class Supervisor:
             return self.spec.rendezvous_addr
         return "127.0.0.1"
 
-    def _start_rank(self, slot, port: int) -> subprocess.Popen:
-        env = slot_env(slot, self._addr(), port) | dict(self.spec.env)
+    def _start_rank(self, slot) -> subprocess.Popen:
+        env = self.rendezvous.env(slot, self._addr()) | dict(self.spec.env)
         python = str(self.spec.python or sys.executable)
-        argv = rank_argv(self.spec, python)
+        backend = ["--backend", self.rendezvous.backend]
+        argv = rank_argv(self.spec, python, backend)
         log = (self.out / "logs" / f"rank{slot.rank}.log").open("ab")
         if self.backend == "local":
             return subprocess.Popen(
@@ -92,7 +94,7 @@ class Supervisor:
                 preexec_fn=die_with_parent,
             )
         assert self.ssh is not None
-        argv = rank_argv(self.spec, python, ["--stdin-lifeline"])
+        argv = rank_argv(self.spec, python, ["--stdin-lifeline", *backend])
         remote = (
             "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
         )
@@ -134,14 +136,18 @@ class Supervisor:
     def run(self) -> int:
         (self.out / "logs").mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, self._on_term)
-        rendezvous = Rendezvous(self._hosts(), self.spec.ranks)
+        from bench.train.dist import resolve
+
+        # `auto` is decided once, here, for every rank: ranks that chose apart would never meet.
+        backend = resolve(self.spec.train.backend)
+        self.rendezvous = rendezvous = start_rendezvous(backend, self._hosts(), self.spec.ranks)
         deadline = time.monotonic() + self.spec.time_limit_s
         state, reason = "RUNNING", ""
         write_state(self.out, state=state, pid=os.getpid(), reason="")
         beat = time.monotonic()
         try:
             for slot in rendezvous.plan:
-                self.procs[slot.rank] = self._start_rank(slot, rendezvous.port)
+                self.procs[slot.rank] = self._start_rank(slot)
                 self.hosts[slot.rank] = slot.hostname
             while True:
                 codes = {r: p.poll() for r, p in self.procs.items()}

@@ -13,6 +13,7 @@ from bench.config import TrainConfig
 from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION
 from bench.train.dist import Dist
+from bench.train.slots import contention_summary
 
 LOSS_WINDOW = 3
 MIN_BANDWIDTH_WINDOW_S = 5.0  # an epoch-1 read rate over a shorter window is start-up, not storage
@@ -102,6 +103,9 @@ def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, star
         "synthetic": cfg.synthetic,
         "independent": cfg.independent,
         "ranks": dist.size,
+        "backend": dist.backend,
+        # Ranks that shared cores or a GPU they were not told to share: every figure is INCONCLUSIVE.
+        "contention": contention_summary([r["slot"] for r in reports]),
         "hosts": hosts,
         "device": dist.device.type,
         "precision": reports[0]["precision"],

@@ -25,9 +25,8 @@ from bench.metrics.schema import validate_summary
 from bench.metrics.sources.pagecache import cache_domain
 from bench.metrics.summary import interference_of, mean, summarise
 from bench.models.registry import build
-from bench.train.dist import Dist, init, wrap_optimizer
+from bench.train.dist import Dist, init
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
-from bench.train.slots import recorded_slot
 from bench.train.timing import PROBE_HOLD_FACTOR, PROBE_STEPS, PROBE_TRIES, GpuBusyProbe, StepTimer, busy_share
 
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
@@ -89,18 +88,19 @@ def _probe_gpu_busy(dist: Dist, train_step, batch, step_time_s: float) -> list[f
 
 def train(cfg: TrainConfig) -> dict | None:
     """Run one rank; rank 0 returns (and writes) the run summary, other ranks return None."""
-    dist = init()
+    dist = init(cfg.backend, cfg.bind)
     started = datetime.now(UTC).isoformat()
     torch.manual_seed(cfg.seed)
     built = build(cfg.workload, cfg.preset, cfg.image_size)
     # Horovod allreduces only contiguous gradients: channels_last weights need a backend that takes
-    # strided ones (torch DDP). A Dist without `backend` is Horovod's.
-    tuned = setup(cfg, dist.device, built.conv, dense_gradients=getattr(dist, "backend", "horovod") == "horovod")
+    # strided ones (torch DDP).
+    tuned = setup(cfg, dist.device, built.conv, dense_gradients=dist.backend == "horovod")
     model = prepare_model(built.model, tuned)
     optimizer = make_optimizer(model.parameters(), cfg.lr * dist.size, dist.device)
     # Independent copies (the node-ceiling run) train alone: no gradient collective, no exposed wait.
     collective = not cfg.independent
-    optimizer = wrap_optimizer(model, optimizer) if collective else optimizer
+    if collective:
+        model, optimizer = dist.wrap(model, optimizer)  # model: the module forward runs through (DDP's)
     loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
     step_model = compiled(model, tuned.compile)
     warmup = cfg.warmup_steps + tuned.warmup_extra  # compiling happens in the first calls, never measured
@@ -245,7 +245,7 @@ def train(cfg: TrainConfig) -> dict | None:
         "steps_measured": measured,
         "measured_s": float(sum(step_times)),
         "step_times_s": [round(t, 6) for t in step_times],
-        "slot": recorded_slot(),
+        "slot": dist.slot,
         "cache_domain": cache_domain(data) if data is not None else None,
         "node_sampler": dist.local_rank == 0,
         "pagecache_method": next((x.method for x in sources if x.name == "pagecache"), None),

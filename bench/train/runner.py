@@ -13,7 +13,8 @@ def run_rank(cfg: TrainConfig) -> dict | None:
     from bench.train.loop import train
     from bench.train.precision import check_node
 
-    rank = os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    env = os.environ
+    rank = env.get("HOROVOD_RANK", env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
     if cfg.metrics_out is not None:  # a rerun into the same folder must not leave stale verdicts
         (cfg.metrics_out / f"failed-rank{rank}.json").unlink(missing_ok=True)
         if rank == "0":

@@ -36,8 +36,9 @@ class Slot:
     def as_dict(self) -> dict:
         return asdict(self) | {"cpus": list(self.cpus)}
 
-    def to_env(self) -> str:
-        return json.dumps(self.as_dict())
+    def to_env(self, oversubscribe: bool = False) -> str:
+        """For SLOT_ENV, with the run's `oversubscribe`: ranks told they may share cores are not contention."""
+        return json.dumps(self.as_dict() | {"oversubscribe": oversubscribe})
 
 
 def usable_cpus() -> list[int]:
@@ -163,9 +164,14 @@ def bind(slot: Slot) -> None:
     os.sched_setaffinity(0, set(slot.cpus))
 
 
+def planned_slot() -> dict | None:
+    """The slot the suite's rank wrapper planned for this process (None when started some other way)."""
+    return json.loads(os.environ.get(SLOT_ENV, "null") or "null") or None
+
+
 def recorded_slot() -> dict:
     """What this training process actually runs on, with what the wrapper planned: for the summary."""
-    planned = json.loads(os.environ.get(SLOT_ENV, "null") or "null") or {}
+    planned = planned_slot() or {}
     return {
         "cpus": usable_cpus(),
         "gpu": planned.get("gpu"),
@@ -173,3 +179,97 @@ def recorded_slot() -> dict:
         "bound_by": planned.get("bound_by", "none"),
         "oversubscribed": bool(planned.get("oversubscribed", False)),
     }
+
+
+def bind_all_threads(cpus: set[int] | list[int] | tuple[int, ...]) -> None:
+    """Pin every thread this process already runs (torch, Gloo, Horovod's) and, through inheritance,
+    every one it starts later: sched_setaffinity(0) alone moves only the calling thread."""
+    cpus = set(cpus)
+    os.sched_setaffinity(0, cpus)
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except (ProcessLookupError, PermissionError):  # a thread that just ended
+            continue
+
+
+def cpu_ranges(cpus: list[int] | tuple[int, ...] | set[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5' (the kernel's list format, as a note shows it)."""
+    out: list[str] = []
+    for cpu in sorted(set(cpus)):
+        if out and cpu == int(out[-1].rpartition("-")[2]) + 1:
+            out[-1] = f"{out[-1].partition('-')[0]}-{cpu}"
+        else:
+            out.append(str(cpu))
+    return ",".join(out)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What one rank runs on, as exchanged at start: enough to see two ranks fighting over a core or GPU."""
+
+    rank: int
+    host: str
+    cpus: tuple[int, ...]
+    threads: int  # torch intra-op threads the rank asks for
+    gpu: str | None  # the GPU's identity (UUID where known): indices differ under CUDA_VISIBLE_DEVICES
+    planned: bool = False  # the suite's launcher placed it, in a run that allowed oversubscription
+
+
+def contention(peers: list[Peer]) -> dict[int, dict]:
+    """Per rank: `shared_with` (ranks on its host whose cores or GPU overlap its own), `oversubscribed`
+    (shared, or its host's ranks ask for more threads than their cores) and a `contention` note naming
+    the ranks and cores ("" when none, or when the sharing was the suite's own oversubscribe)."""
+    out: dict[int, dict] = {}
+    by_host: dict[str, list[Peer]] = {}
+    for p in peers:
+        by_host.setdefault(p.host, []).append(p)
+    for host, group in by_host.items():
+        union = sorted({c for p in group for c in p.cpus})
+        threads = sum(p.threads for p in group)
+        too_many = threads > len(union)
+        for p in group:
+            notes: list[str] = []
+            shared = []
+            for q in group:
+                if q.rank == p.rank:
+                    continue
+                cores = sorted(set(p.cpus) & set(q.cpus))
+                same_gpu = p.gpu is not None and p.gpu == q.gpu
+                if cores or same_gpu:
+                    shared.append(q.rank)
+                pair = f"ranks {min(p.rank, q.rank)} and {max(p.rank, q.rank)} on {host}"  # the same words on both
+                if cores:
+                    notes.append(f"{pair} share cores {cpu_ranges(cores)}")
+                if same_gpu:
+                    notes.append(f"{pair} share GPU {p.gpu}")
+            if too_many:
+                ranks = ", ".join(str(q.rank) for q in sorted(group, key=lambda q: q.rank))
+                who = f"ranks {ranks} on {host} run" if len(group) > 1 else f"rank {p.rank} on {host} runs"
+                notes.append(f"{who} {threads} threads on {len(union)} core(s) {cpu_ranges(union)}")
+            out[p.rank] = {
+                "shared_with": sorted(shared),
+                "oversubscribed": bool(shared) or too_many,
+                "contention": "" if p.planned else "; ".join(notes),
+            }
+    return out
+
+
+def auto_slot(me: Peer, peers: list[Peer]) -> tuple[int, ...]:
+    """`--bind auto`: the cores this rank takes when its host's ranks were started unpinned.
+
+    The ranks of one host that were given the same CPU set split it by their order (local rank), as
+    the suite's slots do: len // n cores each. More ranks than cores share round-robin and stay marked.
+    """
+    group = sorted((p for p in peers if p.host == me.host and p.cpus == me.cpus), key=lambda p: p.rank)
+    if len(group) <= 1:
+        return me.cpus
+    position = [p.rank for p in group].index(me.rank)
+    per_rank = max(1, len(me.cpus) // len(group))
+    return plan_slot(me.host, position, len(group), per_rank, True, allowed=list(me.cpus), gpus=[]).cpus
+
+
+def contention_summary(slots: list[dict]) -> str:
+    """The ranks' contention notes as one line, each note once (both ranks of a pair name it)."""
+    notes = [n for slot in slots for n in (slot.get("contention") or "").split("; ") if n]
+    return "; ".join(dict.fromkeys(notes))

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import Thresholds
+from bench.train.slots import contention_summary
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 # measured_s may fall short of min_measure_s by this much (timer granularity between ranks) and still count
@@ -25,6 +26,15 @@ def _finite(value) -> bool:
     return value is not None and isinstance(value, (int, float, np.floating)) and math.isfinite(value)
 
 
+def contention_note(slots_json) -> str:
+    """The ranks' own `contention` notes (ranks that shared cores or a GPU nobody planned to share), joined."""
+    try:
+        slots = json.loads(slots_json) if isinstance(slots_json, str) and slots_json else []
+    except json.JSONDecodeError:
+        return ""
+    return contention_summary([s for s in slots if isinstance(s, dict)])
+
+
 def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
     """Why each valid row's own measurement cannot be trusted ("" where it can)."""
     reasons = []
@@ -33,7 +43,10 @@ def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Seri
         if bool(r.get("valid", False)):
             measured, wanted = r.get("measured_s"), r.get("min_measure_s")
             spread = r.get("step_time_spread")
-            if not _finite(r.get("throughput_img_s")) or r["throughput_img_s"] <= 0:
+            shared = contention_note(r.get("slots"))
+            if shared:  # ranks fought over cores: a figure of the contention, not of the infrastructure
+                why = f"ranks shared cores or a GPU: {shared}"
+            elif not _finite(r.get("throughput_img_s")) or r["throughput_img_s"] <= 0:
                 why = "no positive measured throughput"
             elif _finite(measured) and _finite(wanted) and measured < WINDOW_SLACK * wanted:
                 why = f"measured {measured:.1f}s, shorter than min_measure_s {wanted:g}s"

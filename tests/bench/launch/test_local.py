@@ -13,15 +13,21 @@ pytestmark = pytest.mark.slow
 
 def spec(tmp_path, datasets, **over) -> RunSpec:
     train = TrainConfig(
-        workload="ssd", data=datasets["coco"], steps=over.pop("steps", 4), batch_size=4, sample_interval_s=0.2
+        workload="ssd",
+        data=datasets["coco"],
+        steps=over.pop("steps", 4),
+        batch_size=4,
+        sample_interval_s=0.2,
+        backend=over.pop("backend", "auto"),
     )
     ranks = over.pop("ranks", 2)
     return RunSpec(run_id=over.pop("run_id", "loc"), train=train, ranks=ranks, output_dir=tmp_path / "run", **over)
 
 
-def test_two_local_ranks_complete_each_on_its_own_slot(tmp_path, datasets):
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_two_local_ranks_complete_each_on_its_own_slot(tmp_path, datasets, backend):
     launcher = build_launcher("local")
-    s = spec(tmp_path, datasets, steps=30)
+    s = spec(tmp_path, datasets, steps=30, backend=backend)
     handle = launcher.submit(s)
     live = slots_while_training(s.output_dir, 2)
     state, reason = wait(launcher, handle, 180, 0.3)
@@ -35,11 +41,15 @@ def test_two_local_ranks_complete_each_on_its_own_slot(tmp_path, datasets):
     assert all(
         not r["slot"]["oversubscribed"] and r["slot"]["bound_by"] == "scalewatch" for r in result.summary["per_rank"]
     )
+    assert result.summary["backend"] == backend and result.summary["contention"] == ""
+    assert all(r["slot"]["shared_with"] == [] for r in result.summary["per_rank"])
+    assert all(r["breakdown"]["comm_s"] > 0 for r in result.summary["per_rank"])  # the exposed wait, measured
 
 
-def test_killed_rank_fails_run_names_rank_and_stops_others(tmp_path, datasets):
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_killed_rank_fails_run_names_rank_and_stops_others(tmp_path, datasets, backend):
     launcher = build_launcher("local")
-    s = spec(tmp_path, datasets, steps=5000, run_id="kill")
+    s = spec(tmp_path, datasets, steps=5000, run_id="kill", backend=backend)
     handle = launcher.submit(s)
     kill_rank_when_training(s.output_dir, rank=1)
     state, reason = wait(launcher, handle, 120, 0.3)

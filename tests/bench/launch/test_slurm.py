@@ -34,6 +34,7 @@ def spec(tmp_path, datasets, **over) -> RunSpec:
         steps=over.pop("steps", 4),
         batch_size=4,
         sample_interval_s=0.2,
+        backend=over.pop("backend", "auto"),
     )
     return RunSpec(
         run_id=over.pop("run_id", "sl"),
@@ -47,11 +48,12 @@ def spec(tmp_path, datasets, **over) -> RunSpec:
     )
 
 
-def test_two_node_training_job_each_rank_on_its_slot(cluster, tmp_path, datasets):
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_two_node_training_job_each_rank_on_its_slot(cluster, tmp_path, datasets, backend):
     from tests.infra.faults import slots_while_training
 
     launcher = build_launcher("slurm", slurm_env=cluster.env)
-    s = spec(tmp_path, datasets, steps=30, workload="deeplabv3plus", data=datasets["segmentation"])
+    s = spec(tmp_path, datasets, steps=30, workload="deeplabv3plus", data=datasets["segmentation"], backend=backend)
     handle = launcher.submit(s)
     live = slots_while_training(s.output_dir, 2, timeout=180)
     state, reason = wait(launcher, handle, 240, 0.5)
@@ -62,11 +64,14 @@ def test_two_node_training_job_each_rank_on_its_slot(cluster, tmp_path, datasets
     assert live == {r["rank"]: r["slot"]["cpus"] for r in result.summary["per_rank"]}
     assert all(len(r["slot"]["cpus"]) == 1 for r in result.summary["per_rank"])
     assert "#SBATCH --cpus-per-task=1" in (s.output_dir / "job.sbatch").read_text()
+    assert result.summary["backend"] == backend and result.summary["contention"] == ""
+    assert (s.output_dir / "rendezvous.addr").read_text().split()[2] == backend
 
 
-def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets):
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets, backend):
     launcher = build_launcher("slurm", slurm_env=cluster.env)
-    s = spec(tmp_path, datasets, steps=5000, run_id="slfail")
+    s = spec(tmp_path, datasets, steps=5000, run_id="slfail", backend=backend)
     handle = launcher.submit(s)
     kill_rank_when_training(s.output_dir, rank=1)
     state, reason = wait(launcher, handle, 180, 0.5)
@@ -75,6 +80,7 @@ def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets):
     assert result.exit_codes[1] == -9
     assert result.summary is None
     assert wait_for(lambda: not cluster.queue(), 60)
+    assert wait_for(lambda: not any_pids(str(s.output_dir).encode()), 30)  # no rank, wrapper or store left
 
 
 def test_cancel_and_timeout_states(cluster, tmp_path, datasets):

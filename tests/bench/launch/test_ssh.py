@@ -1,5 +1,6 @@
 """Against real sshd servers in network namespaces with their own IPs."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,24 +24,29 @@ def hosts(tmp_path_factory):
     h.stop()
 
 
-def spec(hosts, tmp_path, datasets, host_list=None) -> RunSpec:
-    train = TrainConfig(workload="ssd", data=datasets["coco"], steps=4, batch_size=4, sample_interval_s=0.2)
+def spec(hosts, tmp_path, datasets, host_list=None, backend="auto", ranks=2) -> RunSpec:
+    train = TrainConfig(
+        workload="ssd", data=datasets["coco"], steps=4, batch_size=4, sample_interval_s=0.2, backend=backend
+    )
     return RunSpec(
         run_id="ssh",
         train=train,
-        ranks=2,
+        ranks=ranks,
         output_dir=tmp_path / "run",
         python=Path(sys.executable),
         hosts=host_list or (HostSlots(host=hosts.ip(0)), HostSlots(host=hosts.ip(1))),
         rendezvous_addr=hosts.gateway,
+        # sshd drops the environment: the remote ranks must run this checkout's code, not the install's
+        env={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {},
     )
 
 
-def test_two_host_training_each_rank_on_its_slot(hosts, tmp_path, datasets):
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_two_host_training_each_rank_on_its_slot(hosts, tmp_path, datasets, backend):
     from tests.infra.faults import slots_while_training
 
     launcher = build_launcher("ssh", ssh=hosts.options())
-    s = spec(hosts, tmp_path, datasets)
+    s = spec(hosts, tmp_path, datasets, backend=backend)
     s = s.model_copy(update={"train": s.train.model_copy(update={"steps": 30})})
     handle = launcher.submit(s)
     live = slots_while_training(s.output_dir, 2)  # the namespaced hosts share this /proc
@@ -50,6 +56,20 @@ def test_two_host_training_each_rank_on_its_slot(hosts, tmp_path, datasets):
     assert result.summary["hosts"] == sorted(hosts.ips)
     assert live == {r["rank"]: r["slot"]["cpus"] for r in result.summary["per_rank"]}
     assert all(len(r["slot"]["cpus"]) == 1 for r in result.summary["per_rank"])
+    assert result.summary["backend"] == backend and result.summary["contention"] == ""
+
+
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_a_scale_smaller_than_the_hosts_slots_runs_only_its_ranks(hosts, tmp_path, datasets, backend):
+    # the 1-GPU baseline of a sweep over two hosts: Horovod's planner alone started a rank on every slot
+    launcher = build_launcher("ssh", ssh=hosts.options())
+    s = spec(hosts, tmp_path, datasets, backend=backend, ranks=1)
+    handle = launcher.submit(s)
+    state, reason = wait(launcher, handle, 240, 0.5)
+    result = collect(handle, state, reason, 1)
+    assert result.ok, result.reason
+    assert result.summary["ranks"] == 1 and result.summary["hosts"] == [hosts.ip(0)]
+    assert sorted(p.name for p in (s.output_dir / "ranks").glob("rank*.json")) == ["rank0.json"]
 
 
 def test_unreachable_host_named_before_launch(hosts, tmp_path, datasets):

@@ -48,3 +48,59 @@ def test_capacity_check_and_cpulist_parsing():
     with pytest.raises(SlotError, match=r"host n1: 3 ranks asked, but it has 2 slot\(s\) \(2 usable cores"):
         check_capacity("n1", 3, 1, False, [0, 1])
     assert parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+
+
+def test_contention_names_ranks_cores_gpus_and_threads():
+    from bench.train.slots import Peer, contention, contention_summary
+
+    peers = [
+        Peer(0, "n1", (0, 1), 2, None),
+        Peer(1, "n1", (1, 2), 1, None),
+        Peer(2, "n2", (0, 1), 2, None),  # another host: its cores are its own
+        Peer(3, "n1", (3,), 1, None),
+    ]
+    got = contention(peers)
+    assert got[0]["shared_with"] == [1] and got[1]["shared_with"] == [0] and got[3]["shared_with"] == []
+    assert got[0]["contention"] == "ranks 0 and 1 on n1 share cores 1"
+    assert got[2] == {"shared_with": [], "oversubscribed": False, "contention": ""}
+    # disjoint cores, but more threads than cores: oversubscribed, nobody shares
+    threads = contention([Peer(0, "n1", (0,), 4, None), Peer(1, "n1", (1,), 1, None)])
+    assert threads[1]["shared_with"] == [] and threads[1]["oversubscribed"]
+    assert threads[1]["contention"] == "ranks 0, 1 on n1 run 5 threads on 2 core(s) 0-1"
+    gpu = contention([Peer(0, "g", (0,), 1, "GPU-a"), Peer(1, "g", (1,), 1, "GPU-a"), Peer(2, "g", (2,), 1, "GPU-b")])
+    assert gpu[0]["shared_with"] == [1] and gpu[2]["shared_with"] == []
+    assert gpu[1]["contention"] == gpu[0]["contention"] == "ranks 0 and 1 on g share GPU GPU-a"
+    # the suite's own oversubscribe: marked, but no contention note (that run is judged as oversubscribed)
+    planned = contention([Peer(0, "n", (0,), 1, None, True), Peer(1, "n", (0,), 1, None, True)])
+    assert planned[0]["shared_with"] == [1] and planned[0]["oversubscribed"] and planned[0]["contention"] == ""
+    assert contention_summary([{"contention": got[0]["contention"]}, {"contention": got[1]["contention"]}]) == (
+        "ranks 0 and 1 on n1 share cores 1"
+    )
+
+
+def test_bind_auto_splits_a_shared_set_by_rank_order():
+    from bench.train.slots import Peer, auto_slot
+
+    peers = [Peer(r, "n1", (0, 1, 2, 3), 4, None) for r in (4, 5)] + [Peer(6, "n2", (0, 1, 2, 3), 4, None)]
+    assert auto_slot(peers[0], peers) == (0, 1) and auto_slot(peers[1], peers) == (2, 3)
+    assert auto_slot(peers[2], peers) == (0, 1, 2, 3)  # alone on its host: keeps what it has
+    crowded = [Peer(r, "n", (0, 1), 2, None) for r in range(3)]
+    assert [auto_slot(p, crowded) for p in crowded] == [(0,), (1,), (0,)]  # more ranks than cores: shared
+
+
+def test_block_plan_places_ranks_like_horovod():
+    from bench.launch.rendezvous import block_plan, host_plan
+
+    hosts = [("a", 2), ("b", 3)]
+    ours = block_plan(hosts, 4)
+    theirs = host_plan(hosts, 4)
+    fields = ("hostname", "rank", "local_rank", "cross_rank", "size", "local_size", "cross_size")
+    assert [tuple(getattr(s, f) for f in fields) for s in ours] == [
+        tuple(getattr(s, f) for f in fields) for s in theirs
+    ]
+    assert [s.node for s in ours] == [0, 0, 1, 1]
+    assert len(theirs) == 4  # Horovod's planner alone fills all 5 slots: a rank nobody asked for
+    full = [("a", 2), ("b", 3)]
+    assert [tuple(getattr(s, f) for f in fields) for s in block_plan(full, 5)] == [
+        tuple(getattr(s, f) for f in fields) for s in host_plan(full, 5)
+    ]

@@ -1,0 +1,170 @@
+"""torch DDP backend: real Gloo ranks on torchrun's env contract (rank 0 hosting the TCPStore)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bench.errors import ConfigError
+
+# Each rank: a tiny model, its own input; checks what backward leaves and what synchronize() writes.
+RANK_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import torch
+    from bench.train.dist import init
+    dist = init("ddp", "none")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    trained, opt = dist.wrap(model, opt)
+    x = torch.full((5, 4), float(dist.rank + 1))
+    opt.zero_grad()
+    if dist.rank == 1:
+        time.sleep(float(sys.argv[1]))  # rank 1 is late: rank 0's allreduces cannot finish in its backward
+    t0 = time.perf_counter()
+    trained(x).pow(2).sum().backward()
+    backward = time.perf_counter() - t0
+    local = [p.grad.clone().tolist() for p in model.parameters()]
+    t0 = time.perf_counter()
+    opt.synchronize()
+    waited = time.perf_counter() - t0
+    with opt.skip_synchronize():
+        opt.step()
+    print(json.dumps({"rank": dist.rank, "backend": dist.backend, "local": local,
+                      "synced": [p.grad.tolist() for p in model.parameters()],
+                      "params": [p.tolist() for p in model.parameters()], "waited": waited,
+                      "backward": backward}))
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_two(script: str, *args: str, extra_env: dict | None = None) -> list[dict]:
+    port = str(free_port())
+    procs = []
+    for rank in (0, 1):
+        env = (
+            os.environ
+            | {
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": port,
+                "RANK": str(rank),
+                "WORLD_SIZE": "2",
+                "LOCAL_RANK": str(rank),
+                "LOCAL_WORLD_SIZE": "2",
+                "GLOO_SOCKET_IFNAME": "lo",
+            }
+            | (extra_env or {})
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", script, *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err[-3000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    return outs
+
+
+def test_ddp_averages_gradients_in_synchronize_and_times_the_exposed_wait():
+    import torch
+
+    late = 1.5
+    r0, r1 = run_two(RANK_SCRIPT, str(late))
+    assert r0["backend"] == r1["backend"] == "ddp"
+    # backward returned before the allreduce was applied: each rank still held its own gradient then
+    assert r0["local"] != r1["local"]
+    expected = [(torch.tensor(a) + torch.tensor(b)) / 2 for a, b in zip(r0["local"], r1["local"], strict=True)]
+    for rank in (r0, r1):
+        for got, want in zip(rank["synced"], expected, strict=True):
+            assert torch.allclose(torch.tensor(got), want, atol=1e-6)
+    assert r0["params"] == r1["params"]  # one step from the same start with the same averaged gradient
+    # rank 0's backward did not wait for the late rank; its synchronize() did: the exposed communication,
+    # timed where Horovod's is (DDP's own hook would have hidden the wait inside backward, as compute)
+    assert r0["backward"] < 0.5 * late and r0["waited"] > 0.6 * late
+    assert r1["waited"] < 0.5 * late
+
+
+def test_unknown_backend_and_bind_are_refused_naming_the_field_and_values():
+    from bench.config import TrainConfig, parse
+    from bench.train.dist import resolve
+
+    with pytest.raises(ConfigError, match=r"--backend: Input should be 'horovod', 'ddp' or 'auto'"):
+        parse(TrainConfig, {"workload": "ssd", "synthetic": True, "steps": 1, "backend": "mpi"}, prefix="--")
+    with pytest.raises(ConfigError, match=r"bind: Input should be 'auto' or 'none'"):
+        parse(TrainConfig, {"workload": "ssd", "synthetic": True, "steps": 1, "bind": "all"})
+    with pytest.raises(ConfigError, match=r"backend: 'nccl' is not one of horovod, ddp, auto"):
+        resolve("nccl")
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "train", "--workload", "ssd", "--synthetic", "--steps", "1", "--backend", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "argument --backend: invalid choice: 'x' (choose from 'horovod', 'ddp', 'auto')" in done.stderr
+
+
+def test_auto_follows_the_launcher_env(monkeypatch):
+    from bench.train.dist import horovod_imports, resolve
+
+    for key in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "RANK", "MASTER_ADDR"):
+        monkeypatch.delenv(key, raising=False)
+    assert resolve("auto") == ("horovod" if horovod_imports() else "ddp")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    assert resolve("auto") == "ddp"  # started by torchrun: DDP, whatever imports
+    monkeypatch.setenv("HOROVOD_RANK", "0")
+    assert resolve("auto") == "horovod" if horovod_imports() else "ddp"
+
+
+CUDA_SCRIPT = textwrap.dedent(
+    """
+    import copy, json
+    import torch
+    from bench.train.dist import init
+    dist = init("ddp", "none")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).cuda()
+    plain = copy.deepcopy(model)
+    trained, opt = dist.wrap(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    x = torch.randn(4, 3, 32, 32, device="cuda")
+    opt.zero_grad()
+    trained(x).square().mean().backward()
+    opt.synchronize()
+    plain(x).square().mean().backward()
+    same = all(torch.allclose(a.grad, b.grad, atol=1e-5) for a, b in zip(model.parameters(), plain.parameters()))
+    print(json.dumps({"device": str(dist.device), "same": same, "kind": torch.distributed.get_backend()}))
+    """
+)
+
+
+def test_ddp_on_a_gpu_runs_nccl_and_keeps_the_gradients():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU here: the NCCL path runs on the GPU check")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run([sys.executable, "-c", CUDA_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"device": "cuda:0", "same": True, "kind": "nccl"}
