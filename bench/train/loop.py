@@ -99,10 +99,10 @@ def train(cfg: TrainConfig) -> dict | None:
     optimizer = make_optimizer(model.parameters(), cfg.lr * dist.size, dist.device)
     # Independent copies (the node-ceiling run) train alone: no gradient collective, no exposed wait.
     collective = not cfg.independent
-    if collective:
-        model, optimizer = dist.wrap(model, optimizer)  # model: the module forward runs through (DDP's)
+    # trained: the module the step's forward runs through (DDP's wrapper); the loader reads the model's own
+    trained, optimizer = dist.wrap(model, optimizer) if collective else (model, optimizer)
     loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
-    step_model = compiled(model, tuned.compile)
+    step_model = compiled(trained, tuned.compile)
     warmup = cfg.warmup_steps + tuned.warmup_extra  # compiling happens in the first calls, never measured
     out = cfg.metrics_out
     if out is not None:

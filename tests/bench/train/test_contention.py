@@ -45,7 +45,7 @@ def two_plain_ranks(out, *flags: str) -> dict:
 
 
 def verdict_reason(summary: dict) -> str:
-    from bench.analysis.verdict import measurement_problems
+    from bench.analysis.verdict.rules import measurement_problems
 
     result = {"state": "COMPLETED", "summary": summary}
     frame = build_frame([row_from_result("s", "ssd", 2, result, "local", "c", "2026-01-01T00:00:00+00:00")])
