@@ -85,6 +85,7 @@ def run_two(script: str, *args: str, extra_env: dict | None = None) -> list[dict
     return outs
 
 
+@pytest.mark.slow
 def test_ddp_averages_gradients_in_synchronize_and_times_the_exposed_wait():
     import torch
 
