@@ -297,6 +297,10 @@ class Thresholds(Frozen):
     min_au: float | None = Field(None, ge=0, le=1)
     # A rank working more than this fraction below the ranks' median is named as a straggler.
     straggler_gap: float = Field(DEFAULT_STRAGGLER_GAP, gt=0, le=1)
+    # Foreign work (processes not the run's) above this share of a rank's slot cores fails the scale.
+    # None: reported and named as a cause, not judged (a 2-core box running Airflow beside its ranks sees
+    # its own scheduler there: 54% of a core in one test run).
+    max_foreign_share: float | None = Field(None, gt=0, le=1)
     baseline_gpus: int | None = Field(None, ge=1, le=4096)
 
     def scaling_bound(self, gpus: int) -> float:
@@ -689,6 +693,16 @@ class SuiteSettings(Frozen):
         ge=1,
         le=1_000_000,
     )
+    max_foreign_share: float | None = _ui(
+        None,
+        S_BOUNDS,
+        "Max foreign work on a rank's cores (empty: not checked)",
+        "Share of a rank's slot cores that processes not the run's may use while it trains, e.g. 0.25 on dedicated "
+        "training nodes: above it the scale fails, naming the process, pid and core. Empty: reported and named as a "
+        "cause, not judged (Airflow on the same cores counts).",
+        gt=0,
+        le=1,
+    )
     history_runs: int = _ui(DEFAULT_HISTORY_RUNS, S_BOUNDS, "History runs (K)", ge=1, le=520)
     ideal: Literal["auto", "linear", "independent"] = _ui(
         "auto",
@@ -784,6 +798,7 @@ class SuiteSettings(Frozen):
                 "min_supported_gpus": self.min_supported_gpus,
                 "min_au": self.min_au,
                 "straggler_gap": self.straggler_gap,
+                "max_foreign_share": self.max_foreign_share,
             },
             "alerts": {
                 "slack_conn_id": self.slack_conn_id,

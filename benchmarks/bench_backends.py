@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from run import describe, machine, paired
+from runner import describe, machine, paired
 
 
 def two_rank_images_per_s(backend: str, workload: str, measure_s: float, root: Path, runs: list[dict]) -> float:

@@ -116,8 +116,6 @@ CEILING_FLOATS = (
     "foreign_cpu_share",
 )
 CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note", "foreign_top")
-# Foreign work above this share of a rank's slot cores fails the scale: its figures measure the neighbour.
-MAX_FOREIGN_SHARE = 0.25
 
 
 def _completed_rate(result: dict) -> float | None:

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.analysis.verdict.ceilings import MAX_FOREIGN_SHARE
 from bench.config import Thresholds
 
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
@@ -161,14 +160,6 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
             },
         ),
         Check(
-            NO_FOREIGN_WORK_ON_SLOTS,
-            "foreign_cpu_share",
-            "foreign_cpu_share",
-            None,
-            "critical",
-            {"column": "foreign_cpu_share_checked", "max_value": MAX_FOREIGN_SHARE},
-        ),
-        Check(
             BANDWIDTH_NOT_CACHE_DISTORTED,
             "bandwidth_valid",
             "bandwidth_valid",
@@ -186,6 +177,17 @@ def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
                 "min_gpu_util",
                 "critical",
                 {"column": "gpu_util", "min_value": thresholds.min_gpu_util},
+            )
+        )
+    if thresholds.max_foreign_share is not None:
+        out.append(
+            Check(
+                NO_FOREIGN_WORK_ON_SLOTS,
+                "foreign_cpu_share",
+                "foreign_cpu_share",
+                "max_foreign_share",
+                "critical",
+                {"column": "foreign_cpu_share_checked", "max_value": thresholds.max_foreign_share},
             )
         )
     if thresholds.min_au is not None:
@@ -384,10 +386,11 @@ def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
         return {
             RUNS_TO_COMPLETE: "COMPLETED",
             MEASURED_THROUGHPUT_POSITIVE: "> 0",
-            NO_FOREIGN_WORK_ON_SLOTS: f"<= {MAX_FOREIGN_SHARE}",
         }.get(check.name, "cache-free 1st epoch")
     if check.bound == "min_gpu_util":
         return thresholds.min_gpu_util
     if check.bound == "min_au":
         return thresholds.min_au
+    if check.bound == "max_foreign_share":
+        return thresholds.max_foreign_share
     return _plain(row.get(check.bound))

@@ -202,7 +202,8 @@ def test_a_foreign_busy_loop_on_one_slots_core_fails_the_scale_naming_it(tmp_pat
     )
     pid = int(started.stdout)
     try:
-        outcome, frame = sweep(tmp_path / "home", "noisy", config(tmp_path / "data", max_step_time_spread=100.0))
+        cfg = config(tmp_path / "data", max_step_time_spread=100.0, max_foreign_share=0.25)
+        outcome, frame = sweep(tmp_path / "home", "noisy", cfg)
     finally:
         os.kill(pid, 9)
     two = row(frame, 2)
