@@ -13,7 +13,7 @@ are judged again, as in Otava's merge step. The parameters are tuned on labelled
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -77,6 +77,12 @@ class DetectorSettings:
     # shrinks as (new_level_min_runs / runs after) ** new_level_spend, spending the false-alarm rate
     # over those repeated looks (0: the same bound at every look).
     new_level_spend: float = 2.0
+    # A run further than this from the level of the runs either side of it (both, on the same side) is
+    # a one-week outlier, not a segment: the larger of `outlier_noise_multiple` times the series' noise
+    # and `outlier_min_change`, relative. Each side's level is the median of up to `outlier_runs` runs.
+    outlier_noise_multiple: float = 4.0
+    outlier_min_change: float = 0.08
+    outlier_runs: int = 3
 
 
 DEFAULT_SETTINGS = DetectorSettings()
@@ -153,11 +159,49 @@ def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: Detecto
     return min(margins), step
 
 
+def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]:
+    """Indexes of the one-week outliers of a series: runs far from both neighbours' level, on one side.
+
+    A bad node or a busy storage week drops one run by 20-35%. Kept in, such a run is evidence about the
+    noise: it widens the t-test of every cut near it and holds a real step back for weeks. A step
+    stays at its new level, so its first run is close to the runs after it and is never set aside. The
+    newest run has no run after it and is never an outlier yet: the weekly check sets a dip aside the
+    week after it (the regression floor alerts the dip itself). Scanned oldest first; the level before a
+    run is taken from the runs kept so far, so two outliers in a row are both set aside.
+    """
+    values = np.asarray(values, dtype=float)
+    n, k = len(values), settings.outlier_runs
+    if n < 3:
+        return []
+    rel = max(settings.outlier_noise_multiple * series_noise(values), settings.outlier_min_change)
+    kept: list[int] = []
+    out: list[int] = []
+    for i in range(n - 1):
+        right = float(np.median(values[i + 1 : i + 1 + k]))
+        left = float(np.median(values[kept[-k:]])) if kept else right
+        off_left, off_right = values[i] - left, values[i] - right
+        bound = rel * abs(np.median([left, right]))
+        if off_left * off_right > 0 and min(abs(off_left), abs(off_right)) > bound:
+            out.append(i)
+        else:
+            kept.append(i)
+    return out
+
+
 def find_steps(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[Step]:
-    """The change points of one series, oldest first."""
+    """The change points of one series, oldest first; one-week outliers (`outliers`) are set aside
+    first, and each step's index is that of the series given."""
+    values = np.asarray(values, dtype=float)
+    aside = outliers(values, settings)
+    if not aside:
+        return _find_steps(values, settings)
+    kept = np.setdiff1d(np.arange(len(values)), aside)
+    return [replace(step, index=int(kept[step.index])) for step in _find_steps(values[kept], settings)]
+
+
+def _find_steps(values: np.ndarray, settings: DetectorSettings) -> list[Step]:
     from otava.analysis import compute_change_points
 
-    values = np.asarray(values, dtype=float)
     if len(values) < 2 * settings.min_runs:
         return []
     candidates, _ = compute_change_points(values.tolist(), window_len=settings.window, max_pvalue=settings.max_pvalue)
