@@ -14,6 +14,7 @@ are judged again, as in Otava's merge step. The parameters are tuned on labelled
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import islice
 
 import numpy as np
 import pandas as pd
@@ -166,26 +167,39 @@ def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]
     noise: it widens the t-test of every cut near it and holds a real step back for weeks. A step
     stays at its new level, so its first run is close to the runs after it and is never set aside. The
     newest run has no run after it and is never an outlier yet: the weekly check sets a dip aside the
-    week after it (the regression floor alerts the dip itself). Scanned oldest first; the level before a
-    run is taken from the runs kept so far, so two outliers in a row are both set aside.
+    week after it (the regression floor alerts the dip itself). Levels are medians of the runs not set
+    aside, so two outliers in a row are both set aside.
     """
     values = np.asarray(values, dtype=float)
     n, k = len(values), settings.outlier_runs
     if n < 3:
         return []
     rel = max(settings.outlier_noise_multiple * series_noise(values), settings.outlier_min_change)
-    kept: list[int] = []
-    out: list[int] = []
-    for i in range(n - 1):
-        right = float(np.median(values[i + 1 : i + 1 + k]))
-        left = float(np.median(values[kept[-k:]])) if kept else right
-        off_left, off_right = values[i] - left, values[i] - right
-        bound = rel * abs(np.median([left, right]))
-        if off_left * off_right > 0 and min(abs(off_left), abs(off_right)) > bound:
-            out.append(i)
-        else:
-            kept.append(i)
-    return out
+    # Only runs far from the level after them (median of up to k runs, all runs at once) can be outliers.
+    after = np.lib.stride_tricks.sliding_window_view(np.r_[values[1:], np.full(k, np.nan)], k)[: n - 1]
+    right = np.nanmedian(after, axis=1)
+    candidates = [int(i) for i in np.flatnonzero(np.abs(values[: n - 1] - right) > rel * np.abs(right))]
+    out: set[int] = set()
+
+    def level(runs) -> float:
+        return float(np.median(values[list(islice((j for j in runs if j not in out), k))]))
+
+    def beyond(i: int) -> float:
+        """How far run i lies beyond both levels, relative; 0 if it lies between them."""
+        after = level(range(i + 1, n))
+        before = level(range(i - 1, -1, -1)) if i > 0 else after
+        off_before, off_after = values[i] / before - 1, values[i] / after - 1
+        return min(abs(off_before), abs(off_after)) if off_before * off_after > 0 else 0.0
+
+    # The farthest first: a dip right after a step's first run makes that run look high against the
+    # dip; once the dip is set aside, the run is level with the runs after it.
+    while candidates:
+        far, i = max((beyond(i), i) for i in candidates)
+        if far <= rel:
+            break
+        out.add(i)
+        candidates.remove(i)
+    return sorted(out)
 
 
 def find_steps(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[Step]:
