@@ -295,6 +295,18 @@ def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: in
     return flagged
 
 
+def replay_outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> dict[int, int]:
+    """{index of a run set aside: index of the run that first set it aside}, as the weekly runs saw it;
+    a run set aside and later taken back (the start of a level after all) is left out."""
+    values = np.asarray(values, dtype=float)
+    first: dict[int, int] = {}
+    for t in range(3, len(values) + 1):
+        for i in outliers(values[:t], settings):
+            first.setdefault(i, t - 1)
+    final = set(outliers(values, settings))
+    return {i: at for i, at in first.items() if i in final}
+
+
 def _series(history: pd.DataFrame, metric: str):
     for (model, gpus), group in history.sort_values("timestamp").groupby(["model", "gpus"], sort=True):
         group = group[group[metric].notna()]
@@ -340,4 +352,20 @@ def online_change_points(
                     "alerted": f.alerted,
                 }
             )
+    return out
+
+
+def outlier_points(
+    history: pd.DataFrame, metric: str, settings: DetectorSettings = DEFAULT_SETTINGS, online: bool = False
+) -> list[dict]:
+    """The one-week outliers of every (model, gpus) series: never change points, marked on their own.
+
+    Each row has model, gpus, timestamp and value; with `online`, also `detected_at`, the run that
+    first set it aside (the week after it: the newest run cannot be told from the start of a step)."""
+    out = []
+    for model, gpus, values, stamps in _series(history, metric):
+        found = replay_outliers(values, settings) if online else dict.fromkeys(outliers(values, settings))
+        for i, at in sorted(found.items()):
+            row = {"model": model, "gpus": gpus, "timestamp": stamps[i].isoformat(), "value": float(values[i])}
+            out.append(row | ({"detected_at": stamps[at].isoformat()} if online else {}))
     return out
