@@ -24,7 +24,6 @@ from bench.analysis.detect import (
     find_steps,
     is_news,
     outliers,
-    pending,
     same_change,
 )
 
@@ -108,8 +107,6 @@ def watch_series(
     values = runs[metric].to_numpy(dtype=float)
     stamps = runs["started_at"].astype(str).tolist()
     ids = runs["suite_run_id"].astype(str).tolist()
-    if pending(values, settings):  # a dip or a step's first run: the next run tells which
-        return [], []
     steps = confirmed(find_steps(values, settings), find_steps(values[:-1], settings), match_runs)
     first = series.iloc[0]
     key = {

@@ -166,10 +166,6 @@ def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: Detecto
     return min(margins), step
 
 
-def _outlier_bound(values: np.ndarray, settings: DetectorSettings) -> float:
-    return max(settings.outlier_noise_multiple * series_noise(values), settings.outlier_min_change)
-
-
 def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]:
     """Indexes of the one-week outliers of a series: runs far from both neighbours' level, on one side.
 
@@ -184,7 +180,7 @@ def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]
     n, k = len(values), settings.outlier_runs
     if n < 3:
         return []
-    rel = _outlier_bound(values, settings)
+    rel = max(settings.outlier_noise_multiple * series_noise(values), settings.outlier_min_change)
     # Only runs far from the level after them (median of up to k runs, all runs at once) can be outliers.
     after = np.lib.stride_tricks.sliding_window_view(np.r_[values[1:], np.full(k, np.nan)], k)[: n - 1]
     right = np.nanmedian(after, axis=1)
@@ -212,31 +208,14 @@ def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]
     return sorted(out)
 
 
-def pending(values, settings: DetectorSettings = DEFAULT_SETTINGS, kept: np.ndarray | None = None) -> bool:
-    """Whether the newest run is as far from the run kept before it as an outlier: not judged yet.
-
-    It is a dip or a step's first run, and the run after it tells which. Either way it holds back no
-    step (a new level needs two runs), so detection leaves it out, and a dip cannot spoil the test of
-    the level it dips from. Nothing is confirmed by such a run: leaving it out, the history is the one
-    the week before saw, and a change confirmed by the same runs twice would be confirmed by nothing."""
-    values = np.asarray(values, dtype=float)
-    if kept is None:
-        kept = np.setdiff1d(np.arange(len(values)), outliers(values, settings))
-    if len(kept) < 3 or kept[-1] != len(values) - 1:
-        return False
-    return bool(abs(values[kept[-1]] / values[kept[-2]] - 1) > _outlier_bound(values, settings))
-
-
 def find_steps(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[Step]:
-    """The change points of one series, oldest first; one-week outliers (`outliers`) and a newest run
-    not judged yet (`pending`) are set aside first, and each step's index is that of the series given."""
+    """The change points of one series, oldest first; one-week outliers (`outliers`) are set aside
+    first, and each step's index is that of the series given."""
     values = np.asarray(values, dtype=float)
     aside = outliers(values, settings)
-    kept = np.setdiff1d(np.arange(len(values)), aside)
-    if pending(values, settings, kept):
-        kept = kept[:-1]
-    if len(kept) == len(values):
+    if not aside:
         return _find_steps(values, settings)
+    kept = np.setdiff1d(np.arange(len(values)), aside)
     return [replace(step, index=int(kept[step.index])) for step in _find_steps(values[kept], settings)]
 
 
@@ -311,7 +290,7 @@ def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: in
     previous: list[Step] = []
     for t in range(1, len(values) + 1):
         current = find_steps(values[:t], settings)
-        for step in [] if pending(values[:t], settings) else confirmed(current, previous, match_runs):
+        for step in confirmed(current, previous, match_runs):
             near = [f for f in flagged if _same(f.step, step, match_runs)]
             if near:
                 seen = min(near, key=lambda f: abs(f.step.index - step.index))
