@@ -1,5 +1,7 @@
 """The change-point detector on series with known truth: what it must find and what it must not flag."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,14 +10,13 @@ from bench.analysis.detect import (
     confirmed,
     find_steps,
     is_news,
-    online_change_points,
-    outlier_points,
     outliers,
     replay,
     replay_outliers,
 )
 from bench.analysis.labelled_history import labelled_histories, realistic_histories, score
 from bench.analysis.regression import series_floor
+from tests.bench.analysis.test_cli_contracts import run
 
 
 def noisy(level: float, n: int, noise: float, seed: int) -> np.ndarray:
@@ -135,21 +136,29 @@ def test_a_dip_below_the_floor_is_that_weeks_regression_and_then_an_outlier():
     assert outliers(values[:32]) == [30] and replay(values) == []
 
 
-def test_detect_reports_outliers_apart_from_change_points():
+def test_detect_reports_outliers_apart_from_change_points(tmp_path):
+    """`bench detect --online --json`: a dip is never in `change_points` (keys unchanged), it is in `outliers`."""
     rng = np.random.default_rng(25)
     weeks = pd.date_range("2024-01-01", periods=70, freq="W", tz="UTC")
     values = np.r_[rng.normal(1000, 20, 45), rng.normal(880, 20, 25)]
     values[30] *= 0.7
     values[46] *= 0.75
-    history = pd.DataFrame({"timestamp": weeks, "model": "ssd", "gpus": 8, "throughput_img_s": values})
-    online = online_change_points(history, "throughput_img_s")
-    assert [c["timestamp"] for c in online] == [weeks[45].isoformat()]
-    aside = outlier_points(history, "throughput_img_s", online=True)
-    assert [(o["timestamp"], o["detected_at"]) for o in aside] == [
+    path = tmp_path / "h.csv"
+    pd.DataFrame({"timestamp": weeks, "model": "ssd", "gpus": 8, "throughput_img_s": values}).to_csv(path, index=False)
+    online = json.loads(run("detect", str(path), "--metric", "throughput_img_s", "--json", "--online").stdout)
+    keys = {"model", "gpus", "timestamp", "before", "after", "change", "pvalue"}
+    assert [(c["timestamp"], set(c)) for c in online["change_points"]] == [
+        (weeks[45].isoformat(), keys | {"detected_at", "confirmed"})
+    ]
+    assert [(o["timestamp"], o["detected_at"]) for o in online["outliers"]] == [
         (weeks[30].isoformat(), weeks[31].isoformat()),
         (weeks[46].isoformat(), weeks[47].isoformat()),
     ]
-    assert [o["timestamp"] for o in outlier_points(history, "throughput_img_s")] == [o["timestamp"] for o in aside]
+    offline = json.loads(run("detect", str(path), "--metric", "throughput_img_s", "--json").stdout)
+    assert [(c["timestamp"], set(c)) for c in offline["change_points"]] == [(weeks[45].isoformat(), keys)]
+    assert [o["timestamp"] for o in offline["outliers"]] == [o["timestamp"] for o in online["outliers"]]
+    text = run("detect", str(path), "--metric", "throughput_img_s", "--online").stdout
+    assert text.count("outlier, not a change point") == 2
 
 
 def test_on_realistic_histories_with_dips_precision_and_recall_hold():
