@@ -125,7 +125,13 @@ CHANGE_KEYS = ("model", "gpus", "timestamp", "before", "after", "change", "pvalu
 
 
 def _detect(args: argparse.Namespace) -> int:
-    from bench.analysis.history.detect import DetectorSettings, change_points, online_change_points, read_history_csv
+    from bench.analysis.history.detect import (
+        DetectorSettings,
+        change_points,
+        online_change_points,
+        outlier_points,
+        read_history_csv,
+    )
 
     if not 4 <= args.window <= 10_000:
         raise ConfigError(f"--window: {args.window} must be between 4 and 10000 (points per comparison window)")
@@ -139,8 +145,10 @@ def _detect(args: argparse.Namespace) -> int:
     )
     keys = CHANGE_KEYS + (("detected_at", "confirmed") if args.online else ())
     found = (online_change_points if args.online else change_points)(history, args.metric, settings)
+    # One-week outliers are set aside before detection: listed apart, never as change points.
+    aside = outlier_points(history, args.metric, settings, online=args.online)
     if args.json:
-        print(json.dumps({"change_points": [{k: c[k] for k in keys} for c in found]}))
+        print(json.dumps({"change_points": [{k: c[k] for k in keys} for c in found], "outliers": aside}))
         return 0
     extra = f"  {'detected_at':<26}" if args.online else ""
     print(f"{'model':<16}{'gpus':>6}  {'timestamp':<26}{'before':>12}{'after':>12}{'change':>9}{extra}")
@@ -156,4 +164,7 @@ def _detect(args: argparse.Namespace) -> int:
         )
     if not found:
         print("no change points")
+    for o in aside:
+        seen = f" (set aside by the run of {o['detected_at']})" if args.online else ""
+        print(f"outlier, not a change point: {o['model']} {o['gpus']} GPUs at {o['timestamp']}: {o['value']:.4g}{seen}")
     return 0

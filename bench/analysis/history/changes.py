@@ -23,6 +23,7 @@ from bench.analysis.history.detect import (
     confirmed,
     find_steps,
     is_news,
+    outliers,
     same_change,
 )
 
@@ -72,6 +73,15 @@ def metric_values(series: pd.DataFrame, metric: str) -> pd.DataFrame:
     if metric == "avg_read_mb_s" and "bandwidth_valid" in series:
         keep &= series["bandwidth_valid"].fillna(False).astype(bool)
     return series[keep]
+
+
+def series_outliers(series: pd.DataFrame, metric: str, settings: DetectorSettings = DEFAULT_SETTINGS) -> pd.DataFrame:
+    """The runs of one series and figure set aside as one-week outliers (a bad node, a busy storage
+    week): the dashboard marks them apart, never as change points. `series` as watch_series takes it;
+    the newest run is never one yet (the week after it decides). A dip below the floor is still that
+    week's regression (bench.analysis.history.regression)."""
+    runs = metric_values(series, metric)
+    return runs.iloc[outliers(runs[metric].to_numpy(dtype=float), settings)]
 
 
 def _index_of(stamps: list[str], when: str) -> int | None:

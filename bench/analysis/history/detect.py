@@ -1,5 +1,10 @@
 """Change points in weekly history, per series, that a channel can be alerted with.
 
+One-week outliers (a bad node, a busy storage week: a run far from the runs either side of it) are
+set aside first and listed on their own (`outliers`): kept in, a 30% dip is evidence about the noise
+that masks or delays every step near it. Levels are medians and the noise is a MAD, so what remains
+of a rough week cannot move them much either.
+
 Candidates come from Apache Otava's E-Divisive (windowed, with its t-test). On its own it flags every
 statistically real difference, and weekly benchmark series have many that nobody should be paged
 for: a slow drift cut into steps, a one-week outlier, a 2% wobble that long segments make
@@ -13,7 +18,8 @@ are judged again, as in Otava's merge step. The parameters are tuned on labelled
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import islice
 
 import numpy as np
 import pandas as pd
@@ -77,6 +83,13 @@ class DetectorSettings:
     # shrinks as (new_level_min_runs / runs after) ** new_level_spend, spending the false-alarm rate
     # over those repeated looks (0: the same bound at every look).
     new_level_spend: float = 2.0
+    # A run further than this from the level of the runs either side of it (both, on the same side) is
+    # a one-week outlier, not a segment: the larger of `outlier_noise_multiple` times the series' noise
+    # and `outlier_min_change`, relative. Each side's level is the median of up to `outlier_runs` runs
+    # not set aside: 1, the nearest; 3 took a regression fixed three runs later for three outliers.
+    outlier_noise_multiple: float = 4.0
+    outlier_min_change: float = 0.08
+    outlier_runs: int = 1
 
 
 DEFAULT_SETTINGS = DetectorSettings()
@@ -153,11 +166,62 @@ def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: Detecto
     return min(margins), step
 
 
+def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]:
+    """Indexes of the one-week outliers of a series: runs far from both neighbours' level, on one side.
+
+    A bad node or a busy storage week drops one run by 20-35%. Kept in, such a run is evidence about the
+    noise: it widens the t-test of every cut near it and holds a real step back for weeks. A step
+    stays at its new level, so its first run is close to the runs after it and is never set aside. The
+    newest run has no run after it and is never an outlier yet: the weekly check sets a dip aside the
+    week after it (the regression floor alerts the dip itself). Levels are medians of the runs not set
+    aside, so two outliers in a row are both set aside.
+    """
+    values = np.asarray(values, dtype=float)
+    n, k = len(values), settings.outlier_runs
+    if n < 3:
+        return []
+    rel = max(settings.outlier_noise_multiple * series_noise(values), settings.outlier_min_change)
+    # Only runs far from the level after them (median of up to k runs, all runs at once) can be outliers.
+    after = np.lib.stride_tricks.sliding_window_view(np.r_[values[1:], np.full(k, np.nan)], k)[: n - 1]
+    right = np.nanmedian(after, axis=1)
+    candidates = [int(i) for i in np.flatnonzero(np.abs(values[: n - 1] - right) > rel * np.abs(right))]
+    out: set[int] = set()
+
+    def level(runs) -> float:
+        return float(np.median(values[list(islice((j for j in runs if j not in out), k))]))
+
+    def beyond(i: int) -> float:
+        """How far run i lies beyond both levels, relative; 0 if it lies between them."""
+        after = level(range(i + 1, n))
+        before = level(range(i - 1, -1, -1)) if i > 0 else after
+        off_before, off_after = values[i] / before - 1, values[i] / after - 1
+        return min(abs(off_before), abs(off_after)) if off_before * off_after > 0 else 0.0
+
+    # The farthest first: a dip right after a step's first run makes that run look high against the
+    # dip; once the dip is set aside, the run is level with the runs after it.
+    while candidates:
+        far, i = max((beyond(i), i) for i in candidates)
+        if far <= rel:
+            break
+        out.add(i)
+        candidates.remove(i)
+    return sorted(out)
+
+
 def find_steps(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[Step]:
-    """The change points of one series, oldest first."""
+    """The change points of one series, oldest first; one-week outliers (`outliers`) are set aside
+    first, and each step's index is that of the series given."""
+    values = np.asarray(values, dtype=float)
+    aside = outliers(values, settings)
+    if not aside:
+        return _find_steps(values, settings)
+    kept = np.setdiff1d(np.arange(len(values)), aside)
+    return [replace(step, index=int(kept[step.index])) for step in _find_steps(values[kept], settings)]
+
+
+def _find_steps(values: np.ndarray, settings: DetectorSettings) -> list[Step]:
     from otava.analysis import compute_change_points
 
-    values = np.asarray(values, dtype=float)
     if len(values) < 2 * settings.min_runs:
         return []
     candidates, _ = compute_change_points(values.tolist(), window_len=settings.window, max_pvalue=settings.max_pvalue)
@@ -237,6 +301,18 @@ def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: in
     return flagged
 
 
+def replay_outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> dict[int, int]:
+    """{index of a run set aside: index of the run that first set it aside}, as the weekly runs saw it;
+    a run set aside and later taken back (the start of a level after all) is left out."""
+    values = np.asarray(values, dtype=float)
+    first: dict[int, int] = {}
+    for t in range(3, len(values) + 1):
+        for i in outliers(values[:t], settings):
+            first.setdefault(i, t - 1)
+    final = set(outliers(values, settings))
+    return {i: at for i, at in first.items() if i in final}
+
+
 def _series(history: pd.DataFrame, metric: str):
     for (model, gpus), group in history.sort_values("timestamp").groupby(["model", "gpus"], sort=True):
         group = group[group[metric].notna()]
@@ -282,4 +358,20 @@ def online_change_points(
                     "alerted": f.alerted,
                 }
             )
+    return out
+
+
+def outlier_points(
+    history: pd.DataFrame, metric: str, settings: DetectorSettings = DEFAULT_SETTINGS, online: bool = False
+) -> list[dict]:
+    """The one-week outliers of every (model, gpus) series: never change points, marked on their own.
+
+    Each row has model, gpus, timestamp and value; with `online`, also `detected_at`, the run that
+    first set it aside (the week after it: the newest run cannot be told from the start of a step)."""
+    out = []
+    for model, gpus, values, stamps in _series(history, metric):
+        found = replay_outliers(values, settings) if online else dict.fromkeys(outliers(values, settings))
+        for i, at in sorted(found.items()):
+            row = {"model": model, "gpus": gpus, "timestamp": stamps[i].isoformat(), "value": float(values[i])}
+            out.append(row | ({"detected_at": stamps[at].isoformat()} if online else {}))
     return out

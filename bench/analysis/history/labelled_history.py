@@ -1,9 +1,9 @@
 """Weekly histories with known truth, and the score of a change-point detector against them.
 
 A detector that alerts a channel must be measured before it is trusted: these series plant steps,
-slow drifts, clean stretches and missing weeks with the noise of real weekly benchmark figures, so
-precision, recall and the online delay are counted, not guessed. The benchmark and the tests use
-them; the dashboard tests seed a store with them.
+slow drifts, clean stretches, missing weeks and one-week dips (a bad node, a busy storage week) with
+the noise of real weekly benchmark figures, so precision, recall and the online delay are counted,
+not guessed. The benchmark and the tests use them; the dashboard tests seed a store with them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ MATCH_WEEKS = 3
 # Steps of at least this relative size, in noise at most NOISE_TARGET, are the ones the targets cover.
 STEP_TARGET = 0.06
 NOISE_TARGET = 0.03
+# A one-week dip of real weekly series: a bad node or a busy storage week (issue 27).
+DIP_SIZE = (0.20, 0.35)
 
 
 @dataclass
@@ -30,6 +32,7 @@ class LabelledSeries:
     noise: float  # relative standard deviation of one weekly figure
     steps: list[tuple[int, float]] = field(default_factory=list)  # (index of first changed run, relative size)
     drift: float = 0.0  # relative change per year over the drifting span (0: none)
+    dips: list[tuple[int, float]] = field(default_factory=list)  # (index of a one-week dip, relative size)
 
     def targeted_steps(self) -> list[tuple[int, float]]:
         return [(i, s) for i, s in self.steps if abs(s) >= STEP_TARGET and self.noise <= NOISE_TARGET]
@@ -43,8 +46,12 @@ def labelled_histories(
     step_size: tuple[float, float] = (0.05, 0.15),
     missing: float = 0.05,
     start: str = "2023-01-02",
+    dips: int = 0,
+    dip_size: tuple[float, float] = DIP_SIZE,
 ) -> list[LabelledSeries]:
-    """Series of four kinds: clean (30%), one or two steps (45%), a slow drift (15%), a step inside a drift (10%)."""
+    """Series of four kinds: clean (30%), one or two steps (45%), a slow drift (15%), a step inside a drift
+    (10%); `dips` one-week dips per series on top (drawn after the rest, so a seed's series are otherwise
+    those of `dips=0`)."""
     rng = np.random.default_rng(seed)
     all_weeks = pd.date_range(start, periods=weeks, freq="W-MON", tz="UTC")
     out = []
@@ -77,6 +84,81 @@ def labelled_histories(
         out.append(
             LabelledSeries(f"seed{seed}-s{k:03d}-{kind}", values, all_weeks[keep], float(sigma), steps, float(drift))
         )
+    for s in out if dips else ():
+        _plant_dips(s, dips, dip_size, rng)
+    return out
+
+
+def _plant_dips(series: LabelledSeries, count: int, size: tuple[float, float], rng: np.random.Generator) -> None:
+    """One-week dips anywhere after the first 4 runs, at least 2 runs apart; next to a step is allowed."""
+    n = len(series.values)
+    spots: list[int] = []
+    while len(spots) < count:
+        i = int(rng.integers(4, n))
+        if all(abs(i - j) > 2 for j in spots):
+            spots.append(i)
+    for i in sorted(spots):
+        depth = float(rng.uniform(*size))
+        series.values[i] *= 1 - depth
+        series.dips.append((i, -depth))
+
+
+def realistic_histories(
+    n_series: int = 40,
+    weeks: int = 104,
+    seed: int = 0,
+    steps: int = 20,
+    drifts: int = 5,
+    dips: int = 2,
+    noise: tuple[float, float] = (0.015, 0.03),
+    step_size: tuple[float, float] = (0.07, 0.15),
+    dip_size: tuple[float, float] = DIP_SIZE,
+    missing: float = 0.05,
+    start: str = "2024-01-01",
+) -> list[LabelledSeries]:
+    """What real weekly series have (issue 27): `steps` steps spread over the series (one per series, a
+    second where there are more steps than series), `drifts` series with a slow drift of 3-10% a year
+    over part of them (a step may fall inside one), `dips` one-week dips in every series, `missing` of
+    the weeks absent."""
+    rng = np.random.default_rng(seed)
+    all_weeks = pd.date_range(start, periods=weeks, freq="W-MON", tz="UTC")
+    with_step = [k % n_series for k in rng.permutation(max(steps, n_series))[:steps]]
+    drifting = set(int(k) for k in rng.choice(n_series, size=min(drifts, n_series), replace=False))
+    out = []
+    for k in range(n_series):
+        level = rng.uniform(100, 5000)
+        sigma = rng.uniform(*noise)
+        keep = np.sort(rng.choice(weeks, size=weeks - round(missing * weeks), replace=False))
+        n = len(keep)
+        mean = np.full(n, level)
+        drift = 0.0
+        if k in drifting:
+            drift = rng.choice([-1, 1]) * rng.uniform(0.03, 0.10)
+            a = int(rng.integers(0, n // 2))
+            b = int(rng.integers(a + 26, n + 1)) if a + 26 <= n else n
+            mean = mean * (1 + drift * (np.arange(n) - a).clip(0, b - a) / 52.0)
+        planted: list[tuple[int, float]] = []
+        for _ in range(with_step.count(k)):
+            for _try in range(100):  # at least 20 runs from the start, 8 from the end, 20 from another step
+                i = int(rng.integers(20, n - 8))
+                if all(abs(i - j) >= 20 for j, _ in planted):
+                    break
+            else:
+                continue
+            size = float(rng.choice([-1, 1]) * rng.uniform(*step_size))
+            mean[i:] = mean[i:] * (1 + size)
+            planted.append((i, size))
+        kind = "+".join(["step"] * bool(planted) + ["drift"] * bool(drift)) or "clean"
+        series = LabelledSeries(
+            f"real{seed}-s{k:03d}-{kind}",
+            rng.normal(mean, mean * sigma),
+            all_weeks[keep],
+            float(sigma),
+            sorted(planted),
+            float(drift),
+        )
+        _plant_dips(series, dips, dip_size, rng)
+        out.append(series)
     return out
 
 

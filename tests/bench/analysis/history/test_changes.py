@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.analysis.history.changes import series_outliers
 from bench.store.db import ResultsStore
 from bench.suite.record import watch_changes
 from tests.bench.store.test_store import frame
@@ -93,3 +94,21 @@ def test_change_points_older_than_the_check_are_recorded_not_alerted(store):
 def test_a_steady_year_sends_nothing(store):
     assert not any(weekly(store, [1000.0] * 52, seed=5))
     assert store.change_alerts().empty
+
+
+def test_a_one_week_dip_sends_no_change_and_is_listed_as_an_outlier(store):
+    """A bad node's week: the floor alerts it that week; the change watch never calls it a change point."""
+    notices = weekly(store, [1000.0] * 30 + [700.0] + [1000.0] * 8, seed=9)
+    assert not any(notices) and store.change_alerts().empty
+    series = store.accepted_series("c", "ssd", 1, "tiny/dali/bs8/img128/amp0")
+    assert list(series_outliers(series, "throughput_img_s")["suite_run_id"]) == ["weekly-030"]
+    assert series_outliers(series.iloc[:31], "throughput_img_s").empty  # its own week cannot tell yet
+
+
+def test_a_step_right_after_a_dip_is_alerted_within_three_runs_where_it_happened(store):
+    notices = weekly(store, [1000.0] * 40 + [700.0] + [900.0] * 8, seed=10)
+    sent = [(week, n) for week, found in enumerate(notices) for n in found]
+    assert len(sent) == 1, [n["line"] for _, n in sent]
+    week, change = sent[0]
+    assert change["kind"] == "change" and week <= 41 + 3
+    assert change["changed_in"] == "weekly-041" and change["size"] == pytest.approx(-0.10, abs=0.025)
