@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.history.changes import WATCHED, metric_values, step_size
+from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
 from bench.analysis.history.regression import series_floor
 from bench.report.plots import Marker, trend_chart
 
@@ -150,6 +150,7 @@ def series_panels(
                 if metric == "scaling_efficiency"
                 else None
             )
+            aside = series_outliers(series[accepted], metric) if metric in WATCHED else series.iloc[0:0]
             charts.append(
                 trend_chart(
                     f"{workload} @ {gpus} GPUs: {label}",
@@ -161,6 +162,7 @@ def series_panels(
                     bound=bound,
                     markers=markers,
                     rejected=(list(others.index), others[metric].astype(float).tolist()),
+                    outliers=(list(aside.index), aside[metric].astype(float).tolist()),
                 )
             )
         panels.append(

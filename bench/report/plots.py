@@ -133,9 +133,11 @@ def trend_chart(
     bound: Sequence[float | None] | None = None,
     markers: Sequence[Marker] = (),
     rejected: tuple[Sequence[float], Sequence[float]] | None = None,
+    outliers: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> str:
     """One figure of one series over weekly runs: the accepted points, the history band (the floor the
-    regression check used), the bound, runs not accepted (hollow) and change points (vertical lines)."""
+    regression check used), the bound, runs not accepted (hollow), one-week outliers (crosses: set aside,
+    never change points) and change points (vertical lines, with their annotation where one was made)."""
     px, py = _finite(xs, ys)
     if not px and not (rejected and rejected[0]):
         return empty(title)
@@ -166,11 +168,16 @@ def trend_chart(
         ax.scatter(
             rejected[0], rejected[1], facecolors="none", edgecolors="#888", s=18, label="not accepted", gid="rejected"
         )
+    if outliers and outliers[0]:
+        ax.scatter(
+            outliers[0], outliers[1], marker="x", color=PALETTE[1], s=28, label="one-week outlier", gid="outlier"
+        )
     for k, m in enumerate(markers):
         colour = PALETTE[1] if m.change < 0 else PALETTE[2]
         ax.axvline(m.x, color=colour, linewidth=1.2, alpha=0.8, gid=f"change-point-{k}")
+        noted = f" {m.label}" if m.label in ("expected", "explained") else ""
         ax.annotate(
-            f"{m.change:+.1%}",
+            f"{m.change:+.1%}{noted}",
             (m.x, 1.0),
             xycoords=("data", "axes fraction"),
             color=colour,
