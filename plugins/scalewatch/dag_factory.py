@@ -100,9 +100,13 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
                 raise AirflowFailException(f"storage probe: {error}") from None
 
         @task(trigger_rule="all_done")
-        def evaluate(plan: dict, results: list[dict] | None, reruns: list[dict] | None, **context) -> dict:
+        def evaluate(plan: dict | None, results: list[dict] | None, reruns: list[dict] | None, **context) -> dict:
+            from airflow.sdk.exceptions import AirflowFailException
+
             from scalewatch.suite import evaluate_and_report
 
+            if not plan:  # the settings did not validate: nothing ran, nothing to judge or store
+                raise AirflowFailException("no plan: the run's settings did not validate (see validate_config)")
             return evaluate_and_report(plan, results or [], reruns or [], context)
 
         @task(trigger_rule="all_done", execution_timeout=ALERT_TASK_TIMEOUT)  # > every delivery deadline
