@@ -68,10 +68,10 @@ def detection(
     add,
     n_series: int = 400,
     seeds: tuple[int, ...] = (60, 61, 62, 63),
-    real_seeds: tuple[int, ...] = tuple(range(200, 210)),
+    real_seeds: tuple[int, ...] = tuple(range(200, 220)),
 ) -> None:
     """Precision, recall and online delay on labelled histories, on seeds never used in tuning (0-4,
-    20-21, 30-33, 40-43 and 50-53 of the plain family and 100-104 of the realistic one were)."""
+    20-21, 30-33, 40-43 and 50-53 of the plain family and 100-109 of the realistic one were)."""
     from bench.analysis.history.labelled_history import labelled_histories, realistic_histories
 
     series = [s for seed in seeds for s in labelled_histories(n_series // len(seeds), weeks=156, seed=seed)]

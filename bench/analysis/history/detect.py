@@ -187,13 +187,15 @@ def outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[int]
     candidates = [int(i) for i in np.flatnonzero(np.abs(values[: n - 1] - right) > rel * np.abs(right))]
     out: set[int] = set()
 
-    def level(runs) -> float:
-        return float(np.median(values[list(islice((j for j in runs if j not in out), k))]))
+    def level(runs) -> float | None:
+        kept = list(islice((j for j in runs if j not in out), k))
+        return float(np.median(values[kept])) if kept else None
 
     def beyond(i: int) -> float:
         """How far run i lies beyond both levels, relative; 0 if it lies between them."""
-        after = level(range(i + 1, n))
-        before = level(range(i - 1, -1, -1)) if i > 0 else after
+        after = level(range(i + 1, n))  # never None: the newest run is never set aside
+        before = level(range(i - 1, -1, -1))
+        before = after if before is None else before  # the first run kept: judged by the runs after it
         off_before, off_after = values[i] / before - 1, values[i] / after - 1
         return min(abs(off_before), abs(off_after)) if off_before * off_after > 0 else 0.0
 
