@@ -39,3 +39,20 @@ def refuse_data_loss(revision: str, table: str, columns: tuple[str, ...] | list[
             f"refusing to downgrade the results store below revision {revision}: it would drop {named}; back "
             "the store up and clear those columns first if you mean to lose them"
         )
+
+
+def add_columns(table: str, columns: tuple[tuple[str, object], ...]) -> None:
+    """Add each (name, type) the table lacks: a rerun of the revision changes nothing, no row is touched."""
+    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns(table)}
+    with op.batch_alter_table(table) as batch:
+        for name, kind in columns:
+            if name not in have:
+                batch.add_column(sa.Column(name, kind))
+
+
+def drop_columns(revision: str, table: str, columns: tuple[tuple[str, object], ...]) -> None:
+    """The downgrade of `add_columns`: refused while any of them holds a value (refuse_data_loss)."""
+    refuse_data_loss(revision, table, [name for name, _ in columns])
+    with op.batch_alter_table(table) as batch:
+        for name, _ in reversed(columns):
+            batch.drop_column(name)

@@ -13,7 +13,6 @@ Revises: 0009
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
 
 revision = "0010"
 down_revision = "0009"
@@ -37,17 +36,12 @@ COLUMNS = (
 
 
 def upgrade() -> None:
-    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("results")}
-    with op.batch_alter_table("results") as batch:
-        for name, kind in COLUMNS:
-            if name not in have:
-                batch.add_column(sa.Column(name, kind))
+    from bench.store.migrations.guard import add_columns
+
+    add_columns("results", COLUMNS)
 
 
 def downgrade() -> None:
-    from bench.store.migrations.guard import refuse_data_loss
+    from bench.store.migrations.guard import drop_columns
 
-    refuse_data_loss("0010", "results", [name for name, _ in COLUMNS])
-    with op.batch_alter_table("results") as batch:
-        for name, _ in reversed(COLUMNS):
-            batch.drop_column(name)
+    drop_columns("0010", "results", COLUMNS)
