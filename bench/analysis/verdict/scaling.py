@@ -41,15 +41,17 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None, ideal: str = "
         ceiling = g["independent_img_s"] if "independent_img_s" in g else pd.Series(np.nan, index=g.index)
         g["independent_efficiency"] = g["throughput_img_s"] / ceiling if "throughput_img_s" in g else np.nan
         g["ideal"] = ideal
+        g["scaling_efficiency"] = g["linear_efficiency"]
+        g["scaling_efficiency_ci_low"], g["scaling_efficiency_ci_high"] = low, high
         if ideal == "independent":
+            # An oversubscribed scale's ceiling is as contended as the scale itself: judged against linear.
+            own = ~g["oversubscribed"].fillna(False).astype(bool) if "oversubscribed" in g else True
+            g["ideal"] = np.where(own, "independent", "linear")
             # The same run's interval, moved from linear to the ceiling (the ceiling's own noise is not in it).
             factor = g["independent_efficiency"] / g["linear_efficiency"]
-            g["scaling_efficiency"] = g["independent_efficiency"]
-            g["scaling_efficiency_ci_low"] = pd.Series(low, index=g.index) * factor
-            g["scaling_efficiency_ci_high"] = pd.Series(high, index=g.index) * factor
-        else:
-            g["scaling_efficiency"] = g["linear_efficiency"]
-            g["scaling_efficiency_ci_low"], g["scaling_efficiency_ci_high"] = low, high
+            g["scaling_efficiency"] = g["independent_efficiency"].where(own, g["linear_efficiency"])
+            g["scaling_efficiency_ci_low"] = (pd.Series(low, index=g.index) * factor).where(own, low)
+            g["scaling_efficiency_ci_high"] = (pd.Series(high, index=g.index) * factor).where(own, high)
         if (
             "avg_read_mb_s" in g
             and not base.empty

@@ -116,3 +116,24 @@ def test_the_ceilings_cross_check_says_where_they_disagree_with_the_rules():
     assert "disagree (compute vs communication)" in out[0]
     assert "compute binds" in out[1] and "disagree" not in out[1]
     assert "do not explain" in out[2]
+
+
+def test_an_oversubscribed_scale_is_judged_against_linear_not_its_contended_ceiling():
+    import pandas as pd
+
+    from bench.analysis.verdict.scaling import derive
+
+    frame = pd.DataFrame(
+        {
+            "workload": ["ssd"] * 3,
+            "gpus": [1, 2, 6],
+            "throughput_img_s": [100.0, 160.0, 150.0],
+            "epoch_time_s": [1.0] * 3,
+            "valid": [True] * 3,
+            "oversubscribed": [False, False, True],
+            "independent_img_s": [100.0, 170.0, 155.0],
+        }
+    )
+    out = derive(frame, None, "independent").set_index("gpus")
+    assert out.loc[2, "ideal"] == "independent" and out.loc[2, "scaling_efficiency"] == pytest.approx(160 / 170)
+    assert out.loc[6, "ideal"] == "linear" and out.loc[6, "scaling_efficiency"] == pytest.approx(0.25)
