@@ -140,11 +140,13 @@ def test_component_restart_mid_run_resumes_and_collects_once(running_airflow, co
     running_airflow.start_component(component, component)
     assert running_airflow.wait_run(run_id) == "success"
     trains = [t for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]
-    assert len(trains) == 2 and all(t["try_number"] == 1 and t["state"] == "success" for t in trains)
+    # the two scales and the 2-rank scale's node ceiling (its ranks as independent copies)
+    assert len(trains) == 3 and all(t["try_number"] == 1 and t["state"] == "success" for t in trains)
     from bench.store.db import ResultsStore
 
     rows = ResultsStore(f"sqlite:///{running_airflow.home}/sw/results.db").frame()
-    assert sorted(rows[rows["suite_run_id"] == run_id]["gpus"]) == [1, 2]  # collected exactly once per scale
+    mine = rows[rows["suite_run_id"] == suite_run_identity("scaling_regression", run_id)]
+    assert sorted(mine["gpus"]) == [1, 2]  # collected exactly once per scale
 
 
 # With the triggerer up, its on_kill cancels the job, unless the mark lands before the trigger
@@ -158,6 +160,7 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
         "ranks_per_node": 1,
         "steps": 1_000_000,
         "image_size": 64 if triggerer_up else 96,
+        "ceilings": False,  # one deferred scale to cancel; no node-ceiling run after it
     }
     if not triggerer_up:
         running_airflow.stop_component("triggerer")
@@ -181,7 +184,8 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
         if not triggerer_up:
             sweep = running_airflow.get(f"{base}/cancel_leftover_runs/xcomEntries/return_value")
             assert sweep.status_code == 200, sweep.text
-            assert sweep.json()["value"] == [f"{run_id}-ssd-2".replace(":", "-").replace("+", "-")]
+            identity = suite_run_identity("scaling_regression", run_id)
+            assert sweep.json()["value"] == [f"{identity}-ssd-2".replace(":", "-").replace("+", "-")]
     finally:
         if not triggerer_up:
             running_airflow.start_component("triggerer", "triggerer")
