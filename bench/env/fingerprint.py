@@ -212,3 +212,14 @@ def describe(changes: list[dict[str, str]], since: str | None = None) -> str:
         return ""
     text = ", ".join(f"{c['field']} {c['before']} -> {c['after']}" for c in changes)
     return f"{text} from the run of {since}" if since else text
+
+
+def across_change(run_ids: list[str], changed_in: str, environments: dict[str, dict[str, str]]) -> list[dict]:
+    """What differs between the run before a change point and the run it happened in (`run_ids` in series
+    order); [] where either run's environment was not recorded."""
+    if changed_in not in run_ids or run_ids.index(changed_in) == 0:
+        return []
+    before = run_ids[run_ids.index(changed_in) - 1]
+    if before not in environments or changed_in not in environments:
+        return []
+    return differences(environments[before], environments[changed_in])

@@ -90,7 +90,7 @@ def series_panels(
 ) -> list[dict]:
     """One panel per series: its key, counts, the four trend charts (SVG), and its change points with
     their annotations and what differed in the environment across each."""
-    from bench.env.fingerprint import describe, differences
+    from bench.env.fingerprint import across_change, describe
 
     notes = {}
     if annotations is not None and not annotations.empty:
@@ -105,13 +105,7 @@ def series_panels(
 
     def what_changed(series: pd.DataFrame, c) -> str:
         ids = series["suite_run_id"].astype(str).tolist()
-        after = str(getattr(c, "changed_in", "") or "")
-        if after not in ids or ids.index(after) == 0:
-            return ""
-        before = ids[ids.index(after) - 1]
-        if before not in environments or after not in environments:
-            return ""
-        return describe(differences(environments[before], environments[after]))
+        return describe(across_change(ids, str(getattr(c, "changed_in", "") or ""), environments))
 
     configs = {r.suite_run_id: _config(r.config) for r in suite_runs.itertuples()}
     rows = filters.apply(results).sort_values("started_at")
