@@ -12,7 +12,7 @@ import pytest
 from bench.analysis.frame import build_frame, row_from_result
 from bench.config import Thresholds
 from bench.metrics.schema import validate_summary
-from tests.bench.train.test_ddp import free_port
+from tests.bench.train.test_ddp import free_port, torchrun_env
 from tests.conftest import BENCH
 
 pytestmark = pytest.mark.slow
@@ -23,15 +23,7 @@ def two_plain_ranks(out, *flags: str) -> dict:
     port = str(free_port())
     procs = []
     for rank in (0, 1):
-        env = os.environ | {
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
-            "RANK": str(rank),
-            "WORLD_SIZE": "2",
-            "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": "2",
-            "GLOO_SOCKET_IFNAME": "lo",
-        }
+        env = os.environ | torchrun_env(rank, port)
         env.pop("SCALEWATCH_SLOT", None)
         argv = [BENCH, "train", "--workload", "ssd", "--synthetic", "--steps", "4", "--batch-size", "4"]
         argv += ["--backend", "ddp", "--sample-interval", "0.2", "--metrics-out", str(out), *flags]

@@ -51,23 +51,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def torchrun_env(rank: int, port: str, ranks: int = 2) -> dict[str, str]:
+    """The env contract torchrun gives a rank on one host (loopback, Gloo)."""
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": port,
+        "RANK": str(rank),
+        "WORLD_SIZE": str(ranks),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(ranks),
+        "GLOO_SOCKET_IFNAME": "lo",
+    }
+
+
 def run_two(script: str, *args: str, extra_env: dict | None = None) -> list[dict]:
     port = str(free_port())
     procs = []
     for rank in (0, 1):
-        env = (
-            os.environ
-            | {
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": port,
-                "RANK": str(rank),
-                "WORLD_SIZE": "2",
-                "LOCAL_RANK": str(rank),
-                "LOCAL_WORLD_SIZE": "2",
-                "GLOO_SOCKET_IFNAME": "lo",
-            }
-            | (extra_env or {})
-        )
+        env = os.environ | torchrun_env(rank, port) | (extra_env or {})
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-c", script, *args],
