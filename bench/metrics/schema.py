@@ -101,6 +101,20 @@ RANK = {
     },
 }
 
+# The scale's allreduce probe (bench.train.dist.probe): null on one rank and on independent copies.
+ALLREDUCE = {
+    "type": ["object", "null"],
+    "required": ["seconds", "bytes", "buckets", "bus_gb_s", "latency_s", "reps"],
+    "properties": {
+        "seconds": {"type": "number", "minimum": 0},
+        "bytes": {"type": "integer", "minimum": 1},
+        "buckets": {"type": "integer", "minimum": 1},
+        "bus_gb_s": _num_or_null,
+        "latency_s": {"type": "number", "minimum": 0},
+        "reps": {"type": "integer", "minimum": 1},
+    },
+}
+
 SUMMARY_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "scalewatch run summary",
@@ -148,6 +162,7 @@ SUMMARY_SCHEMA = {
         "precision": {"enum": list(PRECISIONS)},
         "compile": {"enum": list(COMPILE_MODES)},
         "scaler_skipped_steps": {"type": ["integer", "null"], "minimum": 0},
+        "allreduce": ALLREDUCE,
         "measured_steps": {"type": "integer", "minimum": 1},
         "images_per_s": {"type": "number", "exclusiveMinimum": 0},
         "epoch_time_s": _num,

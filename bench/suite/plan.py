@@ -45,9 +45,11 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     ceiling ("independent": the same ranks and slots, no collective)."""
     synthetic = cfg.train.synthetic or variant == "synthetic"
     update = {"workload": workload, "synthetic": synthetic, "data": None if synthetic else dataset_dir(cfg, workload)}
-    if variant == "warm":
+    if variant in ("warm", INDEPENDENT) and not synthetic:
         update |= {"warm_cache": True, "drop_caches": False}
     if variant == INDEPENDENT:
+        # The node ceiling reads the page cache, not the storage under test: a throttled store must show
+        # as the scale falling short of its node, never as a node ceiling as slow as the store.
         update |= {"independent": True}
     train = TrainConfig.model_validate(cfg.train.model_dump() | update)
     name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")

@@ -26,6 +26,7 @@ from bench.metrics.sources.pagecache import cache_domain
 from bench.metrics.summary import interference_of, mean, summarise
 from bench.models.registry import build
 from bench.train.dist import Dist, init
+from bench.train.dist.probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
 from bench.train.timing import PROBE_HOLD_FACTOR, PROBE_STEPS, PROBE_TRIES, GpuBusyProbe, StepTimer, busy_share
 
@@ -226,6 +227,8 @@ def train(cfg: TrainConfig) -> dict | None:
             f"(--warmup-steps {cfg.warmup_steps}{extra}); give more steps or fewer warm-up steps"
         )
     gpu_busy = _probe_gpu_busy(dist, train_step, last_batch, statistics.median(step_times))
+    # The scale's network ceiling, on its own ranks and process group, right after its measured steps
+    allreduce = probe_allreduce(dist, gradient_bytes(model)) if collective else None
     images_per_s = cfg.batch_size * measured / sum(step_times)
     rank_report = {
         "rank": dist.rank,
@@ -255,6 +258,7 @@ def train(cfg: TrainConfig) -> dict | None:
             **interference_of([x for x in sampler.samples if x.get("phase") == "train"]),
         },
         "precision": tuned.precision,
+        "allreduce": allreduce,
         "losses": losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
         "node_fingerprint": node_fingerprint(dist.host, data) if dist.local_rank == 0 else None,
@@ -263,6 +267,7 @@ def train(cfg: TrainConfig) -> dict | None:
     if out is not None:
         (out / f"shard-rank{dist.rank}.json").write_text(json.dumps(shard))
     reports = dist.allgather(rank_report)
+    dist.close()  # the last collective: a process group left to the interpreter's exit can abort it
     if dist.rank != 0:
         return None
     summary = summarise(cfg, dist, reports, drop, started)

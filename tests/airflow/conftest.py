@@ -149,7 +149,7 @@ class RunningAirflow:
             self.stop_component(name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def receivers():
     from tests.infra.receivers import SmtpReceiver, WebhookReceiver
 
@@ -157,7 +157,7 @@ def receivers():
         yield webhook, smtp
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def slurm(tmp_path_factory):
     from tests.infra.slurm_cluster import SlurmCluster
 
@@ -166,7 +166,9 @@ def slurm(tmp_path_factory):
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
+# Package scope: a running Airflow (and its Slurm) takes up to half of one of this box's two cores; kept up
+# for the whole session it skewed the measured tests that run after tests/airflow (tests/bench).
+@pytest.fixture(scope="package")
 def running_airflow(tmp_path_factory, receivers, slurm):
     webhook, smtp = receivers
     af = RunningAirflow(tmp_path_factory.mktemp("airflow-live"), webhook.port, smtp.port)

@@ -2,10 +2,11 @@
 
 The ceilings of one scale, each measured in the same suite run (so the host's drift hits them alike):
 - node: `independent_img_s`, the scale's ranks run at once on the same slots as independent
-  single-rank copies (no collective): what the nodes' cores, memory bandwidth and sibling threads
-  give N ranks;
+  single-rank copies (no collective), reading the dataset from the page cache: what the nodes'
+  cores, memory bandwidth and sibling threads give N ranks, without the store's limit;
 - network: `allreduce_s`, one step's gradient allreduce (all buckets, the backend's bucketing) over
-  the scale's rank layout;
+  the scale's rank layout, probed after its measured steps (bench.train.dist.probe), with its bytes,
+  bus bandwidth and latency;
 - storage: fio's cold-read ceiling of the staged dataset (`storage_ceiling_mb_s`) over the bytes an
   image needs (`bytes_per_image`).
 
@@ -113,8 +114,18 @@ CEILING_FLOATS = (
     "expected_efficiency",
     "efficiency_vs_expected",
     "allreduce_s",
+    "allreduce_bytes",
+    "allreduce_bus_gb_s",
+    "allreduce_latency_s",
     "foreign_cpu_share",
 )
+# The results columns of the scale's allreduce probe (summary "allreduce", bench.train.dist.probe).
+PROBE_FIELDS = {
+    "allreduce_s": "seconds",
+    "allreduce_bytes": "bytes",
+    "allreduce_bus_gb_s": "bus_gb_s",
+    "allreduce_latency_s": "latency_s",
+}
 CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note", "foreign_top")
 
 
@@ -126,17 +137,20 @@ def _completed_rate(result: dict) -> float | None:
 
 def with_node_ceilings(frame, runs: list[dict]):
     """`independent_img_s` per scale from its independent-copies run (a 1-rank scale is its own
-    ceiling), `allreduce_s` from each scale's summary, and `ceiling_note` where a ceiling failed."""
+    ceiling), the allreduce probe's figures from each scale's summary, and `ceiling_note` where a
+    ceiling failed or may carry the store's limit."""
     import numpy as np
 
     f = frame.copy()
     ceilings = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if r.get("variant") == INDEPENDENT_VARIANT}
     own = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if not r.get("variant")}
-    values, notes, allreduce = [], [], []
+    values, notes = [], []
+    allreduce: dict[str, list] = {c: [] for c in PROBE_FIELDS}
     for row in f.to_dict("records"):
         key = (row["workload"], int(row["gpus"]))
-        summary = (own.get(key) or {}).get("summary") or {}
-        allreduce.append(float(summary["allreduce_s"]) if _finite(summary.get("allreduce_s")) else np.nan)
+        probe = ((own.get(key) or {}).get("summary") or {}).get("allreduce") or {}
+        for column, field in PROBE_FIELDS.items():
+            allreduce[column].append(float(probe[field]) if _finite(probe.get(field)) else np.nan)
         if key[1] == 1:
             values.append(row.get("throughput_img_s", np.nan))
             notes.append("")
@@ -144,14 +158,29 @@ def with_node_ceilings(frame, runs: list[dict]):
             rate = _completed_rate(ceilings[key])
             values.append(rate if rate is not None else np.nan)
             res = ceilings[key]
-            notes.append("" if rate is not None else f"node ceiling run {res.get('state')}: {res.get('reason', '')}")
+            notes.append(
+                _cache_note(res)
+                if rate is not None
+                else f"node ceiling run {res.get('state')}: {res.get('reason', '')}"
+            )
         else:
             values.append(np.nan)
             notes.append("")
     f["independent_img_s"] = values
-    f["allreduce_s"] = allreduce
+    for column, figures in allreduce.items():
+        f[column] = figures
     f["ceiling_note"] = notes
     return with_interference(f)
+
+
+def _cache_note(result: dict) -> str:
+    """Where the node ceiling's copies could not read the dataset from the page cache (larger than the
+    nodes' memory, or not permitted), they read the store too: the ceiling may carry its limit."""
+    summary = result.get("summary") or {}
+    warmed = (summary.get("storage") or {}).get("drop_caches")
+    if summary.get("synthetic") or warmed in (None, "warmed"):
+        return ""
+    return f"node ceiling read the store as well (page-cache warm-up {str(warmed).replace('_', ' ')})"
 
 
 def with_interference(frame):

@@ -1,8 +1,9 @@
 """Foreign work on the rank's own cores: a noisy neighbour named by process, pid and core.
 
 Every thread on the node reports the core it last ran on and its CPU time (/proc/<pid>/task/<tid>/stat);
-between two samples, the CPU time of threads that are not this rank's (its process and its children:
-loader workers) and that ran on one of the slot's cores is foreign work on the slot. A share of the
+between two samples, the CPU time of threads that are not the run's (this rank's process and its
+children, loader workers, and the run's other ranks: the same `--metrics-out` in their command line)
+and that ran on one of the slot's cores is foreign work on the slot. A share of the
 slot's core-seconds, plus the busiest foreign process by name, pid and core. Threads can migrate
 between samples, so the attribution is to the core a thread was last seen on: a pinned neighbour (the
 case that hurts a pinned rank) is attributed exactly.
@@ -53,6 +54,21 @@ def own_pids(root: int) -> set[int]:
         return {root}
 
 
+def run_marker(cmdline: list[str]) -> str | None:
+    """What every rank of one run has in its command line: the run's `--metrics-out` folder."""
+    for i, arg in enumerate(cmdline[:-1]):
+        if arg == "--metrics-out":
+            return cmdline[i + 1]
+    return next((a.split("=", 1)[1] for a in cmdline if a.startswith("--metrics-out=")), None)
+
+
+def _cmdline(pid: int, proc: Path = PROC) -> list[str]:
+    try:
+        return (proc / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 # A scan reads every thread's stat file (3 ms for 100 threads here, ~60 ms for a GPU node's 2,000):
 # at most one per this many seconds, whatever the sampler's rate; samples in between repeat the last.
 MIN_SCAN_INTERVAL_S = 1.0
@@ -65,6 +81,10 @@ class InterferenceSource:
         self.cores = set(cores if cores is not None else os.sched_getaffinity(0))
         self.root = root if root is not None else os.getpid()
         self.proc = proc
+        # The run's other ranks (another rank of this host left unpinned, or a namespace "host" on the same
+        # kernel) share the marker: their work is the run's own contention, not a neighbour's.
+        self.marker = run_marker(_cmdline(self.root, proc))
+        self._peer: dict[int, bool] = {}
         self._last = _thread_stats(proc)
         self._t = time.monotonic()
         self._result: dict[str, float | str | None] = {"foreign_cpu_share": None, "foreign_top": None}
@@ -81,7 +101,7 @@ class InterferenceSource:
         mine = own_pids(self.root)
         foreign: dict[tuple[int, int, str], float] = {}  # (pid, core, name) -> CPU seconds on the slot
         for key, (core, cpu, name) in now.items():
-            if core not in self.cores or key[0] in mine:
+            if core not in self.cores or key[0] in mine or self._of_the_run(key[0]):
                 continue
             before = self._last.get(key)
             used = cpu - before[1] if before else 0.0  # a thread first seen now: no interval to charge
@@ -96,3 +116,11 @@ class InterferenceSource:
             (pid, core, name), seconds = max(foreign.items(), key=lambda kv: kv[1])
             top = f"{name} (pid {pid}) on core {core}, {seconds / wall:.0%} of it"
         return {"foreign_cpu_share": min(1.0, share), "foreign_top": top}
+
+    def _of_the_run(self, pid: int) -> bool:
+        """Whether `pid` is one of this run's ranks (or their loader workers): same `--metrics-out`."""
+        if self.marker is None:
+            return False
+        if pid not in self._peer:
+            self._peer[pid] = self.marker in _cmdline(pid, self.proc)
+        return self._peer[pid]

@@ -44,12 +44,24 @@ class Dist(ABC):
     def barrier(self) -> None: ...
 
     @abstractmethod
+    def bucket_bytes(self) -> tuple[int, int]:
+        """(first bucket, later buckets) in bytes: how this backend cuts a step's gradients."""
+
+    @abstractmethod
+    def allreduce_buckets(self, buffers: list[torch.Tensor]) -> None:
+        """Sum-allreduce every buffer, all in flight at once as a step's buckets are, and wait for them
+        (the network probe, bench.train.dist.probe)."""
+
+    @abstractmethod
     def wrap(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
         """(module to train, optimizer): parameters broadcast from rank 0; the optimizer has
         `synchronize()` (wait for the gradient allreduces: the exposed communication) and
         `skip_synchronize()` (a context in which `step()` does not wait again)."""
+
+    def close(self) -> None:
+        """Leave the run once its last collective is done (a backend with nothing to tear down keeps this)."""
 
     def settle_slot(self, bind: str) -> None:
         """Exchange host, cores, threads and GPU; with bind="auto", unpinned ranks of one host split

@@ -141,6 +141,15 @@ class DdpDist(Dist):
         if self.size > 1:
             tdist.all_reduce(self._tensor(0.0))
 
+    def bucket_bytes(self) -> tuple[int, int]:
+        # DDP's defaults: a small first bucket (so the first allreduce starts early), then bucket_cap_mb=25
+        return int(tdist._DEFAULT_FIRST_BUCKET_BYTES), 25 * 1024 * 1024
+
+    def allreduce_buckets(self, buffers: list[torch.Tensor]) -> None:
+        works = [tdist.all_reduce(b, async_op=True) for b in buffers]
+        for work in works:
+            work.wait()
+
     def wrap(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

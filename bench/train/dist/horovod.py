@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from bench.train.dist.base import Dist, hostname, pick_device
@@ -34,6 +36,18 @@ class HorovodDist(Dist):
 
         if self.size > 1:
             hvd.allreduce(torch.zeros(1), name="barrier", op=hvd.Sum)
+
+    def bucket_bytes(self) -> tuple[int, int]:
+        # Horovod fuses every ready tensor into one buffer of HOROVOD_FUSION_THRESHOLD (64 MiB by default)
+        fusion = int(os.environ.get("HOROVOD_FUSION_THRESHOLD", 64 * 1024 * 1024))
+        return fusion, fusion
+
+    def allreduce_buckets(self, buffers: list[torch.Tensor]) -> None:
+        import horovod.torch as hvd
+
+        handles = [hvd.allreduce_async_(b, name=f"probe.{i}", op=hvd.Sum) for i, b in enumerate(buffers)]
+        for handle in handles:
+            hvd.synchronize(handle)
 
     def wrap(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer

@@ -170,3 +170,34 @@ def test_ddp_on_a_gpu_runs_nccl_and_keeps_the_gradients():
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got == {"device": "cuda:0", "same": True, "kind": "nccl"}
+
+
+# Each rank probes a 3 MiB "model" (DDP's buckets: 1 MiB then 25 MiB); rank 1 adds a delay to its copy.
+PROBE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+    from bench.train.dist import init
+    from bench.train.dist.probe import bucket_sizes, gradient_bytes, probe_allreduce
+    dist = init("ddp", "none")
+    model = torch.nn.Linear(1024, 768)  # 787,200 parameters: 3,148,800 gradient bytes in fp32
+    probe = probe_allreduce(dist, gradient_bytes(model))
+    buffer = torch.full((4,), float(dist.rank + 1))
+    dist.allreduce_buckets([buffer])
+    print(json.dumps({"probe": probe, "sum": buffer.tolist(), "sizes": bucket_sizes(3_148_800, *dist.bucket_bytes())}))
+    dist.close()
+    """
+)
+
+
+@pytest.mark.slow
+def test_the_allreduce_probe_sends_the_models_gradients_in_ddps_buckets():
+    r0, r1 = run_two(PROBE_SCRIPT)
+    assert r0["sum"] == r1["sum"] == [3.0] * 4  # a sum-allreduce across both ranks
+    assert r0["sizes"] == [1 << 20, 3_148_800 - (1 << 20)]
+    p0, p1 = r0["probe"], r1["probe"]
+    assert p0 == p1  # the slowest rank's time, agreed: both ranks report the same figures
+    assert p0["bytes"] == 3_148_800 and p0["buckets"] == 2 and 1 <= p0["reps"] <= 5
+    assert 0 < p0["latency_s"] < p0["seconds"] < 5
+    # nccl-tests' bus bandwidth: bytes / seconds x 2(N-1)/N, N = 2
+    assert p0["bus_gb_s"] == pytest.approx(p0["bytes"] / p0["seconds"] / 1e9)

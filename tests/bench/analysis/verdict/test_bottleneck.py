@@ -63,7 +63,7 @@ def row(frame: pd.DataFrame, gpus: int) -> pd.Series:
 
 def test_a_clean_run_names_no_cause_and_carries_its_breakdown(tmp_path):
     outcome, frame = sweep(tmp_path, "clean", config(tmp_path / "data", min_scaling_efficiency=0.3))
-    assert outcome["verdict"] == "PASSED", outcome
+    assert outcome["verdict"] == "PASSED", (outcome["failures"], outcome["inconclusive"])
     assert frame["bottleneck"].fillna("").eq("").all()
     for col in ("data_wait_share", "compute_share", "comm_share", "au", "straggler_gap"):
         assert frame[col].between(0, 1).all(), col
@@ -146,6 +146,10 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
         min_measure_s=0.0,
         evict_dataset=True,
         confirm_causes=True,
+        # The knee between 1 and 2 ranks is judged against linear: against the node ceiling (at most ~1.7x
+        # one rank on these 2 cores) a throttle above what 1 rank reads leaves 2 ranks at >= 0.65 of it,
+        # too near the bound to assert (the ceiling's own behaviour under the throttle is asserted below).
+        ideal="linear",
     )
     # What this machine's ranks read unthrottled (its 2-core ceiling moves with the host's load: take a
     # moment where 2 ranks read clearly more than the throttle will allow).
@@ -185,6 +189,11 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     sized = knee[knee["supported_gpus"].notna()]
     assert len(sized) == 1 and int(sized["supported_gpus"].iloc[0]) == 1  # the projection's knee: 1 GPU
     assert any(f["gpus"] == 2 and f.get("bottleneck") for f in outcome["failures"])
+    # The node ceiling's copies read the page cache, not the throttled store (CI once saw them throttled
+    # too: the ceiling then hid the store, and under the independent ideal the knee passed). So the
+    # ceiling runs well above the throttled scale, and the store binds its expected throughput.
+    assert two["independent_img_s"] > 1.2 * two["throughput_img_s"], two.to_dict()
+    assert two["expected_bound_by"] == "storage", two.to_dict()
 
 
 def test_a_foreign_busy_loop_on_one_slots_core_fails_the_scale_naming_it(tmp_path):

@@ -27,7 +27,12 @@ def hosts(tmp_path_factory):
     h.stop()
 
 
-VARIANT = {"": {}, "warm": {"warm_cache": True, "drop_caches": False}, "synthetic": {"synthetic": True, "data": None}}
+VARIANT = {
+    "": {},
+    "warm": {"warm_cache": True, "drop_caches": False},
+    "synthetic": {"synthetic": True, "data": None},
+    "independent": {"independent": True, "warm_cache": True, "drop_caches": False},  # the node ceiling
+}
 
 
 def run(hosts: SshHosts, tmp_path: Path, data: Path, ranks: int, variant: str = "") -> dict:
@@ -61,7 +66,8 @@ def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets
     reruns = [run(hosts, tmp_path, datasets["coco"], 1, v) for v in ("warm", "synthetic")]
     with link_rate_limit(links, "8mbit"):  # ssd's 2.4 MB of gradients per step through 8 Mbit/s links
         limited = run(hosts, tmp_path, datasets["coco"], 2)
-        reruns += [run(hosts, tmp_path, datasets["coco"], 2, v) for v in ("warm", "synthetic")]
+        # the node ceiling (independent copies: no collective, so the limited link does not touch it)
+        reruns += [run(hosts, tmp_path, datasets["coco"], 2, v) for v in ("warm", "synthetic", "independent")]
     cfg = SweepConfig(
         workloads=("ssd",),
         gpus=(1, 2),
@@ -80,4 +86,11 @@ def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets
     ranks = two["rank_breakdown"]
     assert all(r["comm_share"] > 0.3 for r in json.loads(ranks))  # every rank waits alike
     assert "exposed communication" in two["bottleneck_evidence"]
+    # The scale's own allreduce probe saw the limit: 2.4 MB through 1 MB/s links takes seconds, and the
+    # ceilings name the same component the rules do.
+    assert two["ideal"] == "independent" and two["independent_img_s"] > two["throughput_img_s"], two.to_dict()
+    assert two["allreduce_s"] > 1.0 and two["allreduce_bus_gb_s"] < 0.003, two.to_dict()
+    assert two["allreduce_bytes"] == pytest.approx(2.4e6, rel=0.1)
+    assert two["expected_bound_by"] == "communication", two.to_dict()
+    assert "disagree" not in two["bottleneck_evidence"]
     assert ev.failures and ev.failures[0]["bottleneck"] == "communication"

@@ -137,3 +137,41 @@ def test_an_oversubscribed_scale_is_judged_against_linear_not_its_contended_ceil
     out = derive(frame, None, "independent").set_index("gpus")
     assert out.loc[2, "ideal"] == "independent" and out.loc[2, "scaling_efficiency"] == pytest.approx(160 / 170)
     assert out.loc[6, "ideal"] == "linear" and out.loc[6, "scaling_efficiency"] == pytest.approx(0.25)
+
+
+def _ceiling_runs(warm: str, probe: dict | None) -> list[dict]:
+    """A 2-rank scale's run (with its allreduce probe) and its node ceiling's, as the suite records them."""
+
+    def result(rate: float, **summary) -> dict:
+        return {"state": "COMPLETED", "summary": {"images_per_s": rate, "synthetic": False, **summary}}
+
+    return [
+        {"workload": "ssd", "gpus": 2, "result": result(150.0, allreduce=probe)},
+        {
+            "workload": "ssd",
+            "gpus": 2,
+            "variant": "independent",
+            "result": result(170.0, storage={"drop_caches": warm}),
+        },
+    ]
+
+
+def test_the_probe_fills_the_allreduce_columns_and_a_ceiling_that_read_the_store_says_so():
+    import pandas as pd
+
+    from bench.analysis.verdict.ceilings import with_node_ceilings
+
+    frame = pd.DataFrame({"workload": ["ssd"], "gpus": [2], "throughput_img_s": [150.0]})
+    probe = {"seconds": 0.02, "bytes": 2_400_000, "buckets": 2, "bus_gb_s": 0.12, "latency_s": 1e-4, "reps": 5}
+    row = with_node_ceilings(frame, _ceiling_runs("warmed", probe)).iloc[0]
+    assert row["independent_img_s"] == 170.0 and row["ceiling_note"] == ""
+    assert (row["allreduce_s"], row["allreduce_bytes"], row["allreduce_bus_gb_s"], row["allreduce_latency_s"]) == (
+        0.02,
+        2_400_000,
+        0.12,
+        1e-4,
+    )
+    # a dataset larger than the nodes' memory: the copies read the store as well, and the row says so
+    row = with_node_ceilings(frame, _ceiling_runs("incomplete", None)).iloc[0]
+    assert row["independent_img_s"] == 170.0 and "read the store as well" in row["ceiling_note"]
+    assert math.isnan(row["allreduce_s"]) and math.isnan(row["allreduce_bytes"])  # no probe: no figure
