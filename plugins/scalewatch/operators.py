@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -34,7 +35,7 @@ class TrainScaleOperator(BaseOperator):
         from bench.launch.leftovers import submit_recorded
         from bench.suite.plan import run_spec
         from scalewatch.launchers import from_kwargs, launcher_kwargs
-        from scalewatch.triggers import RunStateTrigger
+        from scalewatch.triggers import SETTLE_S, RunStateTrigger
 
         cfg = self._cfg()
         spec = run_spec(
@@ -56,7 +57,7 @@ class TrainScaleOperator(BaseOperator):
             spec.output_dir,
         )
         self.defer(
-            trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s),
+            trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s, time.time() + SETTLE_S),
             method_name="execute_complete",
             kwargs={"handle": handle, "launcher": self._launcher_kwargs},
             timeout=timedelta(seconds=cfg.time_limit_s + 300),

@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+# Airflow 3.3 fails a deferred task whose trigger fires before the scheduler has drained the executor's
+# "success" for the worker that deferred it: the resumed task is already queued or running when that stale
+# event arrives ("state changed externally"; apache/airflow#67287, #71580, #72716). A 1-rank run that
+# finished 5 s after its deferral hit it in CI (the stale event came 5.8 s after the defer). The event
+# therefore waits until SETTLE_S after the deferral; runs that take longer are not delayed.
+SETTLE_S = 15.0
+
 
 class RunStateTrigger(BaseTrigger):
-    def __init__(self, handle: dict, launcher: dict, poll_s: float = 2.0) -> None:
+    def __init__(self, handle: dict, launcher: dict, poll_s: float = 2.0, settle_until: float = 0.0) -> None:
         super().__init__()
         self.handle, self.launcher, self.poll_s = handle, launcher, poll_s
+        self.settle_until = settle_until  # epoch seconds: no event before (the deferral + SETTLE_S)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "scalewatch.triggers.RunStateTrigger",
-            {"handle": self.handle, "launcher": self.launcher, "poll_s": self.poll_s},
+            {
+                "handle": self.handle,
+                "launcher": self.launcher,
+                "poll_s": self.poll_s,
+                "settle_until": self.settle_until,
+            },
         )
 
     async def on_kill(self) -> None:
@@ -35,6 +49,7 @@ class RunStateTrigger(BaseTrigger):
         while True:
             state, reason = patience.judge(*await asyncio.to_thread(launcher.poll, self.handle))
             if state.finished:
+                await asyncio.sleep(max(0.0, self.settle_until - time.time()))
                 yield TriggerEvent(
                     {"state": str(state), "reason": reason, "handle": self.handle, "launcher": self.launcher}
                 )
