@@ -70,9 +70,9 @@ SCALING_COLUMNS = [
     ("linear eff.", lambda r: _num(r.get("linear_efficiency"))),
     ("node ceiling images/s", lambda r: _num(r.get("independent_img_s"))),
     (
-        "expected images/s (binds)",
+        "expected images/s (binds; allreduce ms)",
         lambda r: (
-            f"{_num(r.get('expected_img_s'))} ({r['expected_bound_by']})"
+            f"{_num(r.get('expected_img_s'))} ({r['expected_bound_by']}{_allreduce_cell(r)})"
             if isinstance(r.get("expected_bound_by"), str) and r.get("expected_bound_by")
             else "—"
         ),
@@ -85,6 +85,15 @@ SCALING_COLUMNS = [
     ("regression floor", lambda r: _regression_cell(r)),
     ("bottleneck", lambda r: _bottleneck_cell(r)),
 ]
+
+
+def _allreduce_cell(r: dict) -> str:
+    """The scale's own allreduce probe ("; allreduce 1.7 ms at 1.4 GB/s bus"), "" where none ran."""
+    seconds, bus = r.get("allreduce_s"), r.get("allreduce_bus_gb_s")
+    if not isinstance(seconds, float) or pd.isna(seconds):
+        return ""
+    at = f" at {_num(bus)} GB/s bus" if isinstance(bus, float) and not pd.isna(bus) else ""
+    return f"; allreduce {_num(seconds * 1e3)} ms{at}"
 
 
 def _bottleneck_cell(r: dict) -> str:
