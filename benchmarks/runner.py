@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -189,17 +190,27 @@ def _section_of(row_section: str) -> int | None:
 
 def write_results(rows: list[tuple[str, str, str, str]], ran: set[int], repeats: int, out: Path) -> None:
     """RESULTS.md: this run's rows for the sections it ran, the file's earlier rows (and their provenance
-    notes) for the others, and one note saying when and where this run measured its sections."""
+    notes, each paragraph kept whole) for the others, and one note saying when and where this run
+    measured its sections. Everything from the first `## ` heading on (a section's own write-up and
+    table) is kept as it is."""
+    head, tail = "", ""
+    if out.exists():
+        text = out.read_text()
+        heading = re.search(r"^## ", text, flags=re.MULTILINE)
+        head, tail = (text[: heading.start()], text[heading.start() :]) if heading else (text, "")
     notes: list[str] = []
     kept: list[str] = []
-    if out.exists():
-        for line in out.read_text().splitlines():
+    for paragraph in head.split("\n\n"):
+        lines = [line for line in paragraph.splitlines() if line.strip()]
+        if not lines or lines[0].startswith(("# ", "Re-run:")):
+            continue
+        if not all(line.startswith("|") for line in lines):
+            notes.append("\n".join(lines))
+            continue
+        for line in lines:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| ") and len(cells) == 4:
-                if _section_of(cells[0]) not in (None, *ran):
-                    kept.append(line)
-            elif line.strip() and not line.startswith(("# ", "| ---", "Re-run:")):
-                notes.append(line)
+            if len(cells) == 4 and _section_of(cells[0]) not in (None, *ran):
+                kept.append(line)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     notes.append(
         f"Sections {', '.join(map(str, sorted(ran)))} measured {stamp} on: {machine()}; medians over {repeats} repeats."
@@ -208,7 +219,8 @@ def write_results(rows: list[tuple[str, str, str, str]], ran: set[int], repeats:
     merged = sorted(kept + new, key=lambda line: _section_of(line.strip("| ").split(" | ")[0]) or 0)
     table = ["| section | figure | value | target / detail |", "| --- | --- | --- | --- |", *merged]
     rerun = "Re-run: `scripts/bench.sh` (all) or `python benchmarks/bench_NN_*.py` (one section)."
-    out.write_text("\n\n".join(["# Benchmark results", *notes, "\n".join(table), rerun]) + "\n")
+    body = "\n\n".join(["# Benchmark results", *notes, "\n".join(table), rerun]) + "\n"
+    out.write_text(body + ("\n" + tail if tail else ""))
 
 
 def run(numbers: list[int], repeats: int, out: Path = RESULTS) -> int:
