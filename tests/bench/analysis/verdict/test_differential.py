@@ -114,3 +114,18 @@ def test_a_failed_rerun_confirms_nothing_and_says_which():
 def test_no_reruns_leave_the_columns_empty():
     out = add_differential(frame(0.5, "storage"), reruns((1, 1), (1, 1)).iloc[0:0], bound, never)
     assert out["rerun_removed"].eq("").all() and out["warm_efficiency"].isna().all()
+
+
+def test_a_scale_judged_against_its_node_ceiling_is_compared_with_the_reruns_on_one_basis():
+    """Node ceiling 1.6x one rank; the scale reads 0.80x linear, 0.5 of its ceiling (bound 0.7 there, 0.56
+    against linear). The warm rerun scales at 0.55 of linear: it wins back most of the shortfall on the
+    linear basis (0.40 -> 0.55 of a 0.16 gap). Against the ceiling-based 0.5 it looked like 'neither'."""
+    f = frame(0.5, "storage")
+    f["ideal"] = ["independent", "independent"]
+    f["linear_efficiency"] = [1.0, 0.4]
+    f.loc[1, "throughput_img_s"] = 80.0  # 0.4 of linear at 2 ranks
+    out = add_differential(f, reruns((100.0, 110.0), (120.0, 132.0)), bound, never).iloc[1]
+    assert out["rerun_removed"] == "warm" and out["bottleneck"] == "storage", out.to_dict()
+    assert out["cause_check"] == "confirmed"
+    assert "against linear, the bound 0.56 there" in out["bottleneck_evidence"]
+    assert out["warm_efficiency"] == pytest.approx(0.55)
