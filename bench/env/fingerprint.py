@@ -214,12 +214,16 @@ def describe(changes: list[dict[str, str]], since: str | None = None) -> str:
     return f"{text} from the run of {since}" if since else text
 
 
+def run_before(run_ids: list[str], changed_in: str) -> str | None:
+    """The run just before `changed_in` in series order; None where it is the first or not in the series."""
+    at = run_ids.index(changed_in) if changed_in in run_ids else 0
+    return run_ids[at - 1] if at > 0 else None
+
+
 def across_change(run_ids: list[str], changed_in: str, environments: dict[str, dict[str, str]]) -> list[dict]:
     """What differs between the run before a change point and the run it happened in (`run_ids` in series
     order); [] where either run's environment was not recorded."""
-    if changed_in not in run_ids or run_ids.index(changed_in) == 0:
-        return []
-    before = run_ids[run_ids.index(changed_in) - 1]
+    before = run_before(run_ids, changed_in)
     if before not in environments or changed_in not in environments:
         return []
     return differences(environments[before], environments[changed_in])

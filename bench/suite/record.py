@@ -137,11 +137,11 @@ def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
 def environment_change(store, series: pd.DataFrame, row: dict) -> str:
     """What differs in the environment between the last run before a change point and the run it happened in
     ("nccl 2.21.5 -> 2.23.4 from the run of 2026-11-16"); empty when nothing recorded differs."""
-    from bench.env.fingerprint import across_change, describe
+    from bench.env.fingerprint import across_change, describe, run_before
 
     ids = series["suite_run_id"].astype(str).tolist()
     after = str(row.get("changed_in") or "")
-    before = ids[ids.index(after) - 1] if after in ids and ids.index(after) > 0 else None
+    before = run_before(ids, after)
     envs = store.environments([before, after]) if before else {}
     return describe(across_change(ids, after, envs), str(row.get("changed_at", ""))[:10])
 
