@@ -105,6 +105,13 @@ def ideal_efficiency(
 
 
 INDEPENDENT_VARIANT = "independent"
+# The results columns of the scale's allreduce probe (summary "allreduce", bench.train.dist.probe).
+PROBE_FIELDS = {
+    "allreduce_s": "seconds",
+    "allreduce_bytes": "bytes",
+    "allreduce_bus_gb_s": "bus_gb_s",
+    "allreduce_latency_s": "latency_s",
+}
 # Columns the ceilings add to the results frame (stored, shown, judged).
 CEILING_FLOATS = (
     "independent_img_s",
@@ -113,19 +120,9 @@ CEILING_FLOATS = (
     "expected_img_s",
     "expected_efficiency",
     "efficiency_vs_expected",
-    "allreduce_s",
-    "allreduce_bytes",
-    "allreduce_bus_gb_s",
-    "allreduce_latency_s",
+    *PROBE_FIELDS,
     "foreign_cpu_share",
 )
-# The results columns of the scale's allreduce probe (summary "allreduce", bench.train.dist.probe).
-PROBE_FIELDS = {
-    "allreduce_s": "seconds",
-    "allreduce_bytes": "bytes",
-    "allreduce_bus_gb_s": "bus_gb_s",
-    "allreduce_latency_s": "latency_s",
-}
 CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note", "foreign_top")
 
 
