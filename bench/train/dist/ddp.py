@@ -101,6 +101,16 @@ def _synchronizing(optimizer: torch.optim.Optimizer, pending: _Pending) -> torch
     return optimizer
 
 
+def _buffers_once(ddp_class) -> dict[str, bool]:
+    """As Horovod: buffers (batch-norm statistics) broadcast once at start, then stay per rank. torch 2.13
+    names that `forward_sync_buffers=False` and deprecates `broadcast_buffers`; torch 2.11 (the CUDA
+    image the GPU check ran on) knows only `broadcast_buffers=False`. Both sync at construction."""
+    import inspect
+
+    known = inspect.signature(ddp_class).parameters
+    return {"forward_sync_buffers" if "forward_sync_buffers" in known else "broadcast_buffers": False}
+
+
 class DdpDist(Dist):
     backend = "ddp"
 
@@ -158,9 +168,8 @@ class DdpDist(Dist):
         ddp = DistributedDataParallel(
             model,
             device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            # as Horovod: buffers (batch-norm statistics) broadcast once at start, then stay per rank
-            forward_sync_buffers=False,
             gradient_as_bucket_view=True,  # .grad are views of the buckets synchronize() writes into
+            **_buffers_once(DistributedDataParallel),
         )
         pending = _Pending(self.size, self.device)
         ddp.register_comm_hook(pending, _start_allreduce)
