@@ -76,12 +76,19 @@ def _probe_gpu_busy(dist: Dist, train_step, batch, step_time_s: float) -> list[f
     if dist.device.type != "cuda" or batch is None:
         return []
     probe, busy, hold = GpuBusyProbe(dist.device), [], PROBE_HOLD_FACTOR * step_time_s
+    missed = 0
     for _ in range(PROBE_STEPS * PROBE_TRIES):
         seconds = probe.step(lambda mark: (train_step(batch, mark), mark("end")), hold)
         if seconds is not None:
             busy.append(seconds)
         if dist.agree_max(0.0 if seconds is not None else 1.0) > 0:
-            hold *= 2  # some rank's hold ended before its host had queued the step
+            # some rank's hold ended before its host had queued the step: PROBE_TRIES holds, each twice the
+            # last, then no figure. Doubling on every probe step grew the spin to 2^11 steps (minutes) where
+            # the host can never queue ahead (DDP's NCCL backward on a GPU: the GPU check hung there).
+            missed += 1
+            if missed >= PROBE_TRIES:
+                break
+            hold *= 2
         if -dist.agree_max(-float(len(busy))) >= PROBE_STEPS:
             break
     return busy
