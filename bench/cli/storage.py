@@ -38,8 +38,8 @@ def _probe(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_dict(), allow_nan=False))
     else:
         print(f"{'jobs':>5}{'MB/s':>10}{'MB read':>10}{'s':>7}")
-        for lv in result.levels:
-            print(f"{lv['jobs']:>5}{lv['mb_s']:>10.1f}{lv['bytes'] / 1e6:>10.1f}{lv['seconds']:>7.2f}")
+        for lv, tag in [*((lv, "") for lv in result.levels), (result.repeat, "  (the best level again)")]:
+            print(f"{lv['jobs']:>5}{lv['mb_s']:>10.1f}{lv['bytes'] / 1e6:>10.1f}{lv['seconds']:>7.2f}{tag}")
         note = "" if result.conclusive else f" (inconclusive: {result.reason})"
         print(f"ceiling {result.ceiling_mb_s:.1f} MB/s, {result.method} reads, bs {result.block_size}{note}")
     return 0

@@ -44,6 +44,7 @@ class ProbeResult:
     paths: list[str]
     ceiling_mb_s: float
     levels: list[dict]  # {"jobs", "mb_s", "bytes", "seconds"}
+    repeat: dict | None  # the best level read once more, after the climb (same keys); None if not run
     block_size: int
     sample_files: int
     sample_bytes: int
@@ -155,8 +156,22 @@ def _read_figures(done: subprocess.CompletedProcess) -> tuple[int, float]:
         raise ProbeError(f"fio printed no JSON report: {(done.stderr or text)[-500:]}") from None
 
 
+def _level(done: subprocess.CompletedProcess, jobs: int, dirs: list[Path]) -> dict:
+    if done.returncode != 0:
+        raise ProbeError(f"fio failed at {jobs} job(s) (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    nbytes, seconds = _read_figures(done)
+    if nbytes <= 0 or seconds <= 0:
+        raise ProbeError(f"fio read nothing at {jobs} job(s) from {', '.join(map(str, dirs))}")
+    return {"jobs": jobs, "mb_s": nbytes / seconds / 1e6, "bytes": nbytes, "seconds": seconds}
+
+
 def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeResult:
-    """Sustained cold read MB/s of the staged files at 1, 2, 4, ... jobs; the ceiling is the best level."""
+    """Sustained cold read MB/s of the staged files at 1, 2, 4, ... jobs, then the best level once more;
+    the ceiling is the better of the best level's two reads.
+
+    Why the second read: on a shared disk one 3-second level can read 20% under the storage's usual
+    ceiling (measured: 186.6 MB/s against a median of 233 over the probes before it), and the ceiling's
+    regression check took that single reading for a slower store. A slower store reads slow twice."""
     if shutil.which(settings.fio) is None:
         raise ProbeError(f"fio not found ({settings.fio!r}): scripts/install.sh installs it (apt package fio)")
     files = sample_files(dirs, settings.max_files)
@@ -170,29 +185,26 @@ def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeR
         if done.returncode != 0 and direct and not levels and "Invalid argument" in (done.stderr + done.stdout):
             direct = False  # O_DIRECT refused by this filesystem: evict and read each file once instead
             done = _run_fio(settings, files, jobs, bs, direct)
-        if done.returncode != 0:
-            raise ProbeError(f"fio failed at {jobs} job(s) (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-        nbytes, seconds = _read_figures(done)
-        if nbytes <= 0 or seconds <= 0:
-            raise ProbeError(f"fio read nothing at {jobs} job(s) from {', '.join(map(str, dirs))}")
-        rate = nbytes / seconds / 1e6
+        level = _level(done, jobs, dirs)
         best = max((lv["mb_s"] for lv in levels), default=0.0)
-        levels.append({"jobs": jobs, "mb_s": rate, "bytes": nbytes, "seconds": seconds})
-        stalled = stalled + 1 if best and rate < best * (1 + PLATEAU_GAIN) else 0
+        levels.append(level)
+        stalled = stalled + 1 if best and level["mb_s"] < best * (1 + PLATEAU_GAIN) else 0
         if stalled >= 2:
             break
     top = max(levels, key=lambda lv: lv["mb_s"])
-    short = [lv for lv in levels if lv["seconds"] < MIN_LEVEL_S]
+    repeat = _level(_run_fio(settings, files, top["jobs"], bs, direct), top["jobs"], dirs)
+    best = max(top, repeat, key=lambda lv: lv["mb_s"])
     reason = ""
-    if top in short:
+    if best["seconds"] < MIN_LEVEL_S:
         reason = (
-            f"the best level read {top['bytes'] / 1e6:.1f} MB in {top['seconds']:.2f} s (under {MIN_LEVEL_S:.0f} s): "
+            f"the best level read {best['bytes'] / 1e6:.1f} MB in {best['seconds']:.2f} s (under {MIN_LEVEL_S:.0f} s): "
             "too little data to call a sustained ceiling; stage a larger dataset"
         )
     return ProbeResult(
         paths=[str(d) for d in dirs],
-        ceiling_mb_s=float(top["mb_s"]),
+        ceiling_mb_s=float(best["mb_s"]),
         levels=levels,
+        repeat=repeat,
         block_size=bs,
         sample_files=len(files),
         sample_bytes=sum(s for _, s in files),
