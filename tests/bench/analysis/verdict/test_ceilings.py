@@ -139,6 +139,35 @@ def test_an_oversubscribed_scale_is_judged_against_linear_not_its_contended_ceil
     assert out.loc[6, "ideal"] == "linear" and out.loc[6, "scaling_efficiency"] == pytest.approx(0.25)
 
 
+def test_bandwidth_is_judged_against_the_same_ideal_as_throughput():
+    """Epoch-1 bytes per image are fixed: a scale at 0.94 of its node ceiling reads at 0.94 of what the
+    ceiling would read, not at the 0.76 of linear it was held to (a clean 2-core sweep failed on that)."""
+    import pandas as pd
+
+    from bench.analysis.verdict.scaling import derive
+
+    frame = pd.DataFrame(
+        {
+            "workload": ["ssd"] * 3,
+            "gpus": [1, 2, 6],
+            "throughput_img_s": [100.0, 152.0, 150.0],
+            "epoch_time_s": [1.0] * 3,
+            "valid": [True] * 3,
+            "avg_read_mb_s": [10.0, 15.2, 15.0],
+            "independent_img_s": [100.0, 162.0, 155.0],
+        }
+    )
+    frame["oversubscribed"] = frame["gpus"] > 2
+    independent = derive(frame, None, "independent").set_index("gpus")
+    linear = derive(frame.drop(columns="oversubscribed"), None, "linear").set_index("gpus")
+    assert linear.loc[2, "bandwidth_efficiency"] == pytest.approx(0.76)
+    assert independent.loc[2, "bandwidth_efficiency"] == pytest.approx(152 / 162)
+    assert independent.loc[6, "bandwidth_efficiency"] == pytest.approx(0.25)  # oversubscribed: linear
+    # without an `oversubscribed` column every scale is its own slots' (the mask is a Series, never a bool)
+    plain = derive(frame.drop(columns="oversubscribed"), None, "independent").set_index("gpus")
+    assert plain.loc[6, "bandwidth_efficiency"] == pytest.approx(150 / 155)
+
+
 def _ceiling_runs(warm: str, probe: dict | None) -> list[dict]:
     """A 2-rank scale's run (with its allreduce probe) and its node ceiling's, as the suite records them."""
 
