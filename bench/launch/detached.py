@@ -193,7 +193,10 @@ def _alive(handle: Handle) -> bool:
     """The handle's supervisor is running: a reused pid (a late poll or cancel) is not it.
 
     Matched as a substring of the whole command line: between fork and exec the supervisor is
-    still the starter's `sh -c '... --spec PATH ...'`, and it must read alive then too.
+    still the starter's `sh -c '... --spec PATH ...'`, and it must read alive then too. Inside execve
+    the new image's command line reads empty for a moment: that is the supervisor starting, not a
+    reused pid (one sweep in twenty of benchmark section 8 polled in that moment, called the
+    supervisor dead and cancelled it).
     """
     pid = int(handle["job_id"])
     try:
@@ -208,4 +211,4 @@ def _alive(handle: Handle) -> bool:
             cmdline = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return str(Path(handle["output_dir"]) / SPEC).encode() in cmdline
+    return not cmdline or str(Path(handle["output_dir"]) / SPEC).encode() in cmdline

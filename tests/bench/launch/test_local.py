@@ -186,3 +186,25 @@ def test_oversubscription_is_refused_unless_asked_and_then_marked(tmp_path, data
     result = collect(handle, state, reason, cores + 1)
     assert result.ok, result.reason
     assert any(r["slot"]["oversubscribed"] for r in result.summary["per_rank"])
+
+
+def test_a_supervisor_inside_execve_reads_alive_and_a_reused_pid_does_not(tmp_path):
+    """Inside execve a process's command line reads empty for a moment: the poll must not call the
+    supervisor dead then (it did once in twenty sweeps, and the run was cancelled before it started).
+    A pid whose command line names another spec is a reused pid: not alive. kthreadd (pid 2) stands in
+    for the empty command line, a plain `sleep` for the reused pid."""
+    import subprocess
+    from pathlib import Path
+
+    from bench.launch.detached import _alive
+
+    assert Path("/proc/2/cmdline").read_bytes() == b""  # the stand-in's premise
+    handle = {"job_id": "2", "output_dir": str(tmp_path)}
+    assert _alive(handle)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        wait_for(lambda: Path(f"/proc/{other.pid}/cmdline").read_bytes().startswith(b"sleep"), timeout=10)
+        assert not _alive({"job_id": str(other.pid), "output_dir": str(tmp_path)})
+    finally:
+        other.kill()
+        other.wait()
