@@ -1,0 +1,45 @@
+"""Benchmark section 14: `bench project` from the 1-rank ceilings against 1, 2 and 4 ranks run for real over
+two namespace hosts with a `tc`-limited link and a blkio-throttled store (tests/infra/projection_check.py)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+from runner import ROOT, Context, main_for
+
+NUMBER = 14
+TITLE = "projection"
+
+
+def projection_check(ctx: Context) -> None:
+    sys.path.insert(0, str(ROOT))  # the namespace hosts and limits the tests use
+    from tests.infra.projection_check import LINK, SCALES, STORE_IMG_S, TOLERANCE, check_projection
+    from tests.infra.ssh_hosts import SshHosts
+
+    hosts = SshHosts(ctx.tmp / "proj-ssh", prefix="swbp").start()
+    try:
+        runs = [check_projection(ctx.tmp / f"proj-{i}", hosts) for i in range(ctx.repeats)]
+    finally:
+        hosts.stop()
+    for n in SCALES:
+        mine = [c for run in runs for c in run if c.gpus == n]
+        errors = [c.error for c in mine]
+        within = sum(abs(e) <= TOLERANCE for e in errors)
+        ctx.add(
+            "14 projection",
+            f"ssd, {n} rank(s): projected / measured images/s - 1 (bound by {mine[0].bound_by})",
+            f"{statistics.median(errors):+.3f}",
+            f"target within +-{TOLERANCE:.0%}: {within} of {len(errors)}; errors "
+            + ", ".join(f"{e:+.3f}" for e in errors)
+            + f"; measured {statistics.median(c.measured_img_s for c in mine):.1f} img/s, projected "
+            f"{statistics.median(c.projected_img_s for c in mine):.1f} (store {STORE_IMG_S:g} img/s, link {LINK})",
+        )
+
+
+def run(ctx: Context) -> None:
+    projection_check(ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main_for(NUMBER))
