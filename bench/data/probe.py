@@ -44,7 +44,7 @@ class ProbeResult:
     paths: list[str]
     ceiling_mb_s: float
     levels: list[dict]  # {"jobs", "mb_s", "bytes", "seconds"}
-    repeat: dict | None  # the best level read once more, after the climb (same keys); None if not run
+    repeat: dict  # the best level read once more, after the climb (same keys as a level)
     block_size: int
     sample_files: int
     sample_bytes: int
@@ -193,16 +193,17 @@ def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeR
             break
     top = max(levels, key=lambda lv: lv["mb_s"])
     repeat = _level(_run_fio(settings, files, top["jobs"], bs, direct), top["jobs"], dirs)
-    best = max(top, repeat, key=lambda lv: lv["mb_s"])
+    ceiling = max(top, repeat, key=lambda lv: lv["mb_s"])
     reason = ""
-    if best["seconds"] < MIN_LEVEL_S:
+    if ceiling["seconds"] < MIN_LEVEL_S:
         reason = (
-            f"the best level read {best['bytes'] / 1e6:.1f} MB in {best['seconds']:.2f} s (under {MIN_LEVEL_S:.0f} s): "
+            f"the best level read {ceiling['bytes'] / 1e6:.1f} MB in {ceiling['seconds']:.2f} s "
+            f"(under {MIN_LEVEL_S:.0f} s): "
             "too little data to call a sustained ceiling; stage a larger dataset"
         )
     return ProbeResult(
         paths=[str(d) for d in dirs],
-        ceiling_mb_s=float(best["mb_s"]),
+        ceiling_mb_s=float(ceiling["mb_s"]),
         levels=levels,
         repeat=repeat,
         block_size=bs,

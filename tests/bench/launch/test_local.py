@@ -191,16 +191,23 @@ def test_oversubscription_is_refused_unless_asked_and_then_marked(tmp_path, data
 def test_a_supervisor_inside_execve_reads_alive_and_a_reused_pid_does_not(tmp_path):
     """Inside execve a process's command line reads empty for a moment: the poll must not call the
     supervisor dead then (it did once in twenty sweeps, and the run was cancelled before it started).
-    A pid whose command line names another spec is a reused pid: not alive. kthreadd (pid 2) stands in
-    for the empty command line, a plain `sleep` for the reused pid."""
+    A pid whose command line names another spec is a reused pid: not alive. A kernel thread (always
+    running, command line empty) stands in for the supervisor inside execve, a plain `sleep` for the
+    reused pid."""
     import subprocess
     from pathlib import Path
 
     from bench.launch.detached import _alive
 
-    assert Path("/proc/2/cmdline").read_bytes() == b""  # the stand-in's premise
-    handle = {"job_id": "2", "output_dir": str(tmp_path)}
-    assert _alive(handle)
+    def kernel_thread(pid: str) -> bool:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes() == b"" and ") S" in Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+
+    stand_in = next((p.name for p in Path("/proc").iterdir() if p.name.isdigit() and kernel_thread(p.name)), None)
+    assert stand_in is not None, "no sleeping process with an empty command line (kernel thread) is visible"
+    assert _alive({"job_id": stand_in, "output_dir": str(tmp_path)})
     other = subprocess.Popen(["sleep", "30"])
     try:
         wait_for(lambda: Path(f"/proc/{other.pid}/cmdline").read_bytes().startswith(b"sleep"), timeout=10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from bench.analysis.verdict.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, default_ideal, expected, ideal_efficiency
@@ -83,7 +84,6 @@ def test_a_foreign_process_on_a_ranks_cores_is_named_as_interference():
 
 
 def test_the_ceilings_cross_check_says_where_they_disagree_with_the_rules():
-    import pandas as pd
 
     from bench.analysis.verdict.ceilings import cross_check
 
@@ -118,22 +118,25 @@ def test_the_ceilings_cross_check_says_where_they_disagree_with_the_rules():
     assert "do not explain" in out[2]
 
 
-def test_an_oversubscribed_scale_is_judged_against_linear_not_its_contended_ceiling():
-    import pandas as pd
-
-    from bench.analysis.verdict.scaling import derive
-
-    frame = pd.DataFrame(
+def _scales(throughput: list[float], ceiling: list[float], **columns) -> pd.DataFrame:
+    """A workload's results at 1, 2 and 6 ranks (valid, each with its node ceiling), plus `columns`."""
+    return pd.DataFrame(
         {
             "workload": ["ssd"] * 3,
             "gpus": [1, 2, 6],
-            "throughput_img_s": [100.0, 160.0, 150.0],
+            "throughput_img_s": throughput,
             "epoch_time_s": [1.0] * 3,
             "valid": [True] * 3,
-            "oversubscribed": [False, False, True],
-            "independent_img_s": [100.0, 170.0, 155.0],
+            "independent_img_s": ceiling,
+            **columns,
         }
     )
+
+
+def test_an_oversubscribed_scale_is_judged_against_linear_not_its_contended_ceiling():
+    from bench.analysis.verdict.scaling import derive
+
+    frame = _scales([100.0, 160.0, 150.0], [100.0, 170.0, 155.0], oversubscribed=[False, False, True])
     out = derive(frame, None, "independent").set_index("gpus")
     assert out.loc[2, "ideal"] == "independent" and out.loc[2, "scaling_efficiency"] == pytest.approx(160 / 170)
     assert out.loc[6, "ideal"] == "linear" and out.loc[6, "scaling_efficiency"] == pytest.approx(0.25)
@@ -142,21 +145,9 @@ def test_an_oversubscribed_scale_is_judged_against_linear_not_its_contended_ceil
 def test_bandwidth_is_judged_against_the_same_ideal_as_throughput():
     """Epoch-1 bytes per image are fixed: a scale at 0.94 of its node ceiling reads at 0.94 of what the
     ceiling would read, not at the 0.76 of linear it was held to (a clean 2-core sweep failed on that)."""
-    import pandas as pd
-
     from bench.analysis.verdict.scaling import derive
 
-    frame = pd.DataFrame(
-        {
-            "workload": ["ssd"] * 3,
-            "gpus": [1, 2, 6],
-            "throughput_img_s": [100.0, 152.0, 150.0],
-            "epoch_time_s": [1.0] * 3,
-            "valid": [True] * 3,
-            "avg_read_mb_s": [10.0, 15.2, 15.0],
-            "independent_img_s": [100.0, 162.0, 155.0],
-        }
-    )
+    frame = _scales([100.0, 152.0, 150.0], [100.0, 162.0, 155.0], avg_read_mb_s=[10.0, 15.2, 15.0])
     frame["oversubscribed"] = frame["gpus"] > 2
     independent = derive(frame, None, "independent").set_index("gpus")
     linear = derive(frame.drop(columns="oversubscribed"), None, "linear").set_index("gpus")
@@ -186,7 +177,6 @@ def _ceiling_runs(warm: str, probe: dict | None) -> list[dict]:
 
 
 def test_the_probe_fills_the_allreduce_columns_and_a_ceiling_that_read_the_store_says_so():
-    import pandas as pd
 
     from bench.analysis.verdict.ceilings import with_node_ceilings
 
