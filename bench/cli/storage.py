@@ -39,7 +39,8 @@ def _probe(args: argparse.Namespace) -> int:
     else:
         print(f"{'jobs':>5}{'MB/s':>10}{'MB read':>10}{'s':>7}")
         for lv, tag in [*((lv, "") for lv in result.levels), (result.repeat, "  (the best level again)")]:
-            print(f"{lv['jobs']:>5}{lv['mb_s']:>10.1f}{lv['bytes'] / 1e6:>10.1f}{lv['seconds']:>7.2f}{tag}")
+            reread = "" if lv["fresh"] else "  (re-read files an earlier read touched: a cache may have served it)"
+            print(f"{lv['jobs']:>5}{lv['mb_s']:>10.1f}{lv['bytes'] / 1e6:>10.1f}{lv['seconds']:>7.2f}{tag}{reread}")
         note = "" if result.conclusive else f" (inconclusive: {result.reason})"
         print(f"ceiling {result.ceiling_mb_s:.1f} MB/s, {result.method} reads, bs {result.block_size}{note}")
     return 0

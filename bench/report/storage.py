@@ -100,7 +100,10 @@ def context(frame: pd.DataFrame, probe: dict | None, probes: pd.DataFrame, suite
     charts = []
     if probe is not None:
         paths = json.loads(probe["paths"]) if isinstance(probe["paths"], str) else probe["paths"]
-        shown = {**probe, "paths": paths}
+        reads = [*probe["levels"], *([probe["repeat"]] if probe.get("repeat") else [])]
+        # "fresh" is absent from probes written before reads were kept apart: unknown, not a re-read
+        rereads = sum(1 for lv in reads if lv.get("fresh") is False)
+        shown = {**probe, "paths": paths, "rereads": rereads, "reads": len(reads)}
         charts.append(_probe_chart(probe))
         if sized_rows:
             charts.append(_projection_chart(sized_rows, probe["ceiling_mb_s"]))

@@ -44,9 +44,27 @@ def test_probe_climbs_parallelism_and_reports_a_ceiling(staged):
     assert doc["sample_files"] >= 120 and doc["fio_version"].startswith("fio-")
 
 
+def test_each_read_starts_after_the_files_earlier_reads_touched():
+    """A storage server's cache holds what this probe read before: each read starts after it, and a read
+    that comes back to touched files (the sample ran out, or a job read past its last file) is not fresh."""
+    from bench.data.probe import _Sample
+
+    sample = _Sample([(Path(f"/d/{i}.jpg"), 100) for i in range(10)])
+    shares = sample.shares(2)
+    assert shares == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+    assert sample.consume(shares, [250, 250]) is True  # files 0-5, the last of each partly
+    shares = sample.shares(1)
+    assert shares[0][:4] == [6, 7, 8, 9]
+    assert sample.consume(shares, [300]) is True  # 6, 7, 8
+    assert sample.consume(sample.shares(1), [150]) is False  # 9, then 0 again
+    wrapped = _Sample([(Path("/d/a.jpg"), 100), (Path("/d/b.jpg"), 100)])
+    assert wrapped.consume(wrapped.shares(1), [500]) is False  # read past its last file: back to its first
+
+
 def test_block_size_fits_the_files():
     assert fitted_block_size([70_000, 90_000, 120_000]) == 65536
-    assert fitted_block_size([100]) == 4096
+    assert fitted_block_size([100]) == 512
+    assert fitted_block_size([2600, 2500, 2700]) == 2048  # fio reads nothing of a file under one block
     assert fitted_block_size([50_000_000]) == 1 << 20
 
 

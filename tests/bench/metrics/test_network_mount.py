@@ -120,6 +120,9 @@ def test_a_warm_server_cache_is_labelled_cache_served_not_disk_bandwidth(mount, 
         warm(server)  # the storage server's cache now holds the dataset; the client evicts its own
         summary = train(data, tmp_path / "m", "--epochs", "1")
     assert ceiling.conclusive and ceiling.ceiling_mb_s == pytest.approx(disk_rate / 1e6, rel=0.25)
+    # No read came back to files an earlier one read: the server's cache served none of the probe (the
+    # best level's second read once did, and read 6.8 MB/s from this 4.2 MB/s disk).
+    assert all(lv["fresh"] for lv in [*ceiling.levels, ceiling.repeat]), ceiling
     first = summary["epochs"][0]
     assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)  # the client read it all
     assert first["avg_read_mb_s"] > 2 * disk_rate / 1e6  # faster than that disk can deliver
