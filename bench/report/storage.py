@@ -22,11 +22,13 @@ def _num(v, digits: int = 3) -> str:
 
 def _probe_chart(probe: dict) -> str:
     levels = probe["levels"]
+    series = [Series("read MB/s", [lv["jobs"] for lv in levels], [lv["mb_s"] for lv in levels])]
     repeat = probe.get("repeat")  # absent from probes written before the best level was read twice
-    again = f"; the best level read again: {repeat['mb_s']:.1f} MB/s" if repeat else ""
+    if repeat:
+        series.append(Series(f"best level again: {repeat['mb_s']:.1f} MB/s", [repeat["jobs"]], [repeat["mb_s"]]))
     return line_chart(
-        f"storage probe: fio cold reads ({probe['method']}), ceiling {probe['ceiling_mb_s']:.1f} MB/s{again}",
-        [Series("read MB/s", [lv["jobs"] for lv in levels], [lv["mb_s"] for lv in levels])],
+        f"storage probe ({probe['method']}): ceiling {probe['ceiling_mb_s']:.1f} MB/s",
+        series,
         "parallel fio jobs",
         "MB/s",
     )
