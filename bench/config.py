@@ -353,6 +353,9 @@ class SweepConfig(Frozen):
     # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
     # extra runs per failing workload.
     confirm_causes: bool = True
+    # Run a scale under its series' regression floor once more, after the last scale; a regression is
+    # called only when both runs fall under it (bench.analysis.history.regression).
+    confirm_regressions: bool = True
     # Each scale above one rank is followed by its node ceiling: the same ranks as independent copies.
     ceilings: bool = True
     # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
@@ -726,6 +729,13 @@ class SuiteSettings(Frozen):
         "A scale below its bound and its baseline run again with the dataset cached and with synthetic data (four "
         "extra runs per failing workload): which one removes the drop confirms or corrects the named bottleneck.",
     )
+    confirm_regressions: bool = _ui(
+        True,
+        S_BOUNDS,
+        "Confirm a regression by running the scale again",
+        "A scale whose images/s falls under its history's regression floor runs once more after the last scale; a "
+        "regression is called only when both runs fall under the floor (one extra run per suspected regression).",
+    )
     slack_conn_id: FormConnId | None = _ui(None, S_ALERT, "Slack webhook connection")
     smtp_conn_id: FormConnId | None = _ui(None, S_ALERT, "SMTP connection")
     email_to: tuple[FormEmail, ...] = _ui((), S_ALERT, "E-mail recipients")
@@ -812,6 +822,7 @@ class SuiteSettings(Frozen):
             "probe_max_jobs": self.probe_max_jobs,
             "probe_seconds": self.probe_seconds,
             "confirm_causes": self.confirm_causes,
+            "confirm_regressions": self.confirm_regressions,
             "ceilings": self.ceilings,
             "ideal": self.ideal,
         }

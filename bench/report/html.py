@@ -129,7 +129,9 @@ def _regression_cell(r: dict) -> str:
     floor, used, n = r.get("regression_floor"), r.get("regression_tolerance_used"), r.get("history_n")
     if floor is None or pd.isna(floor):
         return "—" if n is None or pd.isna(n) else f"not judged: {int(n)} of 3 runs of history"
-    return f"{_num(floor, 4)} (−{used:.0%}, {int(n)} runs)"
+    cell = f"{_num(floor, 4)} (−{used:.0%}, {int(n)} runs)"
+    second = r.get("repeat_img_s")
+    return cell if second is None or pd.isna(second) else f"{cell}; run again: {_num(second, 4)}"
 
 
 STORAGE_COLUMNS = [

@@ -89,6 +89,7 @@ results_table = sa.Table(
     sa.Column("accepted", sa.Boolean),
     sa.Column("bottleneck", sa.Text),
     sa.Column("bottleneck_evidence", sa.Text),
+    sa.Column("repeat_img_s", sa.Float),  # a suspected regression's second run (revision 0013)
     *(sa.Column(c, sa.Float) for c in DIFFERENTIAL_FIGURES),
     *(sa.Column(c, sa.Text) for c in DIFFERENTIAL_LABELS),
     *(sa.Column(c, sa.Float) for c in SIZING_FLOATS),
@@ -175,7 +176,7 @@ annotations_table = sa.Table(
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0012"
+SCHEMA_REVISION = "0013"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3
 # (versions 1 and 2 are brought up to 3 by the legacy steps in `_adopt_legacy`).
 LEGACY_REVISION = {3: "0001", 4: "0002"}

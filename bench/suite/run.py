@@ -73,6 +73,40 @@ def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: 
     return fetch_and_collect(launcher, handle, state, reason)
 
 
+def confirmation_runs(
+    cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, store_url: str, log=print
+) -> list[dict]:
+    """The reruns that check a verdict before it is given, one at a time after every scale has ended:
+    each suspected regression's second run, then the differential reruns of each scale below its bound."""
+    repeats = regression_repeats(cfg, launcher, suite_run_id, runs, started_at, store_url, log)
+    return repeats + differential_runs(cfg, launcher, suite_run_id, runs, started_at, log)
+
+
+def regression_repeats(
+    cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, store_url: str, log=print
+) -> list[dict]:
+    """A second run of each scale whose images/s fell under its series' regression floor (the check then
+    takes the better of the two: bench.analysis.history.regression); [] when confirm_regressions is off."""
+    from bench.analysis.history.regression import REPEAT
+    from bench.analysis.verdict.evaluate import scale_frame, suspected_regressions
+    from bench.errors import ResultsInputError
+    from bench.store.db import ResultsStore
+
+    if not cfg.confirm_regressions:
+        return []
+    try:
+        frame = scale_frame(cfg, suite_run_id, runs, started_at)
+    except ResultsInputError:
+        return []  # nothing measured: evaluate says why
+    out = []
+    for workload, gpus in suspected_regressions(cfg, frame, ResultsStore(store_url), suite_run_id):
+        log(f"  under its regression floor: {workload} on {gpus} rank(s) runs once more ...")
+        result = run_one(cfg, launcher, suite_run_id, workload, gpus, REPEAT)
+        log(f"    {result.state} {result.reason}".rstrip())
+        out.append({"workload": workload, "gpus": gpus, "variant": REPEAT, "result": result.as_dict()})
+    return out
+
+
 def differential_runs(
     cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, log=print
 ) -> list[dict]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from bench.config import SweepConfig
 from bench.suite.plan import new_suite_run_id, run_matrix
 from bench.suite.record import finish
-from bench.suite.run import differential_runs, probe_storage, run_one, stage_datasets
+from bench.suite.run import confirmation_runs, probe_storage, run_one, stage_datasets
 
 
 def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log=print) -> dict:
@@ -27,7 +27,7 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
         result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item.get("variant", ""))
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
-    runs += differential_runs(cfg, launcher, suite_run_id, runs, started, log)
+    runs += confirmation_runs(cfg, launcher, suite_run_id, runs, started, store_url, log)
     if cfg.probe_storage and not cfg.train.synthetic:
         from bench.errors import BenchError
 

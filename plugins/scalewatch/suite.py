@@ -52,12 +52,15 @@ def _started(context) -> str:
 
 
 def confirm_causes(plan: dict, results: list[dict], context) -> list[dict]:
-    """The differential reruns of each failing scale, after every scale has ended; small XComs (the
-    summaries are read back from their paths)."""
-    from bench.suite.run import differential_runs
+    """The reruns that check a verdict (a suspected regression's second run, the differential reruns of
+    a failing scale), after every scale has ended; small XComs (the summaries are read back from their
+    paths)."""
+    from bench.suite.run import confirmation_runs
+    from scalewatch.paths import results_url
 
     cfg = SweepConfig.model_validate(plan["sweep"])
-    reruns = differential_runs(cfg, _launcher(cfg), plan["suite_run_id"], _runs(cfg, plan, results), _started(context))
+    runs = _runs(cfg, plan, results)
+    reruns = confirmation_runs(cfg, _launcher(cfg), plan["suite_run_id"], runs, _started(context), results_url())
     return [{**r, "result": {**r["result"], "summary": None}} for r in reruns]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.history.regression import series_floor
+from bench.analysis.history.regression import REPEAT, series_floor
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
 from bench.config import SweepConfig
@@ -70,6 +70,42 @@ def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started
     return frame[["workload", "gpus", "variant", "valid", "throughput_img_s"]]
 
 
+def history_for(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> pd.DataFrame:
+    """Each row's series history (median, count, spread of its last accepted runs), from the newest
+    annotated re-baseline of the series on."""
+    from bench.analysis.history.annotations import baseline_since
+    from bench.analysis.history.regression import history_stats
+
+    notes = store.annotations(cfg.cluster)
+    since = [
+        baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
+        for r in frame.to_dict("records")
+    ]
+    values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since)
+    return history_stats(values, frame.index)
+
+
+def suspected_regressions(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> list[tuple[str, int]]:
+    """(workload, gpus) of each conclusive scale whose images/s fell under its series' regression floor
+    in this run: each is run once more before a regression is called (bench.suite.run.regression_repeats)."""
+    from bench.analysis.history.regression import regression_floor
+    from bench.analysis.verdict.rules import measurement_problems
+
+    floor, _ = regression_floor(history_for(cfg, frame, store, suite_run_id), cfg.thresholds.regression_tolerance)
+    conclusive = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
+    below = conclusive & floor.notna() & (frame["throughput_img_s"] < floor)
+    return [(str(w), int(g)) for w, g in zip(frame.loc[below, "workload"], frame.loc[below, "gpus"], strict=True)]
+
+
+def repeat_rates(frame: pd.DataFrame, repeats: pd.DataFrame) -> pd.Series:
+    """Each scale's second run's images/s where one ran and its measurement holds (NaN elsewhere)."""
+    valid = repeats[repeats["valid"].astype(bool)]
+    triples = zip(valid["workload"], valid["gpus"], valid["throughput_img_s"], strict=True)
+    rate = {(str(w), int(g)): float(t) for w, g, t in triples}
+    keys = zip(frame["workload"].astype(str), frame["gpus"].astype(int), strict=True)
+    return pd.Series([rate.get(k, float("nan")) for k in keys], index=frame.index, dtype=float)
+
+
 @dataclass
 class Evaluation:
     frame: pd.DataFrame
@@ -108,24 +144,15 @@ def evaluate(
     from bench.analysis.verdict.sizing import add_sizing
 
     reruns = [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS]
+    repeats = [r for r in runs if r.get("variant") == REPEAT]
     ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
     frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
     frame = add_expected(frame, cfg.train.batch_size, ceiling)
     problems = measurement_problems(frame, cfg.thresholds)
     frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
     frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
-    history = None
-    if store is not None:
-        from bench.analysis.history.annotations import baseline_since
-        from bench.analysis.history.regression import history_stats
-
-        notes = store.annotations(cfg.cluster)
-        since = [
-            baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
-            for r in frame.to_dict("records")
-        ]
-        values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since)
-        history = history_stats(values, frame.index)
+    history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
+    frame["repeat_img_s"] = repeat_rates(frame, rerun_frame(cfg, suite_run_id, repeats, started_at))
     prepared = prepare(frame, cfg.thresholds, history)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
     critical = {
@@ -158,6 +185,8 @@ def evaluate(
             f = {**f, "metric": f"{f['metric']} (vs {row.get('ideal') or 'linear'})"}
         if f["expectation"] == names.STORAGE_FEEDS_PLANNED_GPUS:
             f = {**f, "reason": shortfall_text(row)}
+        if f["expectation"] == names.THROUGHPUT_NOT_REGRESSED:
+            f = {**f, "reason": regression_text(row)}
         if row.get("bottleneck"):
             f = {**f, "bottleneck": row["bottleneck"], "evidence": row["bottleneck_evidence"]}
         note = oversubscription_note(row)
@@ -187,6 +216,18 @@ def shortfall_text(row) -> str:
         f"(fio ceiling {row['storage_ceiling_mb_s']:.1f} MB/s / {row['per_gpu_read_mb_s']:.2f} MB/s per GPU "
         f"measured at {int(row['gpus'])} GPU(s))"
     )
+
+
+def regression_text(row) -> str:
+    """Why a regression was called: both runs' figures against the floor, or why there was no second."""
+    first, second = float(row["throughput_img_s"]), row.get("repeat_img_s")
+    held = (
+        f"floor {row['regression_floor']:.1f}: history median {row['history_median']:.1f} images/s over "
+        f"{int(row['history_n'])} runs, tolerance used {row['regression_tolerance_used']:.0%}"
+    )
+    if second is not None and pd.notna(second):
+        return f"both runs under the {held}: {first:.1f} then {float(second):.1f} images/s"
+    return f"{first:.1f} images/s under the {held}; no second run to confirm it (confirm_regressions off, or it failed)"
 
 
 def storage_checks(
