@@ -58,7 +58,11 @@ def default_sweep_efficiencies(tmp: Path, runs: int) -> tuple[dict[str, dict[str
                 for x in outcome.get("inconclusive", [])
             ]
             why.append(f"sweep {i}: " + "; ".join(named))
-        frame = pd.read_csv(home / "scalewatch-home" / "runs" / f"bound-{i}" / "results.csv")
+        folder = home / "scalewatch-home" / "runs" / f"bound-{i}"
+        frame = pd.read_csv(folder / "results.csv")
+        repeated = sorted(p.name for p in folder.glob("*-repeat"))  # suspected regressions run again
+        if repeated:
+            why.append(f"sweep {i} ({outcome['verdict']}): run again under the regression floor: {', '.join(repeated)}")
         for row in frame[frame["gpus"] == 2].to_dict("records"):
             mine = found.setdefault(row["workload"], {"judged": [], "linear": [], "independent": []})
             mine["judged"].append(float(row["scaling_efficiency"]))
