@@ -3,11 +3,16 @@
 A week's figure is compared with the median of the last K accepted runs of the same series. On a
 noisy machine (this 2-core box: SSD 2-rank images/s ranged 136-183 over six back-to-back sweeps) a
 fixed 10% tolerance alarms on noise every few weeks. So the tolerance used is the larger of the
-configured one and NOISE_K times the history's robust spread (1.4826 x MAD / median, a standard
-deviation estimate that one outlier week cannot inflate), and a series is judged only once it has
-MIN_HISTORY accepted runs to estimate that spread from. The report shows the tolerance used per row.
+configured one and k times the history's robust spread (1.4826 x MAD / median, a standard deviation
+estimate that one outlier week cannot inflate), and a series is judged only once it has MIN_HISTORY
+accepted runs to estimate that spread from. The report shows the tolerance used per row.
 
-A floor at two robust spreads is still crossed by noise about once in 40 looks per series, and a
+k is the 97.5% prediction bound for one new run from n past ones, t(0.975, n-1) x sqrt(1 + 1/n), as
+Bencher's t-test thresholds size theirs: a spread estimated from three runs is itself uncertain
+(benchmark section 8: three fio ceilings within 4% of each other, then a fourth 10.6% under their
+median on the same disk), so k is 5.0 at three runs, 2.5 at eight and tends to 1.96.
+
+A floor at that bound is still crossed by noise about once in 40 looks per series, and a
 suite looks at every series every week (the embedded default's four: one false regression in about
 ten runs; benchmark section 8 saw one in 20). So a scale under its floor is run once more (the REPEAT
 variant, after every scale has ended) and the check takes the better of the two: a regression is
@@ -20,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 MIN_HISTORY = 3
-NOISE_K = 2.0
+PREDICTION = 0.975  # one-sided: about one look in 40 of a steady normal series falls under the floor
 REPEAT = "repeat"  # the variant: a scale run once more before a regression is called
 
 
@@ -34,10 +39,18 @@ def history_stats(values: list[list[float]], index: pd.Index) -> pd.DataFrame:
     return pd.DataFrame(rows, index=index, columns=["history_median", "history_n", "history_spread"])
 
 
+def noise_factor(n: pd.Series) -> pd.Series:
+    """k per series: the prediction bound's width in spreads for one new run from `n` past runs."""
+    from scipy.stats import t
+
+    runs = n.astype(float).where(n >= 2)
+    return pd.Series(t.ppf(PREDICTION, runs - 1) * np.sqrt(1 + 1 / runs), index=n.index)
+
+
 def regression_floor(stats: pd.DataFrame, tolerance: float) -> tuple[pd.Series, pd.Series]:
     """(floor, tolerance used) per row; NaN where the series has fewer than MIN_HISTORY accepted runs."""
     enough = stats["history_n"] >= MIN_HISTORY
-    used = np.maximum(tolerance, NOISE_K * stats["history_spread"].fillna(0.0))
+    used = np.maximum(tolerance, noise_factor(stats["history_n"]) * stats["history_spread"].fillna(0.0))
     used = used.where(enough)
     return stats["history_median"] * (1 - used), used
 

@@ -54,3 +54,10 @@ def test_too_little_history_is_not_judged():
     assert names == [] and pd.isna(row["regression_floor"]) and row["history_n"] == MIN_HISTORY - 1
     names, _ = judged(50.0, [100.0] * MIN_HISTORY)
     assert names == ["ExpectThroughputNotRegressed"]
+
+
+def test_the_noise_factor_is_the_prediction_bound_for_one_new_run():
+    from bench.analysis.history.regression import noise_factor
+
+    k = noise_factor(pd.Series([3, 8, 1000]))
+    assert k.tolist() == pytest.approx([4.97, 2.51, 1.96], abs=0.01)

@@ -82,3 +82,14 @@ def test_too_few_probes_or_an_inconclusive_one_are_not_judged(cfg, store):
     assert check(cfg, store, 100.0)[0]
     failures, judged = check(cfg, store, 100.0, conclusive=False)
     assert failures == [] and not judged["accepted"]  # never enters history either
+
+
+def test_a_spread_from_three_probes_is_widened_as_the_guess_it_is(cfg, store):
+    """Benchmark section 8: three ceilings within 4% of each other, then a fourth 10.6% under their
+    median on the same idle disk. Three runs say little about the noise: the floor is the prediction
+    bound for one new probe (k = 5.0 spreads at three, not 2), and a 40% drop still fails."""
+    keep(store, [243.2, 249.1, 226.4])
+    failures, judged = check(cfg, store, 217.5)
+    assert failures == [] and judged["regression_tolerance_used"] > 0.15
+    failures, _ = check(cfg, store, 145.0)
+    assert [f["expectation"] for f in failures] == ["ExpectStorageCeilingNotRegressed"]
