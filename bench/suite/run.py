@@ -77,55 +77,40 @@ def confirmation_runs(
     cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, store_url: str, log=print
 ) -> list[dict]:
     """The reruns that check a verdict before it is given, one at a time after every scale has ended:
-    each suspected regression's second run, then the differential reruns of each scale below its bound."""
-    repeats = regression_repeats(cfg, launcher, suite_run_id, runs, started_at, store_url, log)
-    return repeats + differential_runs(cfg, launcher, suite_run_id, runs, started_at, log)
-
-
-def regression_repeats(
-    cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, store_url: str, log=print
-) -> list[dict]:
-    """A second run of each scale whose images/s fell under its series' regression floor (the check then
-    takes the better of the two: bench.analysis.history.regression); [] when confirm_regressions is off."""
-    from bench.analysis.history.regression import REPEAT
-    from bench.analysis.verdict.evaluate import scale_frame, suspected_regressions
-    from bench.errors import ResultsInputError
-    from bench.store.db import ResultsStore
-
-    if not cfg.confirm_regressions:
-        return []
-    try:
-        frame = scale_frame(cfg, suite_run_id, runs, started_at)
-    except ResultsInputError:
-        return []  # nothing measured: evaluate says why
-    out = []
-    for workload, gpus in suspected_regressions(cfg, frame, ResultsStore(store_url), suite_run_id):
-        log(f"  under its regression floor: {workload} on {gpus} rank(s) runs once more ...")
-        result = run_one(cfg, launcher, suite_run_id, workload, gpus, REPEAT)
-        log(f"    {result.state} {result.reason}".rstrip())
-        out.append({"workload": workload, "gpus": gpus, "variant": REPEAT, "result": result.as_dict()})
-    return out
-
-
-def differential_runs(
-    cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, log=print
-) -> list[dict]:
-    """The warm-cache and synthetic reruns of each scale below its bound and of its baseline, one at a
-    time after every scale has ended (bench.analysis.verdict.differential); [] when confirm_causes is off."""
+    each suspected regression's second run, then the differential reruns of each scale below its bound.
+    [] when both are off or nothing was measured (evaluate says why)."""
     from bench.analysis.verdict.differential import rerun_plan
     from bench.analysis.verdict.evaluate import scale_frame
     from bench.errors import ResultsInputError
 
-    if not cfg.confirm_causes or cfg.train.synthetic:
+    differential = cfg.confirm_causes and not cfg.train.synthetic
+    if not (cfg.confirm_regressions or differential):
         return []
     try:
         frame = scale_frame(cfg, suite_run_id, runs, started_at)
     except ResultsInputError:
-        return []  # no baseline to compare with: evaluate says why
-    out = []
-    for item in rerun_plan(frame, cfg.thresholds.scaling_bound):
-        log(f"  confirming the cause: {item['workload']} on {item['gpus']} rank(s), {item['variant']} ...")
-        result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item["variant"])
-        log(f"    {result.state} {result.reason}".rstrip())
-        out.append({**item, "result": result.as_dict()})
-    return out
+        return []
+    plan = [("under its regression floor", i) for i in regression_repeats(cfg, frame, store_url, suite_run_id)]
+    if differential:  # the warm-cache and synthetic reruns (bench.analysis.verdict.differential)
+        plan += [("confirming the cause", i) for i in rerun_plan(frame, cfg.thresholds.scaling_bound)]
+    return [_rerun(cfg, launcher, suite_run_id, item, why, log) for why, item in plan]
+
+
+def regression_repeats(cfg: SweepConfig, frame, store_url: str, suite_run_id: str) -> list[dict]:
+    """A second run of each scale whose images/s fell under its series' regression floor (the check then
+    takes the better of the two: bench.analysis.history.regression); [] when confirm_regressions is off."""
+    from bench.analysis.history.regression import REPEAT
+    from bench.analysis.verdict.evaluate import suspected_regressions
+    from bench.store.db import ResultsStore
+
+    if not cfg.confirm_regressions:
+        return []
+    suspects = suspected_regressions(cfg, frame, ResultsStore(store_url), suite_run_id)
+    return [{"workload": w, "gpus": g, "variant": REPEAT} for w, g in suspects]
+
+
+def _rerun(cfg: SweepConfig, launcher, suite_run_id: str, item: dict, why: str, log) -> dict:
+    log(f"  {why}: {item['workload']} on {item['gpus']} rank(s), {item['variant']} ...")
+    result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item["variant"])
+    log(f"    {result.state} {result.reason}".rstrip())
+    return {**item, "result": result.as_dict()}

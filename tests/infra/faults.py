@@ -132,3 +132,26 @@ def slots_while_training(output_dir: Path, ranks: int, timeout: float = 120) -> 
 
     wait_for(all_seen, timeout, 0.1)
     return seen
+
+
+CPU = Path("/sys/fs/cgroup/cpu")
+
+
+@contextlib.contextmanager
+def cpu_quota(cores: float, name: str) -> Iterator[Path]:
+    """A cgroup-v1 cpu group capped at `cores` of CPU time (CFS quota over a 100 ms period); yields the
+    group (write a pid into its cgroup.procs). Its processes go back to the root group and the group is
+    removed on exit."""
+    if not CPU.is_dir():
+        pytest.fail("cgroup-v1 cpu controller is not mounted at /sys/fs/cgroup/cpu")
+    group = CPU / f"scalewatch-{name}-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text(str(round(cores * 100000)))
+        yield group
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (CPU / "cgroup.procs").write_text(pid)
+        group.rmdir()

@@ -8,7 +8,6 @@ failure says so with both figures."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -16,9 +15,9 @@ import pandas as pd
 import pytest
 
 from bench.store.db import ResultsStore
-from tests.bench.analysis.verdict.test_bottleneck import CPU, sweep
 from tests.bench.analysis.verdict.test_bottleneck import config as sweep_config
-from tests.infra.faults import train_pids, wait_for
+from tests.bench.analysis.verdict.test_bottleneck import sweep
+from tests.infra.faults import cpu_quota, train_pids, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -34,16 +33,8 @@ def config(data: Path) -> dict:
 
 @pytest.fixture
 def half_a_core():
-    if not CPU.is_dir():
-        pytest.fail("cgroup-v1 cpu controller is not mounted at /sys/fs/cgroup/cpu")
-    group = CPU / f"scalewatch-regression-{os.getpid()}"
-    group.mkdir()
-    (group / "cpu.cfs_period_us").write_text("100000")
-    (group / "cpu.cfs_quota_us").write_text("50000")
-    yield group
-    for pid in (group / "cgroup.procs").read_text().split():
-        (CPU / "cgroup.procs").write_text(pid)
-    group.rmdir()
+    with cpu_quota(0.5, "regression") as group:
+        yield group
 
 
 @pytest.fixture

@@ -17,10 +17,9 @@ import pytest
 from bench.analysis.verdict.differential import FIGURES, LABELS
 from bench.data.generate import GenerateSpec, generate
 from tests.conftest import BENCH
-from tests.infra.faults import blkio_read_throttle, train_pids, wait_for
+from tests.infra.faults import blkio_read_throttle, cpu_quota, train_pids, wait_for
 
 pytestmark = pytest.mark.slow
-CPU = Path("/sys/fs/cgroup/cpu")
 
 
 def sweep(home: Path, run_id: str, config: dict, prefix: str = "") -> tuple[dict, pd.DataFrame]:
@@ -72,27 +71,19 @@ def test_a_clean_run_names_no_cause_and_carries_its_breakdown(tmp_path):
 
 
 @pytest.fixture
-def cpu_quota():
-    group = CPU / f"scalewatch-straggler-{os.getpid()}"
-    if not CPU.is_dir():
-        pytest.fail("cgroup-v1 cpu controller is not mounted at /sys/fs/cgroup/cpu")
-    group.mkdir()
-    (group / "cpu.cfs_period_us").write_text("100000")
-    (group / "cpu.cfs_quota_us").write_text("25000")  # a quarter of a core
-    yield group
-    for pid in (group / "cgroup.procs").read_text().split():
-        (CPU / "cgroup.procs").write_text(pid)
-    group.rmdir()
+def quarter_core():
+    with cpu_quota(0.25, "straggler") as group:
+        yield group
 
 
-def test_a_rank_under_a_cpu_quota_is_named_as_the_straggler(tmp_path, cpu_quota):
+def test_a_rank_under_a_cpu_quota_is_named_as_the_straggler(tmp_path, quarter_core):
     home = tmp_path / "home"
     run_dir = home / "scalewatch-home" / "runs" / "strag" / "ssd-2"
 
     def throttle_rank_1():
         pids = wait_for(lambda: train_pids(run_dir, 1), timeout=300, interval=0.1)
         for pid in pids:
-            (cpu_quota / "cgroup.procs").write_text(str(pid))
+            (quarter_core / "cgroup.procs").write_text(str(pid))
 
     mover = threading.Thread(target=throttle_rank_1, daemon=True)
     mover.start()
