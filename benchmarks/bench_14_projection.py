@@ -32,9 +32,18 @@ def projection_check(ctx: Context) -> None:
             f"{statistics.median(errors):+.3f}",
             f"target within +-{TOLERANCE:.0%}: {within} of {len(errors)}; errors "
             + ", ".join(f"{e:+.3f}" for e in errors)
-            + f"; measured {statistics.median(c.measured_img_s for c in mine):.1f} img/s, projected "
-            f"{statistics.median(c.projected_img_s for c in mine):.1f} (store {STORE_IMG_S:g} img/s, link {LINK})",
+            + f"; measured {statistics.median(c.measured_img_s for c in mine):.2f} img/s, projected "
+            f"{statistics.median(c.projected_img_s for c in mine):.2f} (store {STORE_IMG_S:g} img/s, link {LINK})"
+            + _allreduce(mine),
         )
+
+
+def _allreduce(checked: list) -> str:
+    """The link's part alone where the link is crossed: the model's allreduce against the run's own probe."""
+    pairs = [(c.projected_allreduce_s, c.measured_allreduce_s) for c in checked if c.allreduce_error is not None]
+    if not pairs or checked[0].bound_by != "communication":
+        return ""
+    return "; allreduce projected / the run's probe (s): " + ", ".join(f"{p:.1f} / {m:.1f}" for p, m in pairs)
 
 
 def run(ctx: Context) -> None:

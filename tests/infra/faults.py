@@ -75,6 +75,35 @@ def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", str(mount_point)])
 
 
+@contextlib.contextmanager
+def store_device(image: Path, mount_point: Path, size_mb: int, pids: list[int] = ()) -> Iterator[Path]:
+    """An ext4 file system on a loop device of its own, mounted at mount_point (made here), also in the
+    mount namespaces of `pids` (a namespace host's sshd, made before this mount, does not see it): a
+    store whose reads a blkio throttle can hold without holding the reads of everything else on the
+    machine's disk. Throttled on the root disk, a rank that had to page a library back in (the page
+    cache can be emptied under a run) read it at the store's rate and did not start in 15 minutes."""
+    with open(image, "wb") as f:
+        f.truncate(size_mb << 20)
+    made = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.fail(f"cannot attach a loop device (needs root): {made.stderr.strip()}")
+    device = made.stdout.strip()
+    namespaces = [("nsenter", "--mount", "--target", str(pid)) for pid in pids]
+    try:
+        subprocess.run(["mkfs.ext4", "-q", device], check=True)
+        mount_point.mkdir()
+        for enter in [(), *namespaces]:
+            subprocess.run([*enter, "mount", device, str(mount_point)], check=True)
+        try:
+            yield mount_point
+        finally:
+            for enter in [*namespaces, ()]:
+                subprocess.run([*enter, "umount", str(mount_point)])
+    finally:
+        subprocess.run(["losetup", "--detach", device])
+        image.unlink()
+
+
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
 

@@ -6,6 +6,7 @@ Addresses are in a private /24 that exists only inside namespaces (and the bridg
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -156,13 +157,50 @@ class SshHosts:
         self.stop_network()
 
 
+# tc's rate units as bits per second, for the classes' shares and the queue's depth in bytes.
+_RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+# The bulk queue's depth in seconds of the line: deep enough that TCP never loses a packet to it, as the
+# lossless fabrics collectives run over (InfiniBand's credits, RoCE's PFC) make a sender wait rather than
+# drop. With 0.4 s, tail drops cost a 2-rank allreduce RTO stalls: 0.75 of the line, or no end in 15 min.
+QUEUE_S = 4.0
+# Pure TCP ACKs: IPv4 with a 20-byte header, under 128 bytes in all, TCP flags exactly ACK (wondershaper's
+# match; ACKs with timestamp and SACK options stay under 128 bytes).
+_PURE_ACK = ("match", "ip", "protocol", "6", "0xff", "match", "u8", "0x05", "0x0f", "at", "0",
+             "match", "u16", "0x0000", "0xff80", "at", "2", "match", "u8", "0x10", "0xff", "at", "33")  # fmt: skip
+
+
+def bits_per_s(rate: str) -> float:
+    """tc's "24mbit" as 24e6."""
+    match = re.fullmatch(r"([0-9.]+)(kbit|mbit|gbit)", rate)
+    if match is None:
+        raise ValueError(f"link rate {rate!r}: a number and one of {', '.join(_RATE_UNITS)}")
+    return float(match[1]) * _RATE_UNITS[match[2]]
+
+
 @contextlib.contextmanager
 def link_rate_limit(namespaces: list[str], rate: str) -> Iterator[None]:
-    """A `tc tbf` rate limit (e.g. "24mbit") on each namespace host's link, egress; lifted on exit."""
+    """A rate limit (e.g. "24mbit") on each namespace host's link, egress; lifted on exit.
+
+    An `htb` class at the rate with two children: pure ACKs first, everything else through one FIFO
+    `QUEUE_S` deep. As tbf was (one FIFO, 400 ms), the link gave a ring allreduce what its rank count let
+    it, not the line: at 4 Mbit/s a 2-rank allreduce got 0.68-0.76 of it, a 4-rank 0.75-0.90, and a
+    2-rank allreduce once did not end in 15 minutes, stalled by tail drops. With the ACKs first and no
+    drops: 2 ranks 0.96 of the line twice, 4 ranks 0.91-0.93 (docs/benchmarks.md, 14). A shallow tbf
+    queue starved the link with Horovod's small messages instead."""
+    bps = bits_per_s(rate)
     try:
         for ns in namespaces:
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate,
-               "burst", "64kb", "latency", "400ms")  # fmt: skip
+            tc = ("ip", "netns", "exec", ns, "tc")
+            sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
+            burst = ("burst", "64kb", "cburst", "64kb")
+            sh(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", rate, *burst)
+            for leaf, share, prio in (("10", 0.05, "0"), ("20", 0.95, "1")):
+                sh(*tc, "class", "add", "dev", "eth0", "parent", "1:1", "classid", f"1:{leaf}", "htb",
+                   "rate", f"{bps * share / 1e3:.0f}kbit", "ceil", rate, "prio", prio, *burst)  # fmt: skip
+            sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "1:10", "pfifo", "limit", "1000")
+            sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "1:20", "bfifo", "limit", f"{bps / 8 * QUEUE_S:.0f}")
+            sh(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "10", "u32",
+               *_PURE_ACK, "flowid", "1:10")  # fmt: skip
         yield
     finally:
         for ns in namespaces:

@@ -81,7 +81,7 @@ def test_cold_epoch_counts_the_true_bytes_and_a_warm_epoch_none(mount, tmp_path)
 
 
 def test_bytes_stay_true_and_the_timeline_steady_under_a_tc_limit_on_the_servers_link(mount, tmp_path):
-    """Under a `tc tbf` limit the counter still sees exactly the dataset, epoch 1's MB/s is the link's
+    """Under a `tc` rate limit the counter still sees exactly the dataset, epoch 1's MB/s is the link's
     rate (within 10%: TCP and SSH framing take about 5% of it), and the timeline is a steady rate, not
     one jump at the epoch's end (per-file opens over the slow link once made it so)."""
     data, server, true_bytes, hosts = mount

@@ -1,4 +1,4 @@
-"""Communication-bound, for real: two ssh hosts in network namespaces whose links carry a `tc tbf`
+"""Communication-bound, for real: two ssh hosts in network namespaces whose links carry a `tc`
 rate limit; the 2-rank scale's exposed communication grows on both ranks and is named as the cause,
 and neither differential rerun (warm cache, synthetic data) removes the drop."""
 
