@@ -89,17 +89,17 @@ def store_device(image: Path, mount_point: Path, size_mb: int, pids: list[int] =
         pytest.fail(f"cannot attach a loop device (needs root): {made.stderr.strip()}")
     device = made.stdout.strip()
     namespaces = [("nsenter", "--mount", "--target", str(pid)) for pid in pids]
+    mounted: list[tuple[str, ...]] = []
     try:
         subprocess.run(["mkfs.ext4", "-q", device], check=True)
         mount_point.mkdir()
         for enter in [(), *namespaces]:
             subprocess.run([*enter, "mount", device, str(mount_point)], check=True)
-        try:
-            yield mount_point
-        finally:
-            for enter in [*namespaces, ()]:
-                subprocess.run([*enter, "umount", str(mount_point)])
+            mounted.append(enter)
+        yield mount_point
     finally:
+        for enter in reversed(mounted):
+            subprocess.run([*enter, "umount", str(mount_point)])
         subprocess.run(["losetup", "--detach", device])
         image.unlink()
 
