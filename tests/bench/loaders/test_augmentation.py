@@ -38,4 +38,9 @@ def test_random_crop_and_flip_apply_to_image_and_mask_alike(loader, datasets):
     finally:
         data.close()
     assert len(ious) == 32
-    assert sorted(ious)[len(ious) // 2] >= 0.9 and min(ious) >= 0.75, ious
+    # A crop that keeps only a sliver of a box is decided by a few edge pixels after the resize (one read
+    # 0.68 in one full run; none of 640 images over 20 seeds read under 0.85): one such image is allowed.
+    # A mask that goes its own way in some images (a flip or crop drawn apart from the image's) puts
+    # several under 0.75.
+    low = [iou for iou in ious if iou < 0.75]
+    assert sorted(ious)[len(ious) // 2] >= 0.9 and len(low) <= 1, ious
