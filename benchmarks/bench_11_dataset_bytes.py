@@ -106,7 +106,7 @@ def dataset_bytes_truth(tmp: Path, r: int, add) -> None:
             "target ~0 (client page cache, kernel_cache)",
         )
         limit, rates = 3e6, []
-        with link_rate_limit([f"{hosts.prefix}0"], "24mbit"):
+        with link_rate_limit([f"{hosts.prefix}0"], "24Mbit"):
             for _ in range(r):
                 _evict(served)
                 rates.append(train([*io, "--data", str(point / "coco")])["epochs"][0]["avg_read_mb_s"])

@@ -40,7 +40,7 @@ STORE_IMG_S = 30.0
 # What the step adds beyond that is what the model leaves out: 4 ranks share 2 cores at 99% busy while the
 # link binds, and the step's allreduce ran 8-10% slower than the 2-rank probe predicts (at 4 Mbit/s,
 # 10-15%, too close to the tolerance).
-LINK = "2mbit"
+LINK = "2Mbit"
 # The cluster file's link is the bus bandwidth an allreduce measured across it, as nccl-tests measure a
 # fabric: the smallest allreduce that crosses it (2 ranks, one per host; synthetic data, so the store plays
 # no part). A link cannot be measured by one rank. On these links a 2-rank allreduce gets 0.95-0.96 of the
@@ -125,15 +125,15 @@ def check_projection(root: Path, hosts: SshHosts) -> list[Checked]:
     """Measure the 1-rank ceilings and the storage under the limits, project 1, 2 and 4 GPUs with
     `bench project --json`, run them, and pair each projection with its measurement."""
     root.mkdir(parents=True, exist_ok=True)
-    sshd = [p.pid for p in hosts.procs]  # the ranks' mount namespaces: each host's sshd forks its ranks
+    sshd = [p.pid for p in hosts.procs]  # each host's sshd forks its ranks: their mount namespace and groups
     with store_device(root / "store.img", root / "store", STORE_MB, pids=sshd) as store:
-        return _check(root, hosts, *_dataset(root, store))
+        return _check(root, hosts, sshd, *_dataset(root, store))
 
 
-def _check(root: Path, hosts: SshHosts, staged: Path, per_image: float) -> list[Checked]:
+def _check(root: Path, hosts: SshHosts, sshd: list[int], staged: Path, per_image: float) -> list[Checked]:
+    """The measurements and the projection; `sshd` are the hosts' sshd, whose ranks inherit the blkio group."""
     out = root / "runs"
     store_rate = int(STORE_IMG_S * per_image)
-    sshd = [p.pid for p in hosts.procs]  # every rank is forked by its host's sshd: it inherits the group
     namespaces = [f"{hosts.prefix}{i}" for i in range(hosts.count)]
     # Outside the limits: the compute ceiling (no store, no link at 1 rank). The throttle holds the store's
     # device only, so the ranks' libraries load at the disk's rate whatever the page cache has kept.

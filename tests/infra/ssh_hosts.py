@@ -6,13 +6,13 @@ Addresses are in a private /24 that exists only inside namespaces (and the bridg
 from __future__ import annotations
 
 import contextlib
-import re
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.analysis.cluster import rate_bytes_s
 from bench.launch.sshopts import SshOptions, known_hosts_line
 
 SUBNET = "10.213.7"
@@ -157,8 +157,6 @@ class SshHosts:
         self.stop_network()
 
 
-# tc's rate units as bits per second, for the classes' shares and the queue's depth in bytes.
-_RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 # The bulk queue's depth in seconds of the line: deep enough that TCP never loses a packet to it, as the
 # lossless fabrics collectives run over (InfiniBand's credits, RoCE's PFC) make a sender wait rather than
 # drop. With 0.4 s, tail drops cost a 2-rank allreduce RTO stalls: 0.75 of the line, or no end in 15 min.
@@ -169,17 +167,10 @@ _PURE_ACK = ("match", "ip", "protocol", "6", "0xff", "match", "u8", "0x05", "0x0
              "match", "u16", "0x0000", "0xff80", "at", "2", "match", "u8", "0x10", "0xff", "at", "33")  # fmt: skip
 
 
-def bits_per_s(rate: str) -> float:
-    """tc's "24mbit" as 24e6."""
-    match = re.fullmatch(r"([0-9.]+)(kbit|mbit|gbit)", rate)
-    if match is None:
-        raise ValueError(f"link rate {rate!r}: a number and one of {', '.join(_RATE_UNITS)}")
-    return float(match[1]) * _RATE_UNITS[match[2]]
-
-
 @contextlib.contextmanager
 def link_rate_limit(namespaces: list[str], rate: str) -> Iterator[None]:
-    """A rate limit (e.g. "24mbit") on each namespace host's link, egress; lifted on exit.
+    """A rate limit (e.g. "24Mbit": `bench project` and tc read it alike) on each namespace host's link,
+    egress; lifted on exit.
 
     An `htb` class at the rate with two children: pure ACKs first, everything else through one FIFO
     `QUEUE_S` deep. As tbf was (one FIFO, 400 ms), the link gave a ring allreduce what its rank count let
@@ -187,7 +178,7 @@ def link_rate_limit(namespaces: list[str], rate: str) -> Iterator[None]:
     2-rank allreduce once did not end in 15 minutes, stalled by tail drops. With the ACKs first and no
     drops: 2 ranks 0.96 of the line twice, 4 ranks 0.91-0.93 (docs/benchmarks.md, 14). A shallow tbf
     queue starved the link with Horovod's small messages instead."""
-    bps = bits_per_s(rate)
+    bps = rate_bytes_s(rate) * 8
     try:
         for ns in namespaces:
             tc = ("ip", "netns", "exec", ns, "tc")

@@ -86,7 +86,7 @@ def test_bytes_stay_true_and_the_timeline_steady_under_a_tc_limit_on_the_servers
     one jump at the epoch's end (per-file opens over the slow link once made it so)."""
     data, server, true_bytes, hosts = mount
     evict(server)
-    with link_rate_limit([f"{hosts.prefix}0"], "24mbit"):
+    with link_rate_limit([f"{hosts.prefix}0"], "24Mbit"):
         summary = train(data, tmp_path / "m", "--epochs", "1")
     first = summary["epochs"][0]
     assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
@@ -137,7 +137,7 @@ def test_a_mount_that_disappears_mid_epoch_fails_the_run_naming_it(mount, tmp_pa
     data, server, _, hosts = mount
     evict(server)
     out = tmp_path / "m"
-    with link_rate_limit([f"{hosts.prefix}0"], "8mbit"):  # slow enough to be mid-epoch when it goes
+    with link_rate_limit([f"{hosts.prefix}0"], "8Mbit"):  # slow enough to be mid-epoch when it goes
         proc = subprocess.Popen(train_cmd(data, out, "--epochs", "1"), stderr=subprocess.PIPE, text=True)
         try:
             samples = out / "samples-rank0.jsonl"

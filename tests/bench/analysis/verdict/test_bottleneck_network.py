@@ -64,7 +64,7 @@ def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets
     # The differential reruns (warm cache, synthetic data) of both scales, the 2-rank ones under the same
     # limit: neither removes a network drop, so the cause stands, confirmed.
     reruns = [run(hosts, tmp_path, datasets["coco"], 1, v) for v in ("warm", "synthetic")]
-    with link_rate_limit(links, "8mbit"):  # ssd's 2.4 MB of gradients per step through 8 Mbit/s links
+    with link_rate_limit(links, "8Mbit"):  # ssd's 2.4 MB of gradients per step through 8 Mbit/s links
         limited = run(hosts, tmp_path, datasets["coco"], 2)
         # the node ceiling (independent copies: no collective, so the limited link does not touch it)
         reruns += [run(hosts, tmp_path, datasets["coco"], 2, v) for v in ("warm", "synthetic", "independent")]
