@@ -90,6 +90,10 @@ class DetectorSettings:
     outlier_noise_multiple: float = 4.0
     outlier_min_change: float = 0.08
     outlier_runs: int = 1
+    # The runs before a cut are measured around their Theil-Sen trend only where the slope's interval at
+    # this confidence excludes zero: a trend fitted to flat runs extrapolates its own noise into every
+    # step measured from it (a 9.9% step read as 6.8%, under the noise rule), and most series are flat.
+    trend_confidence: float = 0.95
 
 
 DEFAULT_SETTINGS = DetectorSettings()
@@ -126,8 +130,9 @@ def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: Detecto
     """(margin, step) for cut j: margin >= 1 passes every rule; the smallest margin fails first.
 
     The runs before the cut (up to `window`, back to the previous cut) give the level and, with 15 or
-    more, its robust Theil-Sen trend; the first `local_runs` runs after it are measured against that
-    line extended. So a slow drift is not a step, and a step inside a drift is measured from the drift.
+    more and a slope clear of zero (`trend_confidence`), its robust Theil-Sen trend; the first
+    `local_runs` runs after it are measured against that line extended. So a slow drift is not a step,
+    and a step inside a drift is measured from the drift.
     The step is the median residual after (one outlier does not make it); its p-value is Student's
     t-test of the residuals before against those after.
     """
@@ -138,10 +143,11 @@ def _judge(values: np.ndarray, cuts: list[int], j: int, noise: float, s: Detecto
     hi = cuts[j + 1] if j + 1 < len(cuts) else len(values)
     start = max(lo, i - s.window)
     before_idx, after_idx = np.arange(start, i), np.arange(i, min(hi, i + s.local_runs))
+    slope, intercept = 0.0, float(np.median(values[before_idx]))
     if len(before_idx) >= s.window // 2:  # a trend of fewer runs extrapolates its own noise
-        slope, intercept, _, _ = theilslopes(values[before_idx], before_idx)
-    else:
-        slope, intercept = 0.0, float(np.median(values[before_idx]))
+        fitted, at_zero, low, high = theilslopes(values[before_idx], before_idx, alpha=s.trend_confidence)
+        if low > 0 or high < 0:
+            slope, intercept = fitted, at_zero
     level = intercept + slope * i
     resid_before = values[before_idx] - (intercept + slope * before_idx)
     resid_after = values[after_idx] - (intercept + slope * after_idx)
