@@ -24,7 +24,7 @@ from itertools import islice
 import numpy as np
 import pandas as pd
 
-from bench.errors import ResultsInputError
+from bench.errors import ConfigError, ResultsInputError
 
 # Weekly history of every (workload, GPUs) of a large deployment for decades fits in this; a larger
 # file is a mistake (or an attack on the worker's memory) and is refused before it is parsed whole.
@@ -92,8 +92,13 @@ class DetectorSettings:
     outlier_runs: int = 1
     # The runs before a cut are measured around their Theil-Sen trend only where the slope's interval at
     # this confidence excludes zero: a trend fitted to flat runs extrapolates its own noise into every
-    # step measured from it (a 9.9% step read as 6.8%, under the noise rule), and most series are flat.
+    # step measured from it (a 9.9% step read as 6.8%, under twice the 4.0% noise estimated for its
+    # series, and never alerted), and most series are flat.
     trend_confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 0 < self.trend_confidence < 1:  # scipy's interval needs a share: 95 would turn the rule off
+            raise ConfigError(f"trend_confidence: {self.trend_confidence!r}; must be between 0 and 1 (e.g. 0.95)")
 
 
 DEFAULT_SETTINGS = DetectorSettings()
@@ -111,8 +116,9 @@ class Step:
     change: float  # after / before - 1
     pvalue: float  # Student's t-test of the runs either side, around their trend (see _judge)
     # The step where it happened, relative to the level just before: the median of the first runs after
-    # it against the trend before it extended. Segment means mislead inside a drift or over a later,
-    # missed change (a 7% drop in a 9%-a-year climb has equal means), so direction and headline use this.
+    # it against the level before it (its trend extended, where it has one). Segment means mislead inside
+    # a drift or over a later, missed change (a 7% drop in a 9%-a-year climb has equal means), so
+    # direction and headline use this.
     size: float = float("nan")
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.history.detect import (
+    DetectorSettings,
     confirmed,
     find_steps,
     is_news,
@@ -16,6 +17,7 @@ from bench.analysis.history.detect import (
 )
 from bench.analysis.history.labelled_history import labelled_histories, realistic_histories, score
 from bench.analysis.history.regression import series_floor
+from bench.errors import ConfigError
 from tests.bench.analysis.test_cli_contracts import run
 
 
@@ -52,6 +54,12 @@ def test_a_real_step_below_min_change_is_rarely_a_change_point():
         find_steps(np.r_[noisy(1000, 60, 0.02, 100 + 2 * k), noisy(1025, 60, 0.02, 101 + 2 * k)]) for k in range(40)
     ]
     assert sum(bool(steps) for steps in found) <= 6
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.0, 95.0])
+def test_a_trend_confidence_that_is_not_a_share_is_refused(confidence):
+    with pytest.raises(ConfigError, match="trend_confidence"):
+        DetectorSettings(trend_confidence=confidence)
 
 
 def test_on_labelled_histories_precision_and_recall_hold():
