@@ -26,6 +26,18 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         os.kill(os.getpid(), sig)
 
 
+def read_line(fd: int, limit: int = 256) -> str:
+    """One line from `fd`, read a byte at a time so nothing after it is consumed (the rest of an ssh
+    rank's stdin is its lifeline). Over `limit` bytes, or EOF first, is an error: a secret is short."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte or len(line) >= limit:
+            raise ValueError("stdin: expected one short line (the rendezvous secret) first")
+        line += byte
+    return line.decode().strip()
+
+
 def watch_stdin(on_eof: Callable[[], None]) -> threading.Thread:
     """Call `on_eof` when stdin closes: over ssh, the supervisor's end of the pipe closing means it is gone."""
 

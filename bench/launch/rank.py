@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.launch.lifetime import die_with_parent, watch_stdin
+from bench.launch.lifetime import die_with_parent, read_line, watch_stdin
+from bench.train.dist.store import SECRET_ENV
 from bench.train.slots import SLOT_ENV, SlotError, bind, plan_slot
 
 
@@ -73,16 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rendezvous-file", type=Path, help="file holding 'ADDR PORT [BACKEND]' (slurm)")
     p.add_argument("--backend", choices=("horovod", "ddp"), help="the backend the launcher resolved (env mode)")
     p.add_argument("--stdin-lifeline", action="store_true", help="stop training when stdin closes (ssh)")
+    p.add_argument("--secret-from-stdin", action="store_true", help="the rendezvous secret is stdin's first line")
     p.add_argument("--cpus-per-rank", type=int, default=1, help="cores per rank on a node without GPUs")
     p.add_argument("--oversubscribe", action="store_true", help="let ranks share cores/GPUs (rows are marked)")
     p.add_argument("train_argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     env = dict(os.environ)
     backend = args.backend or "horovod"
+    if args.secret_from_stdin:
+        env[SECRET_ENV] = read_line(0)
     if args.slot_from == "slurm":
         env.update(slurm_slot_env())
         addr, port, *named = args.rendezvous_file.read_text().split()
         backend = named[0] if named else "horovod"
+        if len(named) > 1:
+            env[SECRET_ENV] = named[1]
         if backend == "ddp":
             env.update(slurm_torch_env(addr, int(port)))
         else:

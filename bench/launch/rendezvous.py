@@ -2,14 +2,20 @@
 
 Horovod: its Gloo RendezvousServer. horovodrun would also work over ssh, but it turns host-key
 checking off and owns the process lifetimes; running its server and slot env ourselves keeps both in
-our hands. torch DDP: a TCPStore hosted here, as torchrun's agent hosts it (the port is the kernel's
-choice, so no rank has to guess a free port on a remote host), and torchrun's env contract.
+our hands. torch DDP: a store hosted here (bench.train.dist.store), as torchrun's agent hosts its
+TCPStore (the port is the kernel's choice, so no rank has to guess a free port on a remote host),
+and torchrun's env contract.
+
+Who may join: the server listens on one address (127.0.0.1 when every rank is local, else the
+address the other hosts reach this one on) and admits only ranks holding the run's secret, a fresh
+256-bit value per run handed to ranks outside their command lines (environment, the ssh pipe, a
+0600 file). Nothing a peer sends is unpickled anywhere in a rank (bench.train.dist exchanges JSON).
 
 Env contract of a rank (both backends): HOROVOD_HOSTNAME, HOROVOD_RANK, HOROVOD_SIZE,
 HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE, HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE place it (the rank
 wrapper plans its slot from them); Horovod adds HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT; DDP adds
-MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and
-TORCHELASTIC_USE_AGENT_STORE=True.
+MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK; both get
+SCALEWATCH_RENDEZVOUS_SECRET from the rank wrapper (never on a command line).
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.errors import LaunchError
+from bench.train.dist.store import MAX_BYTES, MAX_KEY, MAX_VALUE, StoreServer, horovod_token, new_secret
 
 
 def host_plan(hosts: list[tuple[str, int]], num_proc: int):
@@ -47,8 +57,6 @@ class Placement:
 
 def block_plan(hosts: list[tuple[str, int]], num_proc: int) -> list[Placement]:
     """Ranks fill each host's slots in order (Horovod's and srun's block distribution)."""
-    from bench.errors import LaunchError
-
     capacity = sum(s for _, s in hosts)
     if num_proc > capacity:
         raise LaunchError(f"ranks: {num_proc} ranks for the {capacity} slot(s) of the hosts")
@@ -100,44 +108,88 @@ def torch_env(
         "LOCAL_RANK": str(local_rank),
         "LOCAL_WORLD_SIZE": str(local_size),
         "GROUP_RANK": str(node),
-        "TORCHELASTIC_USE_AGENT_STORE": "True",
     }
 
 
+def _guarded_handler():
+    """Horovod's rendezvous handler behind the run's token and bounded sizes."""
+    from horovod.runner.http.http_server import RendezvousHandler
+
+    class GuardedHandler(RendezvousHandler):
+        def _admitted(self) -> bool:
+            prefix = self.server.scalewatch_prefix
+            if not self.path.startswith(prefix):
+                self.send_status_code(403)
+                return False
+            self.path = "/" + self.path[len(prefix) :]
+            return True
+
+        def do_GET(self):
+            if self._admitted():
+                super().do_GET()
+
+        def do_DELETE(self):
+            if self._admitted():
+                super().do_DELETE()
+
+        def do_PUT(self):
+            if not self._admitted():
+                return
+            try:
+                length = int(self.headers.get("Content-Length", ""))
+            except ValueError:
+                length = -1
+            with self.server.cache_lock:
+                held = sum(len(v) for scope in self.server.cache.values() for v in scope.values())
+            if not 0 <= length <= MAX_VALUE or len(self.path) > MAX_KEY or held + length > MAX_BYTES:
+                self.send_status_code(413)
+                return
+            super().do_PUT()
+
+    return GuardedHandler
+
+
 class Rendezvous:
-    """Horovod's Gloo rendezvous server for one run."""
+    """Horovod's Gloo rendezvous server for one run, on one address, behind the run's token."""
 
     backend = "horovod"
 
-    def __init__(self, hosts: list[tuple[str, int]], num_proc: int) -> None:
-        from horovod.runner.http.http_server import RendezvousServer
+    def __init__(self, hosts: list[tuple[str, int]], num_proc: int, listen_addr: str, secret: str) -> None:
+        import threading
+
+        from horovod.runner.http.http_server import RendezvousHTTPServer
 
         self.plan = host_plan(hosts, num_proc)
-        self._server = RendezvousServer()
-        self.port = self._server.start()
-        self._server.init(self.plan)
+        self.secret = secret
+        try:
+            self._httpd = RendezvousHTTPServer((listen_addr, 0), _guarded_handler(), 0)
+        except OSError as error:
+            raise LaunchError(f"rendezvous: cannot listen on {listen_addr}: {error}") from error
+        self.listen_addr, self.port = self._httpd.server_address[:2]
+        self._httpd.scalewatch_prefix = f"/{horovod_token(secret)}:{self.port}/"
+        self._httpd.init(self.plan)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="rendezvous", daemon=True)
+        self._thread.start()
 
     def env(self, slot, addr: str) -> dict[str, str]:
         return slot_env(slot, addr, self.port)
 
     def stop(self) -> None:
-        self._server.stop()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
 
 
 class TorchRendezvous:
-    """torch's TCPStore for one DDP run, hosted here as torchrun's agent hosts it."""
+    """The DDP run's store (bench.train.dist.store), hosted here as torchrun's agent hosts its TCPStore."""
 
     backend = "ddp"
 
-    def __init__(self, hosts: list[tuple[str, int]], num_proc: int) -> None:
-        from datetime import timedelta
-
-        from torch.distributed import TCPStore
-
+    def __init__(self, hosts: list[tuple[str, int]], num_proc: int, listen_addr: str, secret: str) -> None:
         self.plan = block_plan(hosts, num_proc)
-        # port 0: the kernel's choice; it listens on every address, so ranks on other hosts reach it
-        self._store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=300))
-        self.port = self._store.port
+        self.secret = secret
+        self._store = StoreServer(listen_addr, secret)
+        self.listen_addr, self.port = self._store.addr, self._store.port
 
     def env(self, slot, addr: str) -> dict[str, str]:
         return placement_env(slot) | torch_env(
@@ -145,11 +197,25 @@ class TorchRendezvous:
         )
 
     def stop(self) -> None:
-        self._store = None
+        self._store.stop()
 
 
-def start_rendezvous(backend: str, hosts: list[tuple[str, int]], num_proc: int) -> Rendezvous | TorchRendezvous:
-    return Rendezvous(hosts, num_proc) if backend == "horovod" else TorchRendezvous(hosts, num_proc)
+def start_rendezvous(
+    backend: str, hosts: list[tuple[str, int]], num_proc: int, listen_addr: str, secret: str | None = None
+) -> Rendezvous | TorchRendezvous:
+    """The run's rendezvous listening on `listen_addr` only (127.0.0.1 when every rank is local)."""
+    kind = Rendezvous if backend == "horovod" else TorchRendezvous
+    return kind(hosts, num_proc, listen_addr, secret or new_secret())
+
+
+def listen_addr_towards(host: str) -> str:
+    """This host's address on the route to `host`: the one address remote ranks reach us on."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((socket.gethostbyname(host), 9))
+            return s.getsockname()[0]
+    except OSError as error:
+        raise LaunchError(f"rendezvous: no route from this host to {host}: {error}") from error
 
 
 def slurm_hosts() -> list[tuple[str, int]]:
@@ -185,11 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     hosts = slurm_hosts()
     backend = resolve(args.backend)
-    server = start_rendezvous(backend, hosts, sum(s for _, s in hosts))
     addr = args.addr or node_addr(os.environ.get("SLURMD_NODENAME", hosts[0][0]))
-    tmp = args.port_file.with_suffix(".tmp")
-    tmp.write_text(f"{addr} {server.port} {backend}\n")
-    os.replace(tmp, args.port_file)
+    secret = new_secret()
+    server = start_rendezvous(backend, hosts, sum(s for _, s in hosts), addr, secret)
+    write_private(args.port_file, f"{addr} {server.port} {backend} {secret}\n")
     stop = []
 
     def on_signal(signum, _frame) -> None:
@@ -204,7 +269,18 @@ def main(argv: list[str] | None = None) -> int:
     while not stop and os.getppid() == parent:
         time.sleep(0.5)
     server.stop()
+    write_private(args.port_file, f"{addr} {server.port} {backend}\n")  # the secret is spent: not kept
     return 0
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` readable by this user alone (the file carries the run's secret), replacing atomically."""
+    tmp = path.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from bench.config import RunSpec
 from bench.launch.lifetime import die_with_parent
-from bench.launch.rendezvous import start_rendezvous
+from bench.launch.rendezvous import listen_addr_towards, start_rendezvous
 from bench.launch.sshopts import SshOptions
+from bench.train.dist.store import SECRET_ENV, new_secret
 
 STATE = "state.json"
 CANCEL_REQUEST = "cancel.request"  # written by a cancel from any process that sees the output folder
@@ -66,6 +67,7 @@ class Supervisor:
         self.hosts: dict[int, str] = {}
         self.cancelled = False
         self.rendezvous = None
+        self.secret = new_secret()  # per run; reaches ranks through env or the ssh pipe, never argv
 
     def _hosts(self) -> list[tuple[str, int]]:
         if self.backend == "local":
@@ -73,12 +75,16 @@ class Supervisor:
         return [(h.host, h.slots) for h in self.spec.hosts]
 
     def _addr(self) -> str:
+        """The one address the rendezvous listens on and ranks dial: loopback when every rank is on
+        this host; else the given address, or this host's address on the route to the first host."""
+        if self.backend == "local":
+            return "127.0.0.1"
         if self.spec.rendezvous_addr:
             return self.spec.rendezvous_addr
-        return "127.0.0.1"
+        return listen_addr_towards(self.spec.hosts[0].host)
 
     def _start_rank(self, slot) -> subprocess.Popen:
-        env = self.rendezvous.env(slot, self._addr()) | dict(self.spec.env)
+        env = self.rendezvous.env(slot, self.rendezvous.listen_addr) | dict(self.spec.env)
         python = str(self.spec.python or sys.executable)
         backend = ["--backend", self.rendezvous.backend]
         argv = rank_argv(self.spec, python, backend)
@@ -86,7 +92,7 @@ class Supervisor:
         if self.backend == "local":
             return subprocess.Popen(
                 argv,
-                env=os.environ | env,
+                env=os.environ | env | {SECRET_ENV: self.secret},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -94,14 +100,14 @@ class Supervisor:
                 preexec_fn=die_with_parent,
             )
         assert self.ssh is not None
-        argv = rank_argv(self.spec, python, ["--stdin-lifeline", *backend])
+        argv = rank_argv(self.spec, python, ["--stdin-lifeline", "--secret-from-stdin", *backend])
         remote = (
             "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
         )
         host = next(h for h in self.spec.hosts if h.host == slot.hostname)
         # stdin is a pipe we never write: when this supervisor dies, it closes, ssh sends EOF, and the
         # remote rank wrapper (--stdin-lifeline) stops its training process.
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             self.ssh.argv(host, remote),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -109,6 +115,13 @@ class Supervisor:
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
+        assert proc.stdin is not None
+        try:  # the secret's one line; the pipe then stays open as the rank's lifeline
+            proc.stdin.write(f"{self.secret}\n".encode())
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # ssh already gone: its exit code reports it
+        return proc
 
     def _stop_all(self) -> None:
         for proc in self.procs.values():
@@ -140,7 +153,9 @@ class Supervisor:
 
         # `auto` is decided once, here, for every rank: ranks that chose apart would never meet.
         backend = resolve(self.spec.train.backend)
-        self.rendezvous = rendezvous = start_rendezvous(backend, self._hosts(), self.spec.ranks)
+        self.rendezvous = rendezvous = start_rendezvous(
+            backend, self._hosts(), self.spec.ranks, self._addr(), self.secret
+        )
         deadline = time.monotonic() + self.spec.time_limit_s
         state, reason = "RUNNING", ""
         write_state(self.out, state=state, pid=os.getpid(), reason="")

@@ -158,6 +158,15 @@ SUMMARY_SCHEMA = {
         "loader": {"enum": ["dali", "torch", "synthetic"]},
         "ranks": {"type": "integer", "minimum": 1},
         "hosts": {"type": "array", "items": {"type": "string"}},
+        "rendezvous": {
+            "type": ["object", "null"],
+            "required": ["host", "port", "interface"],
+            "properties": {
+                "host": {"type": "string"},
+                "port": {"type": ["integer", "null"]},
+                "interface": {"type": ["string", "null"]},
+            },
+        },
         "device": {"enum": ["cpu", "cuda"]},
         "precision": {"enum": list(PRECISIONS)},
         "compile": {"enum": list(COMPILE_MODES)},

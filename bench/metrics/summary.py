@@ -104,6 +104,7 @@ def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, star
         "independent": cfg.independent,
         "ranks": dist.size,
         "backend": dist.backend,
+        "rendezvous": dist.rendezvous,  # where the ranks met: {host, port, interface}; null for one rank
         # Ranks that shared cores or a GPU they were not told to share: every figure is INCONCLUSIVE.
         "contention": contention_summary([r["slot"] for r in reports]),
         "hosts": hosts,

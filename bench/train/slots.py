@@ -215,6 +215,13 @@ class Peer:
     gpu: str | None  # the GPU's identity (UUID where known): indices differ under CUDA_VISIBLE_DEVICES
     planned: bool = False  # the suite's launcher placed it, in a run that allowed oversubscription
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Peer:
+        """A peer as exchanged (JSON): its fields, with the cores as a tuple again."""
+        return cls(
+            d["rank"], str(d["host"]), tuple(int(c) for c in d["cpus"]), int(d["threads"]), d["gpu"], bool(d["planned"])
+        )
+
 
 def contention(peers: list[Peer]) -> dict[int, dict]:
     """Per rank: `shared_with` (ranks on its host whose cores or GPU overlap its own), `oversubscribed`

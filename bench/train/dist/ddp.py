@@ -1,8 +1,10 @@
 """torch DistributedDataParallel: Gloo on CPU nodes, NCCL on GPU nodes, torch's own env:// rendezvous.
 
 The env contract is torchrun's: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK (and
-LOCAL_WORLD_SIZE). The suite's launchers host the TCPStore themselves, as torchrun's agent does
-(TORCHELASTIC_USE_AGENT_STORE=True); started any other way, rank 0 hosts it.
+LOCAL_WORLD_SIZE). The suite's launchers host the run's store themselves, as torchrun's agent does,
+and hand each rank its secret (SCALEWATCH_RENDEZVOUS_SECRET): the rank then meets the others through
+bench.train.dist.store, which admits only holders of that secret. Started by torchrun without it,
+the rank uses torchrun's own store (env://), as any torchrun job does.
 
 Exposed communication: a communication hook starts each bucket's allreduce (async, on a copy of the
 bucket) when backward fills the bucket and lets backward go on; `synchronize()` after backward waits
@@ -22,6 +24,7 @@ import torch.distributed as tdist
 
 from bench.errors import ConfigError
 from bench.train.dist.base import Dist, hostname, pick_device
+from bench.train.dist.store import SECRET_ENV, connect
 
 CONTRACT = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 # A peer that stops answering (a killed rank on a dead host) fails the collective after this long;
@@ -127,17 +130,22 @@ class DdpDist(Dist):
                 tdist.init_process_group(kind, store=tdist.HashStore(), rank=0, world_size=1, timeout=TIMEOUT)
             else:
                 extra = {"device_id": device} if device.type == "cuda" else {}
-                tdist.init_process_group(kind, init_method="env://", timeout=TIMEOUT, **extra)
+                secret = os.environ.get(SECRET_ENV)
+                if secret:
+                    assert contract is not None
+                    extra |= {"store": connect(contract["MASTER_ADDR"], int(contract["MASTER_PORT"]), secret, TIMEOUT)}
+                    extra |= {"rank": rank, "world_size": size}
+                else:
+                    extra |= {"init_method": "env://"}
+                tdist.init_process_group(kind, timeout=TIMEOUT, **extra)
         return cls(rank, size, local_rank, hostname("SCALEWATCH_HOSTNAME", "HOROVOD_HOSTNAME"), device)
 
     def _tensor(self, value: float) -> torch.Tensor:
         return torch.tensor([value], dtype=torch.float64, device=self.device)
 
-    def allgather(self, obj) -> list:
-        if self.size == 1:
-            return [obj]
-        out: list = [None] * self.size
-        tdist.all_gather_object(out, obj)
+    def _gather_equal(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        out = [torch.empty_like(tensor) for _ in range(self.size)]
+        tdist.all_gather(out, tensor)
         return out
 
     def agree_max(self, value: float) -> float:

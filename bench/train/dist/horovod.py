@@ -7,22 +7,32 @@ import os
 import torch
 
 from bench.train.dist.base import Dist, hostname, pick_device
+from bench.train.dist.store import SECRET_ENV, horovod_url_addr
 
 
 class HorovodDist(Dist):
     backend = "horovod"
+    _gathers = 0
 
     @classmethod
     def start(cls) -> HorovodDist:
         import horovod.torch as hvd
 
+        secret = os.environ.get(SECRET_ENV)
+        addr = os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR")
+        if secret and addr and "/" not in addr:  # every rendezvous URL carries the run's token
+            port = os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"]
+            os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"] = horovod_url_addr(addr, port, secret)
         hvd.init()
-        return cls(hvd.rank(), hvd.size(), hvd.local_rank(), hostname("HOROVOD_HOSTNAME"), pick_device(hvd.local_rank()))
+        return cls(
+            hvd.rank(), hvd.size(), hvd.local_rank(), hostname("HOROVOD_HOSTNAME"), pick_device(hvd.local_rank())
+        )
 
-    def allgather(self, obj) -> list:
+    def _gather_equal(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         import horovod.torch as hvd
 
-        return hvd.allgather_object(obj) if self.size > 1 else [obj]
+        self._gathers += 1
+        return list(hvd.allgather(tensor.unsqueeze(0), name=f"allgather_json.{self._gathers}"))
 
     def agree_max(self, value: float) -> float:
         import horovod.torch as hvd
@@ -55,5 +65,31 @@ class HorovodDist(Dist):
         import horovod.torch as hvd
 
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        self._broadcast_optimizer_state(optimizer)
         return model, hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+    def _broadcast_optimizer_state(self, optimizer: torch.optim.Optimizer) -> None:
+        """Rank 0's optimizer state on every rank, as `hvd.broadcast_optimizer_state` gives it, without
+        its `broadcast_object` (which unpickles what rank 0 sends): tensors go by broadcast, the scalar
+        options (learning rate, momentum, ...) as JSON through `broadcast_json`."""
+        import horovod.torch as hvd
+
+        state = optimizer.state_dict()
+        tensors = [
+            (f"opt.{pid}.{name}", value)
+            for pid, entry in sorted(state["state"].items())
+            for name, value in sorted(entry.items())
+            if torch.is_tensor(value)
+        ]
+        if tensors:
+            hvd.broadcast_parameters(tensors, root_rank=0)
+        options = [{k: v for k, v in group.items() if k != "params" and _plain(v)} for group in optimizer.param_groups]
+        for group, chosen in zip(optimizer.param_groups, self.broadcast_json(options), strict=True):
+            group.update({k: tuple(v) if isinstance(group.get(k), tuple) else v for k, v in chosen.items()})
+
+
+def _plain(value) -> bool:
+    """An option JSON carries as it is (numbers, flags, names, tuples of numbers such as Adam's betas)."""
+    if isinstance(value, tuple | list):
+        return all(isinstance(v, int | float) for v in value)
+    return value is None or isinstance(value, bool | int | float | str)
