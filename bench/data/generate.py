@@ -3,13 +3,22 @@
 Every sample is a pure function of (seed, index), so generation can run in parallel, resume after
 an interruption (finished files are kept, partial ones never exist: write-then-rename) and produce
 byte-identical trees on every node.
+
+Generation runs on the storage under test, where somebody else may have planted links: no link
+below `out` is followed (`out` as given may pass through one, e.g. a mount). images/ and masks/ are
+opened relative to `out`'s descriptor with O_NOFOLLOW, so a linked folder is refused naming it; every
+file is written as a temp file created O_EXCL|O_NOFOLLOW and renamed within its folder's descriptor,
+and stale samples are removed the same way (a link at a sample's name is replaced or removed, its
+target never touched).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import stat
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +28,8 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, DatasetError
+from bench.safe_fs import Refusal, lstat_at, open_dir, open_root, write_atomic
 
 Kind = Literal["coco", "segmentation"]
 NUM_CATEGORIES = 8
@@ -28,6 +38,7 @@ ANNOTATIONS = "annotations.json"
 SEG_INDEX = "index.json"
 # COCO category ids are not contiguous; keep that property so loaders must remap like DALI does.
 CATEGORY_IDS = tuple(range(1, 2 * NUM_CATEGORIES, 2))
+_REFUSAL = Refusal(DatasetError, "generation writes through no link inside the dataset (remove it and rerun)")
 
 
 @dataclass(frozen=True)
@@ -103,23 +114,37 @@ def mask_name(index: int) -> str:
     return f"{index:08d}.png"
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+@contextlib.contextmanager
+def _sample_dirs(spec: GenerateSpec) -> Iterator[tuple[int, int | None]]:
+    """Descriptors of images/ (and masks/ for segmentation), made if missing; a link there is refused.
+
+    Each process opens its own: descriptors do not travel to pool workers.
+    """
+    with contextlib.ExitStack() as stack, open_root(spec.out) as root_fd:
+        fds = []
+        for folder in ("images", "masks") if spec.kind == "segmentation" else ("images",):
+            fd = open_dir(root_fd, folder, spec.out / folder, _REFUSAL, create=True)
+            stack.callback(os.close, fd)
+            fds.append(fd)
+        yield fds[0], (fds[1] if len(fds) > 1 else None)
 
 
-def _write_sample(spec: GenerateSpec, index: int) -> int:
+def _regular_size(dir_fd: int, name: str) -> int | None:
+    """Size of the regular file `name`, or None when absent or anything else (a link is never a finished sample)."""
+    st = lstat_at(dir_fd, name)
+    return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
+def _write_sample(spec: GenerateSpec, index: int, images_fd: int, masks_fd: int | None) -> int:
     """Write one sample unless it is already there; returns the sample's bytes on disk."""
-    image_path = spec.out / "images" / image_name(index)
-    mask_path = spec.out / "masks" / mask_name(index)
-    paths = [image_path] + ([mask_path] if spec.kind == "segmentation" else [])
-    if all(p.exists() for p in paths):
-        return sum(p.stat().st_size for p in paths)
+    targets = [(images_fd, image_name(index))] + ([(masks_fd, mask_name(index))] if masks_fd is not None else [])
+    sizes = [_regular_size(fd, name) for fd, name in targets]
+    if None not in sizes:
+        return sum(sizes)
     jpeg, png = _render(spec, sample_layout(spec, index))
-    _write_atomic(image_path, jpeg)
-    if png is not None:
-        _write_atomic(mask_path, png)
+    write_atomic(images_fd, image_name(index), jpeg)
+    if png is not None and masks_fd is not None:
+        write_atomic(masks_fd, mask_name(index), png)
     return len(jpeg) + (len(png) if png else 0)
 
 
@@ -129,7 +154,8 @@ def _chunks(n: int, size: int) -> Iterator[range]:
 
 
 def _write_range(spec: GenerateSpec, indices: range) -> int:
-    return sum(_write_sample(spec, i) for i in indices)
+    with _sample_dirs(spec) as (images_fd, masks_fd):
+        return sum(_write_sample(spec, i, images_fd, masks_fd) for i in indices)
 
 
 # The COCO/segmentation index is built in memory before it is written: about this much per image.
@@ -174,9 +200,9 @@ def check_resources(spec: GenerateSpec, copies: int = 2) -> None:
 def generate(spec: GenerateSpec, copies: int = 1) -> dict:
     """Generate (or finish generating) a dataset; returns a summary with count and bytes."""
     check_resources(spec, copies)
-    (spec.out / "images").mkdir(parents=True, exist_ok=True)
-    if spec.kind == "segmentation":
-        (spec.out / "masks").mkdir(parents=True, exist_ok=True)
+    spec.out.mkdir(parents=True, exist_ok=True)
+    with _sample_dirs(spec):
+        pass  # makes the folders, and refuses a linked one here rather than in every pool worker
     count = spec.images
     if count is None:
         probe = min(16, max(1, spec.total_bytes // 4096))
@@ -196,11 +222,31 @@ def generate(spec: GenerateSpec, copies: int = 1) -> dict:
 
 
 def _remove_beyond(spec: GenerateSpec, count: int) -> None:
-    """A tree once generated larger keeps exactly `count` samples: the spec, not the history."""
-    for folder, suffix in (("images", ".jpg"), ("masks", ".png")):
-        for path in (spec.out / folder).glob(f"*{suffix}") if (spec.out / folder).is_dir() else ():
-            if path.stem.isdigit() and int(path.stem) >= count:
-                path.unlink()
+    """A tree once generated larger keeps exactly `count` samples: the spec, not the history.
+
+    Names are unlinked relative to their folder's descriptor: a link is removed itself, never its
+    target; a folder with a sample's name is left alone, and a linked images/ or masks/ is refused.
+    """
+    with open_root(spec.out) as root_fd:
+        for folder, suffix in (("images", ".jpg"), ("masks", ".png")):
+            try:
+                fd = open_dir(root_fd, folder, spec.out / folder, _REFUSAL)
+            except FileNotFoundError:
+                continue
+            try:
+                _remove_samples_from(fd, suffix, count)
+            finally:
+                os.close(fd)
+
+
+def _remove_samples_from(dir_fd: int, suffix: str, count: int) -> None:
+    """Unlink, within `dir_fd`, every sample named `count` or beyond that is not a folder."""
+    for name in os.listdir(dir_fd):
+        stem = name.removesuffix(suffix)
+        if name.endswith(suffix) and stem.isdigit() and int(stem) >= count:
+            st = lstat_at(dir_fd, name)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                os.unlink(name, dir_fd=dir_fd)
 
 
 def _write_index(spec: GenerateSpec, count: int) -> None:
@@ -226,10 +272,16 @@ def _write_index(spec: GenerateSpec, count: int) -> None:
             ],
             "categories": [{"id": c, "name": f"class{c}"} for c in CATEGORY_IDS],
         }
-        _write_atomic(spec.out / ANNOTATIONS, json.dumps(doc).encode())
+        _write_top(spec, ANNOTATIONS, json.dumps(doc).encode())
     else:
         doc = {
             "num_classes": NUM_SEG_CLASSES,
             "pairs": [[f"images/{image_name(s.index)}", f"masks/{mask_name(s.index)}"] for s in samples],
         }
-        _write_atomic(spec.out / SEG_INDEX, json.dumps(doc).encode())
+        _write_top(spec, SEG_INDEX, json.dumps(doc).encode())
+
+
+def _write_top(spec: GenerateSpec, name: str, data: bytes) -> None:
+    """Write the index at the tree's top: temp file and rename relative to `out`'s descriptor."""
+    with open_root(spec.out) as root_fd:
+        write_atomic(root_fd, name, data)

@@ -12,7 +12,7 @@ planted in the staged tree, or swapped in while staging runs, can neither redire
 deletion or a read outside it. A link in the source, or on a path staging must write, delete or
 read in the target, is refused with an error naming it; partial and temporary files are created
 with O_EXCL|O_NOFOLLOW after removing whatever stale entry (a link itself, never its target) holds
-the name.
+the name. The descriptor-relative helpers are bench.safe_fs's, shared with dataset generation.
 """
 
 from __future__ import annotations
@@ -23,20 +23,28 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from bench.errors import DatasetError, StagingError
+from bench.safe_fs import (
+    READ_FLAGS,
+    Refusal,
+    create_exclusive,
+    lstat_at,
+    open_regular,
+    open_root,
+    parent,
+    parts,
+    write_atomic,
+)
 
 MANIFEST = "MANIFEST.json"
 JOURNAL = ".scalewatch-stage.jsonl"
 MANIFEST_VERSION = 1
 CHUNK = 4 << 20
 _SKIP = {MANIFEST, JOURNAL}
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_LINKS = "staging follows no links inside the staged tree (remove it and rerun)"
 
 
@@ -75,7 +83,7 @@ def source_files(src: Path) -> list[Path]:
 def sha256_file(path: Path) -> str:
     """Hash of a regular file, not followed if it is a link (DatasetError then)."""
     try:
-        fd = os.open(path, _READ)
+        fd = os.open(path, READ_FLAGS)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise DatasetError(f"{path}: is a symbolic link (not followed)") from None
@@ -96,78 +104,35 @@ def _stat_key(st: os.stat_result) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _parts(rel: str) -> tuple[str, ...]:
-    parts = PurePosixPath(rel).parts
-    if not parts or PurePosixPath(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
-        raise StagingError(f"{rel!r}: not a path inside the tree")
-    return parts
-
-
-@contextlib.contextmanager
-def _parent(root_fd: int, root: Path, rel: str, create: bool = False) -> Iterator[tuple[int, str]]:
-    """(descriptor of rel's folder, rel's last name), reached from root_fd without following a link.
-
-    With create, missing folders are made on the way. A link (or a file) where a folder should be
-    is refused naming it: nothing beyond it is ever opened.
-    """
-    parts = _parts(rel)
-    fd = os.dup(root_fd)
-    try:
-        for i, part in enumerate(parts[:-1]):
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, dir_fd=fd)
-            try:
-                child = os.open(part, _DIR, dir_fd=fd)
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    _refuse(fd, part, root.joinpath(*parts[: i + 1]), "directory")
-                raise
-            os.close(fd)
-            fd = child
-        yield fd, parts[-1]
-    finally:
-        os.close(fd)
-
-
 class _NotAFolder(StagingError):
     """Something other than a folder or a link stands where a folder of the path should be."""
 
 
+# Staging's wording of a refusal: a link is refused with its remedy; a file where a folder belongs is
+# told apart (_NotAFolder), so removing stale files can skip it.
+_REFUSAL = Refusal(StagingError, _NO_LINKS, _NotAFolder)
+
+
+def _parts(rel: str) -> tuple[str, ...]:
+    """rel's names; a path that would leave the tree (absolute, '..') is a StagingError."""
+    return parts(rel, _REFUSAL)
+
+
+def _parent(
+    root_fd: int, root: Path, rel: str, create: bool = False
+) -> contextlib.AbstractContextManager[tuple[int, str]]:
+    """(descriptor of rel's folder, rel's last name), no link followed; see bench.safe_fs.parent."""
+    return parent(root_fd, root, rel, _REFUSAL, create)
+
+
 def _refuse(dir_fd: int, name: str, path: Path, want: str) -> None:
     """Raises StagingError for a name staging may not open: a link, or not the kind it wants there."""
-    mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    if stat.S_ISLNK(mode):
-        raise StagingError(f"{path}: is a symbolic link; {_NO_LINKS}")
-    raise (_NotAFolder if want == "directory" else StagingError)(f"{path}: is not a {want}")
-
-
-def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
+    _REFUSAL.refuse(dir_fd, name, path, want)
 
 
 def _open_regular(dir_fd: int, name: str, path: Path) -> int:
     """A read descriptor on a regular file, never through a link, never blocking on a FIFO."""
-    try:
-        fd = os.open(name, _READ, dir_fd=dir_fd)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            _refuse(dir_fd, name, path, "regular file")
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        _refuse(dir_fd, name, path, "regular file")
-    return fd
-
-
-def _create(dir_fd: int, name: str) -> int:
-    """A fresh file at name: a stale entry there (a link itself, never its target) is removed first."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=dir_fd)
-    return os.open(name, _CREATE, 0o644, dir_fd=dir_fd)
+    return open_regular(dir_fd, name, path, _REFUSAL)
 
 
 def _copy_one(src_fd: int, src: Path, dst_fd: int, dst: Path, rel: str) -> tuple[str, os.stat_result]:
@@ -192,13 +157,13 @@ def _copy_at(sdir: int, sname: str, ddir: int, dname: str, source: Path) -> tupl
         with os.fdopen(_open_regular(sdir, sname, source), "rb") as fin:
             before = os.fstat(fin.fileno())
             h = hashlib.sha256()
-            with os.fdopen(_create(ddir, partial), "wb") as fout:  # O_EXCL|O_NOFOLLOW: never through a link
+            with os.fdopen(create_exclusive(ddir, partial), "wb") as fout:  # O_EXCL|O_NOFOLLOW: never through a link
                 while chunk := fin.read(CHUNK):
                     h.update(chunk)
                     fout.write(chunk)
                 fout.flush()
                 os.fsync(fout.fileno())
-        after = _lstat_at(sdir, sname)
+        after = lstat_at(sdir, sname)
         if after is None or (after.st_ino, *_stat_key(after)) != (before.st_ino, *_stat_key(before)):
             raise StagingError(f"{source}: source file changed during staging; rerun to stage it again")
         os.replace(partial, dname, src_dir_fd=ddir, dst_dir_fd=ddir)  # replaces a link at dname, never follows it
@@ -212,7 +177,7 @@ def _staged_digest(dst_fd: int, dst: Path, rel: str, size: int) -> str | None:
     """sha256 of the staged file if it is a regular file of `size` bytes (a link there is not read)."""
     try:
         with _parent(dst_fd, dst, rel) as (ddir, dname):
-            st = _lstat_at(ddir, dname)
+            st = lstat_at(ddir, dname)
             if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != size:
                 return None
             return _sha256_fd(_open_regular(ddir, dname, dst / rel))
@@ -222,7 +187,7 @@ def _staged_digest(dst_fd: int, dst: Path, rel: str, size: int) -> str | None:
 
 def _read_control(dir_fd: int, name: str, path: Path) -> str | None:
     """Text of the journal or manifest, or None if absent; a link there is refused, not read."""
-    if _lstat_at(dir_fd, name) is None:
+    if lstat_at(dir_fd, name) is None:
         return None
     with os.fdopen(_open_regular(dir_fd, name, path), "rb") as f:
         return f.read().decode("utf-8", errors="replace")
@@ -238,16 +203,6 @@ def _read_journal(text: str | None) -> dict[str, dict]:
     return done
 
 
-@contextlib.contextmanager
-def _root(path: Path) -> Iterator[int]:
-    """Descriptor of `--from`/`--to` as given (links in that path are the user's choice, e.g. a mount)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
 def owned_files(dst: Path) -> set[str]:
     """Files under `dst` that scalewatch wrote (its manifest and journal list them); refuses a foreign tree.
 
@@ -258,7 +213,7 @@ def owned_files(dst: Path) -> set[str]:
         return set()
     if not dst.is_dir():
         raise StagingError(f"--to {dst}: exists and is not a directory")
-    with _root(dst) as fd:
+    with open_root(dst) as fd:
         return _owned(fd, dst)
 
 
@@ -283,7 +238,7 @@ def stage(src: Path, dst: Path, progress: Callable[[str], None] | None = None) -
     files = source_files(src)
     owned = owned_files(dst)
     dst.mkdir(parents=True, exist_ok=True)
-    with _root(src) as src_fd, _root(dst) as dst_fd:
+    with open_root(src) as src_fd, open_root(dst) as dst_fd:
         try:  # marks the tree as ours before the manifest (which lists what we own) goes
             journal_fd = os.open(
                 JOURNAL,
@@ -325,7 +280,7 @@ def _stage_files(src_fd, src, dst_fd, dst, files, done, journal, progress) -> tu
     for path in files:
         rel = str(path.relative_to(src))
         with _parent(src_fd, src, rel) as (sdir, sname):
-            st = _lstat_at(sdir, sname)
+            st = lstat_at(sdir, sname)
         if st is None:
             raise StagingError(f"{path}: source file vanished during staging; rerun to stage it again")
         prev = done.get(rel) or {}
@@ -361,7 +316,7 @@ def _remove_unlisted(dst_fd: int, dst: Path, stale: set[str]) -> None:
             continue  # a tampered journal or manifest never reaches outside the tree
         try:
             with _parent(dst_fd, dst, rel) as (ddir, name):
-                st = _lstat_at(ddir, name)
+                st = lstat_at(ddir, name)
                 if st is not None and stat.S_ISREG(st.st_mode):
                     os.unlink(name, dir_fd=ddir)
         except (FileNotFoundError, _NotAFolder):
@@ -383,20 +338,15 @@ def write_manifest(root: Path, entries: dict[str, dict]) -> Path:
         "bytes": sum(e["size"] for e in entries.values()),
         "files": dict(sorted(entries.items())),
     }
-    tmp = f".{MANIFEST}.tmp"
-    with _root(root) as fd:
-        with os.fdopen(_create(fd, tmp), "w") as f:  # a planted link at the temp name is removed, not written through
-            f.write(json.dumps(doc, indent=1))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, MANIFEST, src_dir_fd=fd, dst_dir_fd=fd)
+    with open_root(root) as fd:  # a planted link at the temp name is removed, not written through
+        write_atomic(fd, MANIFEST, json.dumps(doc, indent=1).encode(), fsync=True)
     return root / MANIFEST
 
 
 def load_manifest(root: Path) -> dict:
     path = root / MANIFEST
     try:
-        fd = os.open(path, _READ)
+        fd = os.open(path, READ_FLAGS)
     except FileNotFoundError:
         raise DatasetError(f"{path}: no manifest (the tree was never fully staged)") from None
     except OSError as error:
@@ -425,7 +375,7 @@ def verify(root: Path) -> list[str]:
     doc = load_manifest(root)
     problems = []
     listed = set(doc["files"])
-    with _root(root) as root_fd:
+    with open_root(root) as root_fd:
         for rel, entry in doc["files"].items():
             problem = _check_listed(root_fd, root, rel, entry)
             if problem:
@@ -444,7 +394,7 @@ def _check_listed(root_fd: int, root: Path, rel: str, entry: dict) -> str | None
     path = root / rel
     try:
         with _parent(root_fd, root, rel) as (d, name):
-            st = _lstat_at(d, name)
+            st = lstat_at(d, name)
             if st is None:
                 return f"{path}: missing"
             if stat.S_ISLNK(st.st_mode):

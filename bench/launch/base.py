@@ -2,10 +2,16 @@
 
 A launch returns a small JSON-able handle, so an Airflow trigger in another process (or after a
 restart) can poll, cancel and collect the same run.
+
+What a run left in its output folder was written by the ranks (on a cluster, perhaps by somebody
+else's job): it is read without following a link below the folder, only from regular files, and in
+bounded amounts, so a planted `logs/rank1.log -> a worker's secret` or `-> /dev/zero` can neither show
+the worker's files in a task log nor hang the worker.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -16,6 +22,7 @@ from typing import Protocol
 import jsonschema
 
 from bench.config import RunSpec
+from bench.safe_fs import RefusedFile, read_bounded, read_tail, regular_files
 
 
 class RunState(StrEnum):
@@ -33,6 +40,11 @@ class RunState(StrEnum):
     def finished(self) -> bool:
         return self not in (RunState.PENDING, RunState.RUNNING, RunState.UNKNOWN)
 
+
+# A rank record or summary larger than this is not a run's output: it is refused, never read whole.
+JSON_MAX_BYTES = 64 << 20
+# Lines of each rank log shown in the task log (read from at most its last safe_fs.TAIL_BYTES).
+TAIL_LINES = 20
 
 # How long a run may stay UNKNOWN (every poll failing) before the suite gives up on it. A poll error is
 # "ask again", never a verdict: a controller restart or a login-node reboot must not fail a good run.
@@ -110,14 +122,14 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
         handle["run_id"], handle["backend"], state, reason, str(handle.get("job_id", "")), output_dir=str(out)
     )
     for rank in range(ranks):
-        record = _read_json(out / "ranks" / f"rank{rank}.json")
+        record = _read_json(out, f"ranks/rank{rank}.json")
         result.exit_codes[rank] = record.get("exit_code") if record else None
         if record:
             result.rank_hosts[rank] = record.get("host", "")
-    result.log_paths = sorted(str(p) for p in (out / "logs").glob("*") if p.is_file())
-    failures = sorted(out.glob("metrics/failed-rank*.json"))
+    result.log_paths = [str(out / "logs" / name) for name in _listed(out, "logs")]
+    failures = [f"metrics/{n}" for n in _listed(out, "metrics") if fnmatch.fnmatchcase(n, "failed-rank*.json")]
     summary_path = out / "metrics" / "summary.json"
-    summary = _read_json(summary_path)
+    summary = _read_json(out, "metrics/summary.json")
     if state == RunState.COMPLETED:
         problems = []
         bad = {r: c for r, c in result.exit_codes.items() if c != 0}
@@ -142,7 +154,7 @@ def collect(handle: Handle, state: RunState, reason: str, ranks: int) -> RunResu
     if result.state == RunState.COMPLETED:
         result.summary, result.summary_path = summary, str(summary_path)
     elif failures:  # say why, in the rank's own words, not only which rank exited
-        first = _read_json(failures[0]) or {}
+        first = _read_json(out, failures[0]) or {}
         why = f"rank {first.get('rank')}: {first.get('error')}"
         result.reason = f"{result.reason}; {why}" if result.reason else why
     return result
@@ -161,11 +173,40 @@ def fetch_and_collect(launcher: Launcher, handle: Handle, state: RunState, reaso
     return collect(handle, state, reason, int(handle["ranks"]))
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(out: Path, rel: str) -> dict | None:
+    """The JSON object in `rel` under `out`, or None: absent, malformed, or not a regular file (a link
+    is not followed, a FIFO or device not opened for reading), or over JSON_MAX_BYTES."""
     try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        doc = json.loads(read_bounded(out, rel, JSON_MAX_BYTES))
+    except (FileNotFoundError, RefusedFile, json.JSONDecodeError, UnicodeDecodeError):
         return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _listed(out: Path, rel: str) -> list[str]:
+    """Regular files in the folder `rel` under `out`; nothing when the folder is absent or a link."""
+    try:
+        return regular_files(out, rel)
+    except RefusedFile:
+        return []
+
+
+def log_tail(output_dir: str | Path, path: str | Path, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of a log in a run's output folder, for a task log; never all of the file.
+
+    Reads at most the file's last safe_fs.TAIL_BYTES, through no link below `output_dir`, and only
+    from a regular file: a log planted as a link to a worker's secret or to /dev/zero, or replaced by
+    a FIFO, shows as "(not shown: ...)" naming it, and nothing blocks.
+    """
+    out = Path(output_dir)
+    try:
+        rel = Path(path).relative_to(out)
+        text = read_tail(out, str(rel)).decode("utf-8", errors="replace")
+    except ValueError:
+        return f"(not shown: {path} is outside {out})"
+    except OSError as error:
+        return f"(not shown: {error})"
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def wait(launcher: Launcher, handle: Handle, timeout_s: float, poll_s: float = 1.0) -> tuple[RunState, str]:

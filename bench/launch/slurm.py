@@ -1,4 +1,11 @@
-"""Slurm backend: sbatch script from the RunSpec, ranks via srun, state via scontrol/sacct."""
+"""Slurm backend: sbatch script from the RunSpec, ranks via srun, state via scontrol/sacct.
+
+Results on a remote cluster come back as a tar stream over ssh, unpacked here by Python's tarfile:
+the archive is the cluster's word, not ours, so only regular files and folders under ranks/,
+metrics/ and logs/ are accepted, within FETCH_MAX_BYTES and FETCH_MAX_MEMBERS. A link, hard link,
+device or FIFO, an absolute name or one with '..' fails the fetch naming the member: a cluster-side
+`logs/rank1.log -> /etc/...` never becomes a link on the worker for collecting to follow.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,24 @@ import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
+import tarfile
+from pathlib import Path, PurePosixPath
+from typing import IO
 
 from bench.config import RunSpec
 from bench.errors import LaunchError
 from bench.launch.base import Handle, RunState
 from bench.launch.commands import CommandRunner
 from bench.launch.supervisor import rank_argv
+
+RESULT_PARTS = ("ranks", "metrics", "logs")
+# A results archive larger than this (summed member sizes) or with more members is refused, not unpacked:
+# a run's records, metrics and logs are far smaller; a runaway or hostile archive must not fill the worker.
+FETCH_MAX_BYTES = 2 << 30
+FETCH_MAX_MEMBERS = 100_000
+# After the archive's end, the padding tar writes (a record, 10 KiB by default) is read and dropped so the
+# remote tar does not fail on a closed pipe; more than this after the end is refused.
+TRAILER_MAX_BYTES = 1 << 20
 
 SLURM_STATES = {
     "PENDING": RunState.PENDING,
@@ -197,38 +215,21 @@ class SlurmLauncher:
         """Bring ranks/, metrics/ and logs/ back from a remote cluster's output folder, or fail loudly.
 
         What an earlier attempt left locally is replaced, never read: the copy lands in a fresh folder
-        first and only a complete copy replaces the old one. A failed ssh or tar is a LaunchError.
+        first and only a complete copy replaces the old one. A failed ssh or remote tar, or an archive
+        holding anything but regular files and folders (see extract_results), is a LaunchError.
         """
         if not self.runner.remote:
             return
         import shutil
         import tempfile
 
-        parts = ("ranks", "metrics", "logs")
-        remote = shlex.join(["tar", "-C", handle["output_dir"], "-cf", "-", *parts])
+        remote = shlex.join(["tar", "-C", handle["output_dir"], "-cf", "-", *RESULT_PARTS])
         assert self.runner.ssh and self.runner.login_host
         local_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".fetch-", dir=local_dir))
         try:
-            with subprocess.Popen(
-                self.runner.ssh.argv(self.runner.login_host, remote),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-            ) as src:
-                untar = subprocess.run(
-                    ["tar", "-C", str(staging), "-xf", "-"], stdin=src.stdout, capture_output=True, check=False
-                )
-                src.stdout.close()
-                err = src.stderr.read().decode(errors="replace").strip()
-                src.wait(timeout=120)
-            if src.returncode != 0 or untar.returncode != 0:
-                raise LaunchError(
-                    f"fetching {handle['output_dir']} from {self.runner.login_host} failed "
-                    f"(ssh/tar exit {src.returncode}, local tar exit {untar.returncode}): "
-                    f"{(err or untar.stderr.decode(errors='replace')).strip()[:300]}"
-                )
-            for part in parts:
+            self._receive(handle, remote, staging)
+            for part in RESULT_PARTS:
                 shutil.rmtree(local_dir / part, ignore_errors=True)
                 if (staging / part).exists():
                     os.replace(staging / part, local_dir / part)
@@ -238,3 +239,91 @@ class SlurmLauncher:
             raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def _receive(self, handle: Handle, remote: str, staging: Path) -> None:
+        """Run the remote tar over ssh and unpack its stream into staging; LaunchError naming what failed.
+
+        A refused archive stops the transfer at once (ssh is killed): nothing more of it is read.
+        """
+        assert self.runner.ssh and self.runner.login_host
+        problem = ""
+        with subprocess.Popen(
+            self.runner.ssh.argv(self.runner.login_host, remote),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        ) as src:
+            try:
+                extract_results(src.stdout, staging)
+            except LaunchError as error:
+                problem = str(error)
+                src.kill()
+            src.stdout.close()
+            err = src.stderr.read().decode(errors="replace").strip()
+            src.wait(timeout=120)
+        if problem or src.returncode != 0:
+            why = "; ".join(x for x in (problem, err) if x)
+            raise LaunchError(
+                f"fetching {handle['output_dir']} from {self.runner.login_host} failed "
+                f"(ssh/tar exit {src.returncode}): {why[:500]}"
+            )
+
+
+def extract_results(stream: IO[bytes], dest: Path) -> None:
+    """Unpack a results tar stream into dest: regular files and folders under RESULT_PARTS only.
+
+    Every member is checked before anything of it is written (check_member), then extracted with
+    tarfile's 'data' filter as a second guard (no owners, no special modes). The summed sizes and the
+    member count are bounded; the stream is read to its end so the sender finishes cleanly.
+    """
+    total = 0
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for count, member in enumerate(tar, 1):
+                check_member(member)
+                total += member.size
+                if total > FETCH_MAX_BYTES or count > FETCH_MAX_MEMBERS:
+                    raise LaunchError(
+                        f"results archive member {member.name!r}: the archive exceeds {FETCH_MAX_BYTES} bytes "
+                        f"or {FETCH_MAX_MEMBERS} members; refused"
+                    )
+                tar.extract(member, dest, filter="data")
+        _drain(stream)
+    except (tarfile.TarError, OSError) as error:
+        raise LaunchError(f"results archive unreadable or not unpacked: {error}") from None
+
+
+def check_member(member: tarfile.TarInfo) -> None:
+    """Refuse, naming it, a member that is not a regular file or folder under ranks/, metrics/ or logs/."""
+    path = PurePosixPath(member.name)
+    if path.is_absolute() or not path.parts or path.parts[0] not in RESULT_PARTS or ".." in path.parts:
+        raise LaunchError(
+            f"results archive member {member.name!r}: not a path under {', '.join(RESULT_PARTS)}; refused"
+        )
+    if not (member.isreg() or member.isdir()):
+        raise LaunchError(
+            f"results archive member {member.name!r}: is a {_kind(member)}; "
+            "only regular files and folders are fetched (refused, nothing of it written)"
+        )
+
+
+def _kind(member: tarfile.TarInfo) -> str:
+    """What a refused member is, in words."""
+    if member.issym():
+        return "symbolic link"
+    if member.islnk():
+        return "hard link"
+    if member.ischr() or member.isblk():
+        return "device"
+    if member.isfifo():
+        return "FIFO"
+    return "special file"
+
+
+def _drain(stream: IO[bytes]) -> None:
+    """Read what follows the archive's end (tar's record padding), refusing more than TRAILER_MAX_BYTES."""
+    left = TRAILER_MAX_BYTES
+    while chunk := stream.read(min(64 << 10, left + 1)):
+        left -= len(chunk)
+        if left < 0:
+            raise LaunchError(f"results archive: more than {TRAILER_MAX_BYTES} bytes after its end; refused")

@@ -66,9 +66,7 @@ class TrainScaleOperator(BaseOperator):
     def execute_complete(
         self, context, event: dict | None = None, handle: dict | None = None, launcher: dict | None = None
     ) -> dict:
-        from pathlib import Path
-
-        from bench.launch.base import RunState, fetch_and_collect
+        from bench.launch.base import RunState, fetch_and_collect, log_tail
         from scalewatch.launchers import from_kwargs
 
         handle = (event or {}).get("handle") or handle
@@ -82,8 +80,8 @@ class TrainScaleOperator(BaseOperator):
         else:
             state, reason = RunState(event["state"]), event["reason"]
         result = fetch_and_collect(backend, handle, state, reason)
-        for path in result.log_paths:
-            self.log.info("---- %s (tail) ----\n%s", path, _tail(Path(path)))
+        for path in result.log_paths:  # bounded, no link followed: a planted log cannot print a worker's file
+            self.log.info("---- %s (tail) ----\n%s", path, log_tail(result.output_dir, path))
         self.log.info("run %s finished %s %s", result.run_id, result.state, result.reason)
         out = result.as_dict()
         out["summary"] = None  # XComs stay small: the summary is read from summary_path
@@ -94,10 +92,3 @@ class TrainScaleOperator(BaseOperator):
             from scalewatch.launchers import from_kwargs
 
             from_kwargs(self._launcher_kwargs).cancel(self._handle)
-
-
-def _tail(path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(unreadable)"
