@@ -158,25 +158,47 @@ run_environment_table = sa.Table(
 )
 ENVIRONMENT_KEY = ["dag_id", "suite_run_id", "field"]
 
-# A person's word on a change point (its key is the change point's): the series re-baselines from it.
-annotations_table = sa.Table(
-    "annotations",
+# Which target each change point's notice reached (revision 0014): a retry of the alert task sends a
+# notice only to the targets still missing it. `notice` is "change" or "recovered"; target ALL_TARGETS
+# ('*') stands for every target (the change points alerted before per-target delivery was kept).
+change_deliveries_table = sa.Table(
+    "change_deliveries",
     metadata,
     *(
         sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True)
         for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
     ),
+    sa.Column("notice", sa.Text, primary_key=True),
+    sa.Column("target", sa.Text, primary_key=True),
+    sa.Column("sent_at", sa.Text),
+    sa.Column("sent_in", sa.Text),  # the suite run whose alert task delivered it
+)
+ALL_TARGETS = "*"
+
+# People's words on a change point (its key is the change point's), append-only since revision 0014:
+# every word is kept with who, when and under which DAG; the newest one is the change point's
+# annotation, and the series re-baselines from it.
+annotations_table = sa.Table(
+    "annotations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    *(
+        sa.Column(c, sa.Integer if c == "gpus" else sa.Text, nullable=False)
+        for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
+    ),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("note", sa.Text, nullable=False),
-    sa.Column("author", sa.Text),
+    sa.Column("author", sa.Text, nullable=False, server_default=""),
     sa.Column("created_at", sa.Text),
+    sa.Column("dag_id", sa.Text, nullable=False, server_default=""),  # '' for a change of `bench sweep` runs
 )
+ANNOTATION_FIELDS = (*CHANGE_KEY, "kind", "note", "author", "dag_id")
 
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0013"
+SCHEMA_REVISION = "0014"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3
 # (versions 1 and 2 are brought up to 3 by the legacy steps in `_adopt_legacy`).
 LEGACY_REVISION = {3: "0001", 4: "0002"}
@@ -306,6 +328,7 @@ class ResultsStore:
     never carried in the run's config: a URL with a password must not reach XComs, logs or rows."""
 
     read_only = False
+    _unit: Connection | None = None  # the connection of the open `transaction()`, if any
 
     def __init__(self, url: str) -> None:
         self.engine: Engine = sa.create_engine(check_url(url), future=True)
@@ -352,7 +375,7 @@ class ResultsStore:
         )
         for name in CHANGE_KEY:
             query = query.where(t.c[name] == key[name])
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             row = conn.execute(query).mappings().first()
         return dict(row) if row is not None else None
 
@@ -422,6 +445,40 @@ class ResultsStore:
         finally:
             engine.dispose()
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every read and write of this store inside the block runs in one transaction: committed when the
+        block ends, rolled back when it raises. `bench.suite.record` stores a run's rows, probe,
+        environment and change points this way, so a crash leaves all of them or none; reads inside see
+        the block's own writes (the change watch reads the run it just stored). Nested blocks join it."""
+        if self._unit is not None:
+            yield
+            return
+        with self.engine.begin() as conn:
+            self._unit = conn
+            try:
+                yield
+            finally:
+                self._unit = None
+
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A connection for writes: the open transaction's, else one that commits when the block ends."""
+        if self._unit is not None:
+            yield self._unit
+            return
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        """A connection for reads: the open transaction's (which sees its own writes), else a fresh one."""
+        if self._unit is not None:
+            yield self._unit
+            return
+        with self.engine.connect() as conn:
+            yield conn
+
     def schema_version(self) -> str | None:
         with self.engine.connect() as conn:
             return _current_revision(conn)
@@ -433,7 +490,7 @@ class ResultsStore:
         run id is neither overwritten nor swept as stale."""
         dag_id = (suite or {}).get("dag_id") or ""
         rows = [_row(r) | {"dag_id": dag_id} for r in frame.to_dict("records")]
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             ids = {r["suite_run_id"] for r in rows}
             if rows:  # one executemany statement: 52,000 history rows took 44 s row by row
                 conn.execute(self._upsert(results_table, rows[0], RESULTS_KEY), rows)
@@ -451,20 +508,24 @@ class ResultsStore:
                 conn.execute(results_table.delete().where(stale))
         return len(rows)
 
-    def _upsert(self, table: sa.Table, row: dict, key: list[str]):
-        """INSERT .. ON CONFLICT (key) DO UPDATE over `row`'s columns; values are bound at execute."""
+    def _insert(self, table: sa.Table):
+        """The dialect's INSERT, which knows ON CONFLICT."""
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(table)
+        return insert(table)
+
+    def _upsert(self, table: sa.Table, row: dict, key: list[str]):
+        """INSERT .. ON CONFLICT (key) DO UPDATE over `row`'s columns; values are bound at execute."""
+        stmt = self._insert(table)
         return stmt.on_conflict_do_update(index_elements=key, set_={k: stmt.excluded[k] for k in row if k not in key})
 
     def frame(self, where=None) -> pd.DataFrame:
         query = sa.select(results_table)
         if where is not None:
             query = query.where(where)
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(query.order_by(results_table.c.started_at), conn)
 
     def history_values(
@@ -474,7 +535,7 @@ class ResultsStore:
         from `since[i]` on where a row's series was re-baselined by an annotated change."""
         t = results_table
         out: list[list[float]] = []
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             for i, (_, row) in enumerate(frame.iterrows()):
                 start = since[i] if since is not None else None
                 q = (
@@ -503,14 +564,14 @@ class ResultsStore:
     def upsert_probe(self, row: dict) -> None:
         """One probe per suite run: a rerun replaces it, never adds a second."""
         row = {**row, "levels": json.dumps(row["levels"]), "paths": json.dumps(row["paths"])}
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(self._upsert(probes_table, row, ["suite_run_id"]), [row])
 
     def probes(self, cluster: str | None = None) -> pd.DataFrame:
         query = sa.select(probes_table)
         if cluster is not None:
             query = query.where(probes_table.c.cluster == cluster)
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(query.order_by(probes_table.c.probed_at), conn)
 
     def probe_history(
@@ -532,7 +593,7 @@ class ResultsStore:
             .order_by(t.c.probed_at.desc())
             .limit(runs)
         )
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return [float(v) for v in conn.execute(q).scalars() if v is not None]
 
     def accepted_series(self, cluster: str, workload: str, gpus: int, config_key: str) -> pd.DataFrame:
@@ -549,19 +610,19 @@ class ResultsStore:
             )
             .order_by(t.c.started_at)
         )
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(q, conn)
 
     def change_alerts(self, cluster: str | None = None) -> pd.DataFrame:
         query = sa.select(change_alerts_table)
         if cluster is not None:
             query = query.where(change_alerts_table.c.cluster == cluster)
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(query.order_by(change_alerts_table.c.changed_at), conn)
 
     def upsert_change(self, row: dict) -> None:
         """One row per series change point: finding it again next week updates it, never adds one."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(self._upsert(change_alerts_table, row, CHANGE_KEY), [row])
 
     def upsert_environment(self, dag_id: str | None, suite_run_id: str, fingerprint: dict[str, str]) -> None:
@@ -571,7 +632,7 @@ class ResultsStore:
             for k, v in fingerprint.items()
         ]
         if rows:
-            with self.engine.begin() as conn:
+            with self._begin() as conn:
                 conn.execute(self._upsert(run_environment_table, rows[0], ENVIRONMENT_KEY), rows)
 
     def environments(self, suite_run_ids: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
@@ -581,34 +642,139 @@ class ResultsStore:
         if suite_run_ids is not None:
             query = query.where(t.c.suite_run_id.in_(list(suite_run_ids)))
         out: dict[str, dict[str, str]] = {}
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             for sid, field, value in conn.execute(query):
                 out.setdefault(sid, {})[field] = value
         return out
 
-    def upsert_annotation(self, row: dict) -> None:
-        """One annotation per change point: a second word on the same change replaces the first."""
-        with self.engine.begin() as conn:
-            conn.execute(self._upsert(annotations_table, row, CHANGE_KEY), [row])
+    def delivered(self, keys: Iterable[tuple]) -> dict[tuple, set[str]]:
+        """(cluster, workload, gpus, config_key, metric, changed_at, notice) -> the targets that notice of that
+        change point reached (ALL_TARGETS: every one), for the keys asked; a key nothing reached is absent."""
+        wanted = {tuple(k) for k in keys}
+        if not wanted:
+            return {}
+        t = change_deliveries_table
+        columns = [*(t.c[c] for c in CHANGE_KEY), t.c.notice]
+        query = sa.select(*columns, t.c.target).where(sa.tuple_(*columns).in_(sorted(wanted)))
+        out: dict[tuple, set[str]] = {}
+        with self._connect() as conn:
+            for *key, target in conn.execute(query):
+                out.setdefault(tuple(key), set()).add(target)
+        return out
+
+    def mark_delivered(self, notices: Iterable[dict], target: str, sent_in: str, targets: Iterable[str]) -> None:
+        """`target` got these notices (change_alerts rows with their `kind`): kept per target, so that a retry
+        of the alert task sends each only where it is still missing. A change point whose change notice has
+        now reached every one of `targets` (the suite's alert targets) turns from pending to alerted. One
+        transaction; marking twice changes nothing."""
+        from datetime import UTC, datetime
+
+        from bench.analysis.history.changes import ALERTED, PENDING
+
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        rows = [
+            {c: n[c] for c in CHANGE_KEY} | {"notice": n["kind"], "target": target, "sent_at": now, "sent_in": sent_in}
+            for n in notices
+        ]
+        if not rows:
+            return
+        t, everyone = change_deliveries_table, set(targets)
+        with self._begin() as conn:
+            conn.execute(self._insert(t).on_conflict_do_nothing(), rows)
+            for row in rows:
+                if row["notice"] != "change":
+                    continue
+                key = [t.c[c] == row[c] for c in CHANGE_KEY]
+                got = set(conn.execute(sa.select(t.c.target).where(*key, t.c.notice == "change")).scalars())
+                if ALL_TARGETS in got or everyone <= got:
+                    a = change_alerts_table
+                    conn.execute(
+                        a.update()
+                        .where(*(a.c[c] == row[c] for c in CHANGE_KEY), a.c.state == PENDING)
+                        .values(state=ALERTED)
+                    )
+
+    def add_annotation(self, row: dict) -> dict:
+        """Append one person's word on a change point; earlier words stay (the newest is the change point's
+        annotation: `annotations`; all of them: `annotation_history`). `row` holds the change point's key
+        (CHANGE_KEY), `kind`, `note`, `author` and `dag_id` (the DAG under whose permission it was made, ''
+        for a change of `bench sweep` runs), and may hold `created_at` (now, UTC, when absent). Returns the
+        stored row with its `id`. ConfigError names a missing field; nothing is stored then."""
+        from datetime import UTC, datetime
+
+        missing = [f for f in ANNOTATION_FIELDS if row.get(f) is None]
+        if missing:
+            raise ConfigError(f"annotation: missing field(s) {', '.join(missing)}")
+        stored = {f: row[f] for f in ANNOTATION_FIELDS} | {
+            "gpus": int(row["gpus"]),
+            "created_at": row.get("created_at") or datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        with self._begin() as conn:
+            stored["id"] = conn.execute(annotations_table.insert().values(**stored)).inserted_primary_key[0]
+        return stored
+
+    def upsert_annotation(self, row: dict) -> dict:
+        """Deprecated: `add_annotation`, which appends instead of replacing. Kept for callers that do not pass
+        `dag_id` yet: it is taken from the change point (the DAG of the run the change happened in)."""
+        import warnings
+
+        warnings.warn("upsert_annotation is deprecated: use add_annotation", DeprecationWarning, stacklevel=2)
+        if row.get("dag_id") is None:
+            point = self.change_point({c: row[c] for c in CHANGE_KEY}) or {}
+            row = {**row, "dag_id": point.get("dag_id") or ""}
+        return self.add_annotation({**row, "author": row.get("author") or ""})
 
     def annotations(self, cluster: str | None = None) -> pd.DataFrame:
-        query = sa.select(annotations_table)
+        """Each annotated change point's annotation: its newest word (what the series re-baselines from and
+        the dashboard shows)."""
+        t = annotations_table
+        newest = sa.select(sa.func.max(t.c.id)).group_by(*(t.c[c] for c in CHANGE_KEY))
+        query = sa.select(t).where(t.c.id.in_(newest))
         if cluster is not None:
-            query = query.where(annotations_table.c.cluster == cluster)
-        with self.engine.connect() as conn:
-            return pd.read_sql(query, conn)
+            query = query.where(t.c.cluster == cluster)
+        with self._connect() as conn:
+            return pd.read_sql(query.order_by(t.c.id), conn)
+
+    def annotation_history(self, cluster: str | None = None) -> pd.DataFrame:
+        """Every word ever said on change points, oldest first (who, when, under which DAG)."""
+        t = annotations_table
+        query = sa.select(t)
+        if cluster is not None:
+            query = query.where(t.c.cluster == cluster)
+        with self._connect() as conn:
+            return pd.read_sql(query.order_by(t.c.id), conn)
+
+    def dag_ids_of_series(self, cluster: str, workload: str, gpus: int, config_key: str) -> list[str]:
+        """Every DAG whose stored runs hold this series ('' for `bench sweep` runs), sorted.
+
+        A series' history, regression floor and change watch span the DAGs that run it (two suites on one
+        cluster and config share it), so an annotation, which re-baselines the series, touches all of
+        them: the web layer asks for edit permission on each of these DAGs before storing one."""
+        t = results_table
+        query = (
+            sa.select(t.c.dag_id)
+            .where(
+                t.c.cluster == cluster,
+                t.c.workload == workload,
+                t.c.gpus == int(gpus),
+                t.c.config_key == config_key,
+            )
+            .distinct()
+        )
+        with self._connect() as conn:
+            return sorted(conn.execute(query).scalars())
 
     def suite_runs(self, dag_ids: Iterable[str] | None = None) -> pd.DataFrame:
         """The suite runs, oldest first; only those of `dag_ids` ('' for `bench sweep`) when given."""
         query = sa.select(suite_runs_table)
         if dag_ids is not None:
             query = query.where(suite_runs_table.c.dag_id.in_(list(dag_ids)))
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(query.order_by(suite_runs_table.c.started_at), conn)
 
     def dag_ids(self) -> list[str]:
         """Every DAG that stored a suite run ('' for `bench sweep`): what a page checks permissions on."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return sorted(conn.execute(sa.select(suite_runs_table.c.dag_id).distinct()).scalars())
 
     def _of_runs(self, dag_ids: Iterable[str]):
@@ -623,7 +789,7 @@ class ResultsStore:
         t = results_table
         joined, allowed = self._of_runs(dag_ids)
         query = sa.select(t.c.cluster, t.c.workload, t.c.config_key).select_from(joined).where(allowed).distinct()
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(query, conn)
 
     def results_of(self, dag_ids: Iterable[str], columns: Iterable[str], **equal: str | None) -> pd.DataFrame:
@@ -633,7 +799,7 @@ class ResultsStore:
         joined, allowed = self._of_runs(dag_ids)
         where = [allowed, *(t.c[name] == value for name, value in equal.items() if value)]
         query = sa.select(*(t.c[c] for c in columns)).select_from(joined).where(*where).order_by(t.c.started_at)
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return pd.read_sql(query, conn)
 
 

@@ -1,9 +1,23 @@
 """Recording a judged suite run: results CSV, the store, change points, then the report, written once
-with everything it shows (the change points need the store to hold this run first)."""
+with everything it shows (the change points need the store to hold this run first).
+
+A run's rows and its files are there together or not at all. Its rows, probe, environment and change
+points are stored in one transaction; inside it the report, suite.json and results.csv are written
+under temporary names and then swapped in (the previous attempt's files kept aside), and only then is
+the transaction committed. Anything that fails before the commit (the report cannot be drawn, a file
+cannot be written, the commit itself) rolls the rows back and puts the previous files back. Only a
+process killed in the instant between the swap and the commit leaves new files over old rows, and
+recording the run again repairs it: the rows are keyed (a rerun overwrites, never duplicates), and
+the change notices are read back from the store (`changes.run_notices`), so a rerun lists the same
+ones and the alert task sends each only where it is still missing.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -14,6 +28,11 @@ from bench.suite.plan import read_probe, suite_dir
 if TYPE_CHECKING:
     from bench.analysis.verdict.evaluate import Evaluation
     from bench.store.db import ResultsStore
+
+# The files of a recorded run, swapped in this order: suite.json last (the web pages serve a run folder
+# only through it).
+RUN_FILES = ("results.csv", "report.html", "suite.json")
+STAGED, PREVIOUS = ".{}.staged", ".{}.previous"  # names the web pages never serve (check_path)
 
 
 def finish(
@@ -29,6 +48,47 @@ def finish(
     return record(cfg, suite_run_id, ev, runs, started, store, dag_id)
 
 
+class RunFiles:
+    """A run folder's files replaced as a set: staged under temporary names, swapped in with the old ones
+    kept aside, then either kept (`settle`) or taken back (`restore`)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.swapped: list[tuple[str, bool]] = []  # (name, whether an old file was kept aside)
+
+    def staged(self, name: str) -> Path:
+        return self.folder / STAGED.format(name)
+
+    def swap_in(self) -> None:
+        for name in RUN_FILES:
+            target, previous = self.folder / name, self.folder / PREVIOUS.format(name)
+            had = target.is_file()
+            if had:
+                os.replace(target, previous)
+            self.swapped.append((name, had))
+            os.replace(self.staged(name), target)
+
+    def settle(self) -> None:
+        """The store committed: the old files go."""
+        for name, had in self.swapped:
+            if had:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.folder / PREVIOUS.format(name)).unlink()
+
+    def restore(self) -> None:
+        """Nothing was committed: the previous files come back, the staged ones go."""
+        for name, had in reversed(self.swapped):
+            target = self.folder / name
+            if had:
+                os.replace(self.folder / PREVIOUS.format(name), target)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+        for name in RUN_FILES:
+            with contextlib.suppress(FileNotFoundError):
+                self.staged(name).unlink()
+
+
 def record(
     cfg: SweepConfig,
     suite_run_id: str,
@@ -38,18 +98,60 @@ def record(
     store: ResultsStore,
     dag_id: str | None = None,
 ) -> dict:
-    """results.csv and suite.json -> the store -> change points -> the report (written once); the outcome."""
+    """The store (one transaction) and results.csv, suite.json and the report (swapped in before it
+    commits): all of them or none; the outcome."""
     from bench.report.html import write_report
 
     out = suite_dir(cfg.output_dir, suite_run_id)
-    ev.frame.to_csv(out / "results.csv", index=False)
-    # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
-    (out / "suite.json").write_text(
-        json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
-    )
+    out.mkdir(parents=True, exist_ok=True)
     # The history the report draws is the one this run was judged against: read before the run is stored.
     history, probes = store.frame(), store.probes(cfg.cluster)
     report = out / "report.html"
+    files = RunFiles(out)
+    try:
+        with store.transaction():
+            store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report)
+            watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
+            changes = run_changes(store, ev.frame, suite_run_id)
+            ev.frame.to_csv(files.staged("results.csv"), index=False)
+            # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
+            files.staged("suite.json").write_text(
+                json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
+            )
+            shown = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
+            write_report(files.staged("report.html"), suite_run_id, ev, shown, history, cfg, probes, changes)
+            files.swap_in()
+    except BaseException:
+        files.restore()
+        raise
+    files.settle()
+    nodes = slow_node_lines(store, cfg.cluster)
+    return {
+        "passed": ev.passed,
+        "verdict": ev.verdict,
+        "inconclusive": ev.inconclusive,
+        "failures": ev.failures,
+        "warnings": ev.warnings,
+        "report": str(report),
+        "data_docs": ev.data_docs,
+        "results_csv": str(out / "results.csv"),
+        "changes": changes,
+        "slow_nodes": nodes,
+    }
+
+
+def store_run(
+    cfg: SweepConfig,
+    suite_run_id: str,
+    ev: Evaluation,
+    runs: list[dict],
+    started: str,
+    store: ResultsStore,
+    dag_id: str | None,
+    report: Path,
+) -> None:
+    """The run's rows, its suite_runs row, its storage probe and its environment: each keyed by the run,
+    so recording it again overwrites, never adds."""
     suite = {
         "suite_run_id": suite_run_id,
         "started_at": started,
@@ -75,22 +177,6 @@ def record(
     fingerprint = run_environment(runs)
     if fingerprint:
         store.upsert_environment(dag_id, suite_run_id, fingerprint)
-    changes = watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
-    runs = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
-    write_report(report, suite_run_id, ev, runs, history, cfg, probes, changes)
-    nodes = slow_node_lines(store, cfg.cluster)
-    return {
-        "passed": ev.passed,
-        "verdict": ev.verdict,
-        "inconclusive": ev.inconclusive,
-        "failures": ev.failures,
-        "warnings": ev.warnings,
-        "report": str(report),
-        "data_docs": ev.data_docs,
-        "results_csv": str(out / "results.csv"),
-        "changes": changes,
-        "slow_nodes": nodes,
-    }
 
 
 def slow_node_lines(store, cluster: str) -> list[str]:
@@ -101,36 +187,69 @@ def slow_node_lines(store, cluster: str) -> list[str]:
     return [n["line"] for n in slow_nodes(frame[frame["cluster"] == cluster])]
 
 
+def _series(store, cluster: str, workload: str, gpus: int, config_key: str, notes: pd.DataFrame) -> pd.DataFrame:
+    """A series' accepted runs from its newest annotated change on: what its change points are found in."""
+    from bench.analysis.history.annotations import baseline_since, rebaselined
+
+    since = baseline_since(notes, cluster, workload, gpus, config_key)
+    return rebaselined(store.accepted_series(cluster, workload, gpus, config_key), since)
+
+
+def _known(known: pd.DataFrame, cluster: str, workload: str, gpus: int, config_key: str, metric: str) -> pd.DataFrame:
+    return known[
+        (known["cluster"] == cluster)
+        & (known["workload"] == workload)
+        & (known["gpus"] == gpus)
+        & (known["config_key"] == config_key)
+        & (known["metric"] == metric)
+    ]
+
+
+def _notice(store, series: pd.DataFrame, n) -> dict:
+    """A notice as the outcome carries it: its line, and for a change what differs in the environment
+    across it; plain Python values (the outcome travels as an XCom: numpy integers do not serialise)."""
+    notice = {"kind": n.kind, "line": n.line(), **n.row}
+    changed = environment_change(store, series, n.row) if n.kind == "change" else ""
+    if changed:
+        notice |= {"environment_change": changed, "line": f"{notice['line']}; what changed: {changed}"}
+    plain = {k: None if isinstance(v, float) and v != v else v for k, v in notice.items()}  # NaN: a NULL column
+    return json.loads(json.dumps(plain, default=lambda v: None if pd.isna(v) else v.item()))
+
+
 def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
     """Change points this run confirmed in each of its series' history (from the series' newest annotated
-    change on), stored once; the notices to send, each with what differs in the environment across it."""
-    from bench.analysis.history.annotations import baseline_since, rebaselined
+    change on), stored once (news as pending); the notices this call found new, each with what differs
+    in the environment across it. `run_changes` lists a run's notices again from the store."""
     from bench.analysis.history.changes import WATCHED, series_keys, watch_series
 
     known = store.change_alerts()
     notes = store.annotations()
     notices = []
     for cluster, workload, gpus, config_key in series_keys(frame):
-        since = baseline_since(notes, cluster, workload, gpus, config_key)
-        series = rebaselined(store.accepted_series(cluster, workload, gpus, config_key), since)
+        series = _series(store, cluster, workload, gpus, config_key, notes)
         for metric in WATCHED:
-            mine = known[
-                (known["cluster"] == cluster)
-                & (known["workload"] == workload)
-                & (known["gpus"] == gpus)
-                & (known["config_key"] == config_key)
-                & (known["metric"] == metric)
-            ]
+            mine = _known(known, cluster, workload, gpus, config_key, metric)
             rows, found = watch_series(series, metric, mine, suite_run_id)
             for row in rows:
                 store.upsert_change(row)
-            for n in found:
-                notice = {"kind": n.kind, "line": n.line(), **n.row}
-                changed = environment_change(store, series, n.row) if n.kind == "change" else ""
-                if changed:
-                    notice |= {"environment_change": changed, "line": f"{notice['line']}; what changed: {changed}"}
-                # plain Python values: the outcome travels as an XCom (numpy integers do not serialise)
-                notices.append(json.loads(json.dumps(notice, default=lambda v: v.item())))
+            notices += [_notice(store, series, n) for n in found]
+    return notices
+
+
+def run_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
+    """Every notice of this run, read back from the stored change points of its series: the change points
+    it confirmed and the recoveries it saw, the same however often the run is recorded (`watch_changes`
+    first). What the report shows and the alert task sends (each only to the targets still lacking it)."""
+    from bench.analysis.history.changes import WATCHED, run_notices, series_keys
+
+    known = store.change_alerts()
+    notes = store.annotations()
+    notices = []
+    for cluster, workload, gpus, config_key in series_keys(frame):
+        series = _series(store, cluster, workload, gpus, config_key, notes)
+        for metric in WATCHED:
+            mine = _known(known, cluster, workload, gpus, config_key, metric)
+            notices += [_notice(store, series, n) for n in run_notices(mine, suite_run_id)]
     return notices
 
 

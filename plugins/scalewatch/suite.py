@@ -91,14 +91,10 @@ def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str
     return report, run
 
 
-def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
-    from scalewatch.notifiers.message import alert_text, change_text, link_lines
-    from scalewatch.notifiers.registry import send
+def _messages(cfg: SweepConfig, suite_run_id: str, outcome: dict | None, links_: tuple) -> list[tuple[str, str]]:
+    """(subject, text) of the verdict alert, or of the slow nodes in a passing week; none for a plain pass."""
+    from scalewatch.notifiers.message import alert_text, link_lines
 
-    if plan is None:
-        return []
-    cfg = SweepConfig.model_validate(plan["sweep"])
-    suite_run_id = plan["suite_run_id"]
     inconclusive: list[dict] = []
     if outcome is None:
         failures = [
@@ -115,24 +111,116 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
     else:
         failures, report = outcome["failures"], outcome["report"]
         inconclusive = outcome.get("inconclusive", [])
-    report_url, run_url = links(cfg, suite_run_id, context)
-    sent = []
+    report_url, run_url = links_
     nodes = (outcome or {}).get("slow_nodes") or []
     if failures or inconclusive:
         text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive, nodes)
         verdict = "FAILED" if failures else "INCONCLUSIVE"
-        sent += send(cfg.alerts, f"scalewatch: scaling check {verdict} ({suite_run_id})", text, context)
-    if nodes and not (failures or inconclusive):  # a failing node is news in a passing week too
+        return [(f"scalewatch: scaling check {verdict} ({suite_run_id})", text)]
+    if nodes:  # a failing node is news in a passing week too
         text = "\n".join(
             [f"scalewatch: slow node(s) on cluster {cfg.cluster} (suite run {suite_run_id})"]
             + [f"• {line}" for line in nodes]
             + link_lines(report, report_url, run_url)
         )
-        sent += send(cfg.alerts, f"scalewatch: slow node(s) on {cfg.cluster} ({suite_run_id})", text, context)
+        return [(f"scalewatch: slow node(s) on {cfg.cluster} ({suite_run_id})", text)]
+    return []
+
+
+def _store_errors() -> tuple[type[Exception], ...]:
+    """What the results store raises when it cannot be opened or written (unreachable, not at a schema
+    this code reads, a full disk)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from bench.errors import ConfigError
+
+    return (ConfigError, SQLAlchemyError, OSError)
+
+
+class ChangeLedger:
+    """Which alert target got which change notice, in the results store (`change_deliveries`): a target is
+    sent only the notices it lacks, and each delivery is recorded as soon as it succeeded. Notices that
+    name no stored change point are sent every time (nothing to record them under)."""
+
+    def __init__(self, changes: list[dict], everyone: list[str]) -> None:
+        from bench.analysis.history.changes import notice_key
+
+        self.changes, self.everyone = changes, everyone
+        self.keys = [k for k in (notice_key(c) for c in changes) if k is not None]
+        self.store = None
+        self.delivered: dict[tuple, set[str]] = {}
+        if self.keys:
+            from bench.store.db import ResultsStore
+            from scalewatch.paths import results_url
+
+            self.store = ResultsStore(results_url())
+            self.delivered = self.store.delivered(self.keys)
+
+    def due(self, target: str) -> list[dict]:
+        from bench.analysis.history.changes import due
+        from bench.store.db import ALL_TARGETS
+
+        return due(self.changes, target, self.delivered, ALL_TARGETS)
+
+    def mark(self, target: str, notices: list[dict], suite_run_id: str) -> None:
+        from bench.analysis.history.changes import notice_key
+
+        kept = [n for n in notices if notice_key(n) is not None]
+        if self.store is not None and kept:
+            self.store.mark_delivered(kept, target, suite_run_id, self.everyone)
+        for n in kept:
+            self.delivered.setdefault(notice_key(n), set()).add(target)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.engine.dispose()
+
+
+def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
+    """The verdict (or the slow nodes of a passing week) and the change notices, to every alert target on
+    its own: one target's failure never stops another's delivery, nor the change notices after the
+    verdict. Each delivery is recorded as it succeeds (messages in the run folder, change notices in the
+    store), so a retry sends a target only what it still lacks; the failures are raised together at the
+    end, failing the task so that Airflow retries it."""
+    from bench.suite.plan import suite_dir
+    from scalewatch.notifiers.message import change_text
+    from scalewatch.notifiers.registry import Deliveries, targets
+    from scalewatch.notifiers.sent import SentLog
+
+    if plan is None:
+        return []
+    cfg = SweepConfig.model_validate(plan["sweep"])
+    suite_run_id = plan["suite_run_id"]
+    report_url, run_url = links(cfg, suite_run_id, context)
+    messages = _messages(cfg, suite_run_id, outcome, (report_url, run_url))
     changes = (outcome or {}).get("changes") or []
-    if changes:  # sent whatever the verdict: a change point inside the tolerance is still news, once
-        text = change_text(suite_run_id, changes, report, report_url, run_url)
-        sent += send(
-            cfg.alerts, f"scalewatch: {len(changes)} change(s) in the weekly history ({suite_run_id})", text, context
-        )
-    return sent
+    report = (outcome or {}).get("report")
+    everyone = targets(cfg.alerts)
+    store_errors = _store_errors()
+    deliveries, sent_log = Deliveries(), SentLog(suite_dir(Path(cfg.output_dir), suite_run_id))
+    ledger = None
+    if changes and everyone:
+        try:
+            ledger = ChangeLedger(changes, [t.name for t in everyone])
+        except store_errors as error:  # the change notices wait for the retry; the verdict goes now
+            deliveries.fail("change notices (results store)", error)
+    try:
+        for target in everyone:
+            for subject, text in messages:
+                if not sent_log.has(target.name, subject, text) and deliveries.attempt(target, subject, text, context):
+                    sent_log.add(target.name, subject, text)
+            due = ledger.due(target.name) if ledger is not None else []
+            if not due:
+                continue
+            subject = f"scalewatch: {len(due)} change(s) in the weekly history ({suite_run_id})"
+            text = change_text(suite_run_id, due, report, report_url, run_url)
+            if deliveries.attempt(target, subject, text, context):
+                try:
+                    ledger.mark(target.name, due, suite_run_id)
+                except store_errors as error:  # delivered, not recorded: a retry sends it to this target again
+                    deliveries.fail(f"recording the change notices sent via {target.kind}", error)
+    finally:
+        if ledger is not None:
+            ledger.close()
+    deliveries.raise_failures()
+    return deliveries.sent

@@ -5,6 +5,13 @@ series re-baselines from it.
 the series only on runs from that change on, so the old level neither flags the new one as an
 improvement forever nor holds a later regression back. The change itself stays on the dashboard with
 its annotation. Notes are plain text: markup is refused at the edge and everything is escaped on pages.
+
+Annotations are a log (revision 0014): every word is kept with its author, time and DAG, and a change
+point's annotation is its newest word (`ResultsStore.add_annotation`, `annotations`, `annotation_history`).
+A series is keyed by (cluster, workload, GPUs, config), not by DAG: two suite DAGs running the same
+config on one cluster share its history, floor and change watch, so one annotation re-baselines the
+series for all of them; whoever adds one needs edit permission on every DAG whose runs hold the series
+(`ResultsStore.dag_ids_of_series`), not only on the DAG of the run the change happened in.
 """
 
 from __future__ import annotations
@@ -62,7 +69,8 @@ class Annotation(Frozen):
 
 
 def baseline_since(annotations: pd.DataFrame, cluster: str, workload: str, gpus: int, config_key: str) -> str | None:
-    """The newest annotated change of the series: its runs from then on are the series' baseline."""
+    """The newest annotated change of the series: its runs from then on are the series' baseline (the
+    same whether `annotations` holds each change point's newest word or all of them)."""
     if annotations is None or annotations.empty:
         return None
     mine = annotations[

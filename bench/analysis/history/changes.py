@@ -1,12 +1,17 @@
 """Which change points of a series the latest run confirmed, which of them to alert, which regressions recovered.
 
 The weekly DAG calls this after each run is stored, per (cluster, workload, GPUs, config) series and
-watched figure. A change point is alerted once, by the run that confirms it, whether or not the figure
+watched figure. A change point is news once, for the run that confirms it, whether or not the figure
 is inside its bound (a 9% drop within a 30% tolerance is still news); the next runs find it again and
 only refine its numbers. A regression whose series later steps back to its old level gets one
 "recovered" note. A change point whose level already had `local_runs` runs when it was first confirmed
 (history recorded before this check existed, or a shift that only the established-level test finds) is
 recorded for the dashboard, not alerted (detect.is_news).
+
+News is stored `pending`, never `alerted`: only a delivery makes it so. The alert task sends each
+notice to every alert target on its own, records each target that got it (`change_deliveries`), and
+turns the change point `alerted` once all of them did; a retry sends only what a target still lacks.
+So a Slack outage loses nothing and duplicates nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ WATCHED = {
     "scaling_efficiency": "scaling efficiency",
     "avg_read_mb_s": "avg epoch-1 read MB/s",
 }
-ALERTED, RECORDED, RECOVERED, RECOVERY = "alerted", "recorded", "recovered", "recovery"
+# pending: news not yet delivered to every alert target; alerted: delivered to all of them (revision 0014)
+PENDING, ALERTED, RECORDED, RECOVERED, RECOVERY = "pending", "alerted", "recorded", "recovered", "recovery"
+NEWS = (PENDING, ALERTED)  # a change point that is (or was) sent: a regression among them can recover
+CHANGE_KEY = ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
 
 
 def step_size(size: float | None, change: float) -> float:
@@ -143,13 +151,13 @@ def watch_series(
         recovers = [
             r
             for r in stored
-            if r["state"] == ALERTED
+            if r["state"] in NEWS
             and _size(r) < 0
             and _index_of(stamps, r["changed_at"]) < step.index
             and step.size > 0
             and step.after >= r["before"] * (1 - settings.min_change)
         ]
-        state = RECOVERY if recovers else ALERTED if is_news(step.index, len(values), settings) else RECORDED
+        state = RECOVERY if recovers else PENDING if is_news(step.index, len(values), settings) else RECORDED
         row = (
             key
             | stats(step)
@@ -165,13 +173,56 @@ def watch_series(
         )
         rows.append(row)
         stored.append(row)
-        if state == ALERTED:
+        if state == PENDING:
             notices.append(Notice("change", row))
         for r in recovers:
             done = {**r, "state": RECOVERED, "recovered_at": stamps[latest], "recovered_in": suite_run_id}
             rows.append(done)
             notices.append(Notice("recovered", done | {"recovered_level": step.after}))
     return rows, notices
+
+
+def run_notices(known: pd.DataFrame, suite_run_id: str) -> list[Notice]:
+    """The notices of `suite_run_id` among one series' and figure's stored change points: each news change
+    point it confirmed, and each regression it saw recover (with the level the series came back to).
+
+    Read from the store, not from what this call found new, so that recording the run again (a retried
+    task, a crash between storing and reporting) lists the same notices; the alert task sends each
+    only to the targets that still lack it."""
+    rows = sorted(known.to_dict("records"), key=lambda r: str(r["changed_at"]))
+    notices = [
+        Notice("change", r)
+        for r in rows
+        if r["detected_in"] == suite_run_id and r["state"] in (*NEWS, RECOVERED)  # only news ever recovers
+    ]
+    for r in rows:
+        if r["state"] != RECOVERED or r["recovered_in"] != suite_run_id:
+            continue
+        later = [x for x in rows if str(x["changed_at"]) > str(r["changed_at"])]
+        steps = [x for x in later if x["state"] == RECOVERY and x["detected_in"] == suite_run_id]
+        level = float(steps[0]["after"]) if steps else float("nan")
+        notices.append(Notice("recovered", r | {"recovered_level": level}))
+    return notices
+
+
+def notice_key(notice: dict) -> tuple | None:
+    """(change point key..., notice kind): what a delivery is recorded under; None for a notice that names
+    no stored change point (it is sent as it is, every time)."""
+    if any(notice.get(c) is None for c in CHANGE_KEY) or notice.get("kind") not in ("change", "recovered"):
+        return None
+    return (*(int(notice[c]) if c == "gpus" else str(notice[c]) for c in CHANGE_KEY), notice["kind"])
+
+
+def due(notices: list[dict], target: str, delivered: dict[tuple, set[str]], everywhere: str = "*") -> list[dict]:
+    """The notices `target` has not got yet: never one it (or every target, `everywhere`) was recorded as
+    having got."""
+    out = []
+    for n in notices:
+        key = notice_key(n)
+        got = delivered.get(key, set()) if key is not None else set()
+        if target not in got and everywhere not in got:
+            out.append(n)
+    return out
 
 
 def series_keys(frame: pd.DataFrame) -> list[tuple[str, str, int, str]]:
