@@ -1,0 +1,151 @@
+"""The checkpoint phase on its own (`bench checkpoint`): R ranks on this host, each a process of its own,
+so every rank has its own file descriptors, page-cache asks and timing, as a launched rank has.
+
+The suite runs the same `bench.data.checkpoint.run_rank` inside its launched ranks, meeting through
+their `Dist`; here the ranks meet through `LocalSync`: JSON files in a private folder and a
+multiprocessing barrier. No pickle of anything a rank sends, no port, nothing on the store under test.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import multiprocessing.connection
+import signal
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.data.checkpoint import CheckpointSpaceError, CheckpointSpec, aggregate, check_space, run_rank
+from bench.data.checkpoint_files import CheckpointError, States
+from bench.errors import ConfigError
+from bench.safe_fs import open_root, read_bounded, write_atomic
+
+MAX_MESSAGE = 16 << 20  # one rank's record is a few kilobytes per checkpoint
+MAX_RANKS = 64
+
+
+class LocalSync:
+    """allgather between the ranks of one `bench checkpoint`: each round every rank writes its JSON to
+    `folder` (one name per round and rank), meets the others at `barrier`, then reads theirs. A rank
+    that dies breaks the barrier (the parent aborts it), and every other rank stops there."""
+
+    def __init__(self, rank: int, world: int, barrier: Any, folder: Path) -> None:
+        self.rank, self.world, self.barrier, self.folder = rank, world, barrier, folder
+        self._round = 0
+
+    def allgather(self, obj: Any) -> list:
+        self._round += 1
+        with open_root(self.folder) as fd:
+            write_atomic(fd, f"{self._round}-{self.rank}.json", json.dumps(obj).encode())
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise CheckpointError("checkpoint: another rank failed; this rank stopped") from None
+        return [
+            json.loads(read_bounded(self.folder, f"{self._round}-{r}.json", MAX_MESSAGE)) for r in range(self.world)
+        ]
+
+
+def standalone_states(workload: str, preset: str) -> States:
+    """A real model's checkpoint content, as training's rank would save it: the model's weights and
+    an SGD-with-momentum state whose buffers exist (one step on random gradients, so they are not
+    zeros a compressing store would shrink)."""
+    import torch
+
+    from bench.models.registry import build
+
+    torch.manual_seed(0)
+    model = build(workload, preset, 64).model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 1e-3
+    optimizer.step()
+    return {"model_states": {"module": model.state_dict()}, "optim_states": {"optimizer": optimizer.state_dict()}}
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    """SIGTERM (the parent stopping ranks) as SystemExit: run_rank's `finally` removes the rank's files."""
+    raise SystemExit(128 + signum)
+
+
+def _rank_main(
+    rank: int, world: int, directory: str, spec: dict, model: tuple[str, str] | None, barrier: Any, folder: str
+) -> None:
+    """One rank's process: run the phase, leave its record (or its error) in the exchange folder."""
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    exchange = Path(folder)
+    try:
+        states = standalone_states(*model) if model else None
+        sync = LocalSync(rank, world, barrier, exchange)
+        record = run_rank(rank, world, Path(directory), CheckpointSpec(**spec), sync, states)
+        result: dict = {"record": record}
+    except CheckpointSpaceError as error:
+        result = {"error": str(error), "kind": "space"}
+    except CheckpointError as error:
+        result = {"error": str(error), "kind": "checkpoint"}
+    except Exception as error:  # any other: to the parent with its traceback, then exit 1
+        result = {"error": f"{type(error).__name__}: {error}", "kind": "internal", "trace": traceback.format_exc()}
+    with open_root(exchange) as fd:
+        write_atomic(fd, f"result-{rank}.json", json.dumps(result).encode())
+    if "error" in result:
+        raise SystemExit(1)
+
+
+def run_local(directory: Path, spec: CheckpointSpec, ranks: int, model: tuple[str, str] | None = None) -> dict:
+    """The checkpoint phase on `ranks` processes of this host writing to and reading from `directory`;
+    the aggregate of their records (bench.data.checkpoint.aggregate). model: (workload, preset) for a
+    model checkpoint. A rank's failure stops the others and is raised (the first, in rank order, that
+    is not a rank stopped by another's failure)."""
+    if not 1 <= ranks <= MAX_RANKS:
+        raise ConfigError(f"ranks: {ranks} must be between 1 and {MAX_RANKS}")
+    if spec.bytes_per_rank is not None:  # a size is known here: refuse before starting any rank
+        check_space(directory, [int(spec.bytes_per_rank)] * ranks, spec.writes)
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per rank: no state of this one shared
+    barrier = ctx.Barrier(ranks)
+    with tempfile.TemporaryDirectory(prefix="scalewatch-checkpoint-sync-") as folder:
+        procs = [
+            ctx.Process(
+                target=_rank_main,
+                args=(r, ranks, str(directory), spec.model_dump(mode="json"), model, barrier, folder),
+                name=f"checkpoint-rank{r}",
+            )
+            for r in range(ranks)
+        ]
+        for p in procs:
+            p.start()
+        try:
+            _wait(procs, barrier)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()  # SIGTERM: the rank removes its own files on the way out
+                p.join()
+        results = [_result(Path(folder), r) for r in range(ranks)]
+    failures = [r for r in results if "error" in r]
+    if failures:
+        first = next((f for f in failures if "another rank failed" not in f["error"]), failures[0])
+        if first.get("trace"):
+            first["error"] += "\n" + first["trace"]
+        raise (CheckpointSpaceError if first.get("kind") == "space" else CheckpointError)(first["error"])
+    return aggregate([r["record"] for r in results])
+
+
+def _wait(procs: list, barrier: Any) -> None:
+    """Until every rank has ended; the first that ends in failure breaks the barrier for the rest."""
+    pending = {p.sentinel: p for p in procs}
+    while pending:
+        for sentinel in multiprocessing.connection.wait(list(pending)):
+            proc = pending.pop(sentinel)
+            proc.join()
+            if proc.exitcode != 0:
+                barrier.abort()
+
+
+def _result(folder: Path, rank: int) -> dict:
+    try:
+        return json.loads(read_bounded(folder, f"result-{rank}.json", MAX_MESSAGE))
+    except (OSError, ValueError):
+        return {"error": f"rank {rank} ended without a result (killed?)", "kind": "checkpoint"}
