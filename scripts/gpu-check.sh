@@ -2,38 +2,67 @@
 # The GPU path checked on one GPU machine with a CUDA PyTorch image and no network, in one command.
 #
 #   scripts/gpu-check.sh --prepare   on a networked machine: fetch the wheels such an image lacks into
-#                                    .gpucheck-wheels/ (cp312, manylinux x86_64, <= 64 MiB together)
+#                                    .gpucheck-wheels/ (cp312, manylinux x86_64, <= 64 MiB together),
+#                                    exactly those pinned in scripts/gpu-check-requirements.txt, hash-checked
 #   scripts/gpu-check.sh             on the GPU machine (<= 8 min on one H200): install those wheels
-#                                    (pip --no-index --target), then run at 1 rank on DDP/NCCL both
+#                                    (pip --no-index --require-hashes --target, from the requirements file:
+#                                    a wheel whose bytes differ from its pinned hash is refused, nothing else
+#                                    in the folder is installed), then run at 1 rank on DDP/NCCL both
 #                                    workloads synthetic and on generated data (bf16, fp16; torch loader;
 #                                    DALI where it imports), the plain tuned-torch reference loop, the
 #                                    GPU slot plan; writes $OUT/gpu-check.json and $OUT/gpu-check.md
 #   scripts/gpu-check.sh --dry-run   the same steps on a CPU machine with the tiny preset (< 3 min):
 #                                    fp16 is checked to be refused there instead of run
+#   scripts/gpu-check.sh --lock      refresh the pins: on a networked machine, resolve PACKAGES (and their
+#                                    dependencies) for cp312 manylinux x86_64 as --prepare fetches them and
+#                                    rewrite scripts/gpu-check-requirements.txt with each wheel's version and
+#                                    sha256; review the diff, commit it, then run --prepare again
 #
-# OUT defaults to a new temporary folder. Exit 0 when every run that should run ran.
+# OUT defaults to a new temporary folder; GPUCHECK_WHEELS moves the wheel folder. Exit 0 when every run
+# that should run ran.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-WHEELS="$ROOT/.gpucheck-wheels"
+WHEELS="${GPUCHECK_WHEELS:-$ROOT/.gpucheck-wheels}"
+REQUIREMENTS="$ROOT/scripts/gpu-check-requirements.txt"
 MAX_WHEEL_BYTES=$((64 * 1024 * 1024))
 # What `bench train` imports that a CUDA torch image lacks (torch, numpy come with it).
 PACKAGES=(pydantic pydantic-core annotated-types typing-inspection typing-extensions jsonschema
   jsonschema-specifications referencing rpds-py attrs psutil pillow nvidia-ml-py)
+# The GPU image's interpreter and platform: what the wheels are fetched and pinned for.
+TARGET=(--only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 --platform manylinux2014_x86_64
+  --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64)
 
 mode=run
 case "${1:-}" in
   --prepare) mode=prepare ;;
   --dry-run) mode=dry ;;
+  --lock) mode=lock ;;
   "") ;;
-  *) echo "usage: $0 [--prepare | --dry-run]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--prepare | --dry-run | --lock]" >&2; exit 2 ;;
 esac
+
+if [[ $mode == lock ]]; then
+  fetched="$(mktemp -d -t gpu-check-lock-XXXXXX)"
+  trap 'rm -rf "$fetched"' EXIT
+  python3 -m pip download --quiet --dest "$fetched" "${TARGET[@]}" "${PACKAGES[@]}"
+  {
+    echo "# The wheels scripts/gpu-check.sh installs on the GPU machine (cp312, manylinux x86_64): pinned, and"
+    echo "# installed with pip --require-hashes, so a wheel swapped into .gpucheck-wheels/ is refused."
+    echo "# Written by \`scripts/gpu-check.sh --lock\` (refresh: run it on a networked machine, review, commit)."
+    for wheel in "$fetched"/*.whl; do
+      IFS=- read -r name version _ <<<"$(basename "$wheel")"
+      echo "$name==$version --hash=sha256:$(sha256sum "$wheel" | cut -d' ' -f1)"
+    done | sort -f
+  } >"$fetched/requirements.txt"
+  cp "$fetched/requirements.txt" "$REQUIREMENTS"  # only once every wheel was fetched and hashed
+  cat "$REQUIREMENTS"
+  exit 0
+fi
 
 if [[ $mode == prepare ]]; then
   mkdir -p "$WHEELS"
-  python3 -m pip download --quiet --dest "$WHEELS" --only-binary=:all: --python-version 3.12 \
-    --implementation cp --abi cp312 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux_2_28_x86_64 "${PACKAGES[@]}"
+  python3 -m pip download --quiet --dest "$WHEELS" "${TARGET[@]}" --no-deps --require-hashes -r "$REQUIREMENTS"
   bytes=$(du -cb "$WHEELS"/*.whl | tail -1 | cut -f1)
   if (( bytes > MAX_WHEEL_BYTES )); then
     echo "gpu-check: the wheels in $WHEELS take $bytes bytes, over the 64 MiB that can be copied" >&2
@@ -52,7 +81,8 @@ trap 'rm -rf "$WORK"' EXIT
 if [[ $mode == run ]]; then
   PY="${PYTHON:-python3}"
   if compgen -G "$WHEELS/*.whl" >/dev/null; then
-    "$PY" -m pip install --quiet --no-index --no-deps --target "$WORK/site" "$WHEELS"/*.whl
+    "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" --no-deps --require-hashes \
+      --target "$WORK/site" -r "$REQUIREMENTS"
     export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
   else
     echo "gpu-check: no wheels in $WHEELS (run --prepare on a networked machine first); using what is installed" >&2

@@ -11,12 +11,18 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
 UNKNOWN = "unknown"
+REDACTED = "REDACTED"
+# A mount option or URL query parameter whose name says it holds a secret (rclone's secret_access_key,
+# CIFS password=, a presigned URL's token or signature): its value never leaves the node.
+SECRET_NAME = re.compile(r"key|secret|pass|token|cred|auth|sig", re.I)
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>.*)", re.S)
 # Fields of a node that a run reports per node (they can differ between nodes).
 PER_NODE = ("nic_speeds", "gpu_vbios", "kernel", "driver", "mount")
 # Shown in this order; every one is always present.
@@ -123,8 +129,58 @@ def nic_speeds(net: Path = Path("/sys/class/net")) -> dict[str, str]:
     return out
 
 
+def _redact_pairs(text: str, sep: str) -> str:
+    """`name=value` items whose name says secret get `name=REDACTED`; every other item stays as it was."""
+    items = text.split(sep)
+    for i, item in enumerate(items):
+        name, eq, _value = item.partition("=")
+        if eq and SECRET_NAME.search(name):
+            items[i] = f"{name}={REDACTED}"
+    return sep.join(items)
+
+
+def _redact_url(scheme: str, rest: str) -> str:
+    """`scheme://[userinfo@]host[/path][?query][#fragment]` without its userinfo and secret query values."""
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    path, q, query = tail.partition("?")
+    if q:
+        query, h, fragment = query.partition("#")
+        tail = path + q + _redact_pairs(query, "&") + h + fragment
+    return scheme + authority.rpartition("@")[2] + tail
+
+
+def redact_source(source: str) -> str:
+    """A mount source without credentials: a URL loses its userinfo (`https://user:pw@host/x` ->
+    `https://host/x`) and its secret-named query parameters, a `user:password@host:path` source its
+    userinfo. Anything else (`nas01:/export`, `/dev/vda1`, `backup@nas:/data`) is returned unchanged,
+    so a fingerprint without secrets reads exactly as before and no change is seen where none was."""
+    url = _URL.fullmatch(source)
+    if url is not None:
+        return _redact_url(url["scheme"], url["rest"])
+    userinfo, at, rest = source.rpartition("@")
+    return rest if at and ":" in userinfo and "/" not in userinfo else source
+
+
+def redact_options(options: str) -> str:
+    """Mount options with each secret-named option's value replaced (`password=REDACTED`)."""
+    return _redact_pairs(options, ",")
+
+
+def redact_mount(mount: dict) -> dict:
+    """A mount entry as it may be stored, shown and sent: source and options without credentials."""
+    out = dict(mount)
+    if isinstance(out.get("source"), str):
+        out["source"] = redact_source(out["source"])
+    if isinstance(out.get("options"), str):
+        out["options"] = redact_options(out["options"])
+    return out
+
+
 def mount_of(path: Path | str, mounts: Path = Path("/proc/mounts")) -> dict[str, str]:
-    """The mount holding `path`: filesystem type, server/source and options (the longest prefix)."""
+    """The mount holding `path`: filesystem type, server/source and options (the longest prefix), with
+    credentials removed here, on the node (`redact_mount`): the fingerprint reaches the store, the
+    dashboard and alerts, and /proc/mounts holds a FUSE URL's password or an rclone key verbatim."""
     target = os.path.realpath(str(path))
     best: tuple[str, str, str, str] | None = None
     try:
@@ -142,7 +198,7 @@ def mount_of(path: Path | str, mounts: Path = Path("/proc/mounts")) -> dict[str,
             best = (source, point, fstype, options)
     if best is None:
         return {"fstype": UNKNOWN, "source": UNKNOWN, "options": UNKNOWN, "mountpoint": UNKNOWN}
-    return {"fstype": best[2], "source": best[0], "options": best[3], "mountpoint": best[1]}
+    return redact_mount({"fstype": best[2], "source": best[0], "options": best[3], "mountpoint": best[1]})
 
 
 def slurm_version() -> str:
@@ -178,8 +234,12 @@ def _text(value) -> str:
 
 
 def run_fingerprint(nodes: Iterable[dict]) -> dict[str, str]:
-    """One run's fingerprint from its nodes': a field the nodes agree on once, else per host."""
-    nodes = sorted(nodes, key=lambda n: str(n.get("host", "")))
+    """One run's fingerprint from its nodes': a field the nodes agree on once, else per host. A node's mount
+    is redacted again here: a rank report written before `mount_of` redacted holds it verbatim."""
+    nodes = sorted(
+        ({**n, "mount": redact_mount(n["mount"])} if isinstance(n.get("mount"), dict) else n for n in nodes),
+        key=lambda n: str(n.get("host", "")),
+    )
     out: dict[str, str] = {}
     for field in FIELDS:
         if field == "nodes":

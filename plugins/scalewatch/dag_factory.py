@@ -7,7 +7,9 @@ Weekly scaling regression: stage -> train at each scale -> rerun a failing scale
 
 from __future__ import annotations
 
-from datetime import datetime
+import inspect
+import logging
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Asset, dag, task
 
@@ -16,9 +18,52 @@ from scalewatch.operators import TrainScaleOperator
 
 DATASET = Asset("scalewatch://dataset/under-test")
 START = datetime(2026, 1, 5)
+# confirm_causes' bound (bench.suite.run.confirmation_runs): at most one second run of each scale (a
+# suspected regression) and a warm and a synthetic run of each scale (differential; its VARIANTS, kept
+# literal here: parsing imports no pandas), one at a time, each waited on for its time limit plus 60 s.
+RERUN_WAIT_SLACK_S = 60
+DIFFERENTIAL_RERUNS_PER_SCALE = 2
+CONFIRM_MARGIN = timedelta(minutes=10)  # reading the store, launching, collecting each rerun's files
+log = logging.getLogger(__name__)
+
+
+def confirm_causes_timeout(
+    workloads: int, gpus: int, time_limit_s: int, confirm_regressions: bool, confirm_causes: bool
+) -> timedelta:
+    """The most the confirm_causes task may hold a worker slot: every rerun it could launch at its time
+    limit plus 60 s, and a margin. Without it a hung wait held the slot (and, max_active_runs=1, next
+    week's run) for up to every rerun's time limit and then some, with nothing to stop it."""
+    per_scale = int(confirm_regressions) + DIFFERENTIAL_RERUNS_PER_SCALE * int(confirm_causes)
+    reruns = workloads * gpus * per_scale
+    return timedelta(seconds=reruns * (time_limit_s + RERUN_WAIT_SLACK_S)) + CONFIRM_MARGIN
+
+
+def _timeout_of_settings(values: dict) -> timedelta:
+    """The bound from settings as the form or a plan holds them (workloads and gpus lists)."""
+    return confirm_causes_timeout(
+        len(values["workloads"]),
+        len(values["gpus"]),
+        int(values["time_limit_s"]),
+        bool(values["confirm_regressions"]),
+        bool(values["confirm_causes"]) and not values.get("train", {}).get("synthetic", False),
+    )
+
+
+def _bound_to_this_run(context) -> None:
+    """pre_execute of confirm_causes: the bound from this run's own plan (its conf may raise the time limit or
+    widen the matrix past the DAG's defaults, which set the parse-time bound). The task runner reads
+    execution_timeout after this hook, on this task's own copy of the operator."""
+    task = context["task"]
+    arguments = inspect.signature(task.python_callable).bind_partial(*task.op_args, **task.op_kwargs).arguments
+    plan = arguments.get("plan")
+    if isinstance(plan, dict) and isinstance(plan.get("sweep"), dict):
+        task.execution_timeout = _timeout_of_settings(plan["sweep"])
+        log.info("confirm_causes: execution_timeout %s from this run's settings", task.execution_timeout)
 
 
 def build(dag_id: str, schedule: str | None, params: dict, description: str = "") -> DAG:
+    defaults = {name: getattr(param, "value", param) for name, param in params.items()}
+
     @dag(
         dag_id=dag_id,
         schedule=schedule,
@@ -73,7 +118,11 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
 
             return cancel_leftover_runs(plan) if plan else []  # no plan: nothing was launched
 
-        @task(trigger_rule="all_done")
+        @task(
+            trigger_rule="all_done",
+            execution_timeout=_timeout_of_settings(defaults),
+            pre_execute=_bound_to_this_run,
+        )
         def confirm_causes(plan: dict | None, results: list[dict] | None, **context) -> list[dict]:
             """Warm-cache and synthetic reruns of each failing scale and its baseline (one at a time)."""
             from scalewatch.suite import confirm_causes

@@ -132,6 +132,7 @@ def test_only_users_who_may_edit_the_dag_annotate_a_change_point_and_the_page_sh
     assert made.status_code == 201 and made.json()["author"] == "admin", made.text
     stored = store.annotations(CLUSTER)
     assert stored["note"].tolist() == ["new storage firmware: faster is right"]
+    assert stored["dag_id"].tolist() == ["scaling_regression"]  # kept: under whose permission it was made
     page = running_airflow.get(PAGE)
     assert page.status_code == 200 and "new storage firmware: faster is right" in page.text
     assert "<b>expected</b>" in page.text and "re-baselines from here" in page.text

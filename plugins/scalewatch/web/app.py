@@ -4,22 +4,33 @@ each run's report files.
 Every route depends on `current_user` (Airflow's JWT) and checks read access to the run's DAG. Every
 response says nosniff and no-store; served files carry a sandboxing CSP (`files.headers_for`), the
 app's own pages one that allows their inline styles and SVG only. The pages read the results store
-through one read-only engine per URL: they never migrate it and never need write access to it.
+through one read-only engine per URL: they never migrate it and never need write access to it. The one
+route that writes (`POST /annotations`) takes requests from this site's pages only, a bounded body, and
+opens the store for writing only after the permission check passed on a store that exists.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 
 from scalewatch.paths import reports_root
-from scalewatch.web.auth import LoginRedirect, current_user, may_edit_dag, may_read_dag, require_dag
+from scalewatch.web.auth import (
+    LoginRedirect,
+    current_user,
+    may_edit_all,
+    may_read_dag,
+    require_dag,
+    require_same_origin,
+)
 from scalewatch.web.files import (
     BASE_HEADERS,
     DescriptorResponse,
@@ -59,6 +70,15 @@ HISTORY_COLUMNS = (
     "peak_read_mb_s",
     "rank_breakdown",
 )
+# An annotation is a change point's key, a kind and a note of at most 2000 characters: a form or JSON of
+# one is far under this. A larger body is refused unread (413), never buffered whole.
+ANNOTATION_BODY_MAX = 16 * 1024
+FORM_TYPE = "application/x-www-form-urlencoded"
+JSON_TYPE = "application/json"
+# One answer for a change point that does not exist and one the user may not annotate (no existence leak).
+NOT_YOURS = (
+    "no change point with this key that you may annotate: it needs edit access to every DAG whose runs hold its series"
+)
 
 
 @app.middleware("http")
@@ -93,8 +113,11 @@ def _run_link(dag_id: str | None, run_id: str | None) -> str | None:
 def index(user: User) -> str:
     """Links are built from the run folder's real name; suite.json only says who may read it."""
     runs = []
+    readable: dict[str | None, bool] = {}  # one check per DAG, not per run folder
     for folder, _mtime, suite in sorted(reports(reports_root()), key=lambda r: r[1], reverse=True):
-        if may_read_dag(user, suite["dag_id"]):
+        if suite["dag_id"] not in readable:
+            readable[suite["dag_id"]] = may_read_dag(user, suite["dag_id"])
+        if readable[suite["dag_id"]]:
             runs.append(
                 {
                     "folder": folder,
@@ -179,48 +202,109 @@ def history(
     return page(200, None, options(series), panels, runs, slow_nodes(results))
 
 
+async def _capped_body(request: Request) -> bytes:
+    """The request body, refused (413) past ANNOTATION_BODY_MAX whether or not a Content-Length says so."""
+    too_large = HTTPException(status_code=413, detail=f"body over {ANNOTATION_BODY_MAX} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > ANNOTATION_BODY_MAX:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > ANNOTATION_BODY_MAX:
+            raise too_large
+    return bytes(body)
+
+
+def _fields(content_type: str, body: bytes) -> dict:
+    """The submitted fields: a JSON object (REST) or the dashboard's URL-encoded form; 400 or 415 else."""
+    media = content_type.split(";")[0].strip().lower()
+    try:
+        if media == JSON_TYPE:
+            doc = json.loads(body)
+        elif media == FORM_TYPE:
+            doc = dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=32))
+        else:
+            raise HTTPException(status_code=415, detail=f"body must be {JSON_TYPE} or {FORM_TYPE}")
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(status_code=400, detail="body must be JSON or a form") from None
+    if not isinstance(doc, dict):
+        raise HTTPException(status_code=400, detail="body must be an object of annotation fields")
+    return doc
+
+
+def _user_name(user) -> str:
+    return str(getattr(user, "get_name", lambda: "")() or getattr(user, "username", "") or "")
+
+
+def _annotation_target(user, annotation, url: str) -> dict:
+    """The change point to annotate, from the store opened read-only (which never creates one). Permission
+    comes first: edit access to every DAG whose runs hold the series (a series no run holds is refused
+    alike); then existence. Anyone without that access gets one answer whether the change point exists
+    or not; 404 is said only to someone who may edit all of the series."""
+    from bench.errors import ConfigError
+    from bench.store.db import CHANGE_KEY, ResultsStore
+
+    try:
+        reader = ResultsStore.open_read_only(url)
+    except ConfigError as error:  # no store yet, or one not at this code's schema: nothing opened to write
+        raise HTTPException(status_code=503, detail=str(error)) from None
+    try:
+        key = annotation.model_dump(include=set(CHANGE_KEY))
+        series = reader.dag_ids_of_series(*(key[k] for k in ("cluster", "workload", "gpus", "config_key")))
+        if not series or not may_edit_all(user, series):  # no run holds it: no change point either
+            raise HTTPException(status_code=403, detail=NOT_YOURS)
+        point = reader.change_point(key)
+    finally:
+        reader.engine.dispose()
+    if point is None:  # told only to someone who may edit every DAG whose runs hold the series
+        raise HTTPException(status_code=404, detail="no such change point in the store")
+    return point
+
+
+def _store_annotation(user, annotation) -> dict:
+    """The annotation appended under the change point's DAG, the store opened for writing only once the
+    target is allowed and found; returns the stored row."""
+    from sqlalchemy.exc import OperationalError
+
+    from bench.errors import ConfigError
+    from bench.store.db import ResultsStore
+    from scalewatch.paths import results_url
+
+    url = results_url()
+    point = _annotation_target(user, annotation, url)
+    row = annotation.model_dump() | {"author": _user_name(user), "dag_id": point.get("dag_id") or ""}
+    try:
+        writer = ResultsStore.open_at_head(url)
+    except (ConfigError, OperationalError) as error:
+        raise HTTPException(status_code=503, detail=str(error)) from None
+    try:
+        return writer.add_annotation(row)
+    finally:
+        writer.engine.dispose()
+
+
 @app.post("/annotations")
 async def annotate(request: Request, user: User):
     """Mark a stored change point expected or explained, with a plain-text note (the dashboard's form, or
-    JSON over REST). Needs edit permission on the DAG whose run the change happened in; the series then
-    re-baselines from it. Answers 303 back to the dashboard for the form, the stored row as JSON for REST."""
-    from datetime import UTC, datetime
-
-    from fastapi.responses import JSONResponse
-
+    JSON over REST). The series then re-baselines from it in every DAG that runs it, so it needs edit
+    permission on each of them. Answers 303 back to the dashboard for the form, the stored row (201) as
+    JSON for REST."""
     from bench.analysis.history.annotations import Annotation
     from bench.config import parse
     from bench.errors import ConfigError
-    from bench.store.db import CHANGE_KEY, ResultsStore
-    from scalewatch.paths import results_url
+    from bench.store.db import CHANGE_KEY
 
-    is_json = request.headers.get("content-type", "").startswith("application/json")
+    require_same_origin(request)  # after the login check: an anonymous request is told 401 first
+    content_type = request.headers.get("content-type", "")
+    body = _fields(content_type, await _capped_body(request))
     try:
-        body = await request.json() if is_json else dict(await request.form())
-    except Exception:
-        raise HTTPException(status_code=400, detail="body must be JSON or a form") from None
-    if not isinstance(body, dict):
-        raise HTTPException(status_code=400, detail="body must be an object of annotation fields")
-    fields = {k: body.get(k) for k in (*CHANGE_KEY, "kind", "note")}
-    try:
-        annotation = parse(Annotation, fields)
-        store = ResultsStore.open_at_head(results_url())
+        annotation = parse(Annotation, {k: body.get(k) for k in (*CHANGE_KEY, "kind", "note")})
     except ConfigError as error:
-        raise HTTPException(status_code=400 if "store" not in str(error) else 503, detail=str(error)) from None
-    key = annotation.model_dump(include=set(CHANGE_KEY))
-    point = store.change_point(key)
-    if point is None:
-        raise HTTPException(status_code=404, detail="no such change point in the store")
-    if not may_edit_dag(user, point.get("dag_id") or None):
-        raise HTTPException(status_code=403, detail=f"no edit access to DAG {point.get('dag_id') or '(any)'}")
-    row = annotation.model_dump() | {
-        "author": str(getattr(user, "get_name", lambda: "")() or getattr(user, "username", "") or ""),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    store.upsert_annotation(row)
-    store.engine.dispose()
-    if is_json:
-        return JSONResponse(row, status_code=201)
+        raise HTTPException(status_code=400, detail=str(error)) from None
+    stored = await run_in_threadpool(_store_annotation, user, annotation)
+    if content_type.lower().startswith(JSON_TYPE):
+        return JSONResponse(stored, status_code=201)
     return RedirectResponse(f"history?cluster={quote(annotation.cluster, safe='')}", status_code=303)
 
 

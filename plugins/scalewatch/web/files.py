@@ -1,7 +1,12 @@
 """Which files of a run folder are web content, and opening them without leaving the folder.
 
-Only what a report needs is served: the report page, the results CSV and the Data Docs site. Run
-specs, handles, state files, rank logs and metrics stay on disk for the suite and the task logs.
+Only what a report needs is served: the report page, the results CSV and the Data Docs site's pages,
+styles, images and fonts. Run specs, handles, state files, rank logs and metrics stay on disk for the
+suite and the task logs. No script is served: the report runs none, and the Data Docs pages, whose
+<script> tags name the bundled jQuery, Bootstrap and Vega, are served under a CSP without script-src,
+so Chromium never requests them (checked on a real Data Docs site). A .js served here would be a
+same-origin script for any page on Airflow's origin whose CSP allows 'self' (one planted in a run folder
+included), and nothing of ours would use it.
 Any path trick (`..`, an encoded slash, an absolute path, a symlink anywhere on the way) is a 404.
 
 Files are opened, never looked at and then reopened by path: each component is opened relative to
@@ -29,13 +34,10 @@ RUN_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}")
 TOP_LEVEL = {"report.html", "results.csv"}
 DATA_DOCS = "data-docs"
-MEDIA_TYPES = {  # fixed here, not guessed from the host's mime.types
+MEDIA_TYPES = {  # fixed here, not guessed from the host's mime.types; no script, JSON or source map
     ".html": "text/html; charset=utf-8",
     ".csv": "text/csv; charset=utf-8",
     ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".json": "application/json",
-    ".map": "application/json",
     ".png": "image/png",
     ".svg": "image/svg+xml",
     ".ico": "image/x-icon",
