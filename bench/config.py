@@ -76,6 +76,9 @@ def _safe_path(value: Path) -> Path:
 
 
 Host = Annotated[str, _matching(HOST_RE, "host")]
+# Linux interface names: up to 15 characters, no '/', no white space (IFNAMSIZ); ours are a safe subset
+INTERFACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
+InterfaceName = Annotated[str, _matching(INTERFACE_RE, "interface name")]
 SlurmName = Annotated[str, _matching(NAME_RE, "name")]
 SafePath = Annotated[Path, AfterValidator(_safe_path)]
 ConnId = Annotated[str, _matching(CONN_ID_RE, "connection id")]
@@ -233,7 +236,8 @@ class RunSpec(Frozen):
     oversubscribe: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     sbatch_directives: tuple[str, ...] = ()
-    rendezvous_addr: Host | None = None
+    rendezvous_addr: Host | None = None  # Slurm: the first node's address to listen on (default its NodeAddr)
+    rendezvous_interface: InterfaceName | None = None  # listen on this interface of the first rank's host
     python: SafePath | None = None
     nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{0,64}$"), "nonce")] = ""
 
@@ -326,6 +330,7 @@ class SweepConfig(Frozen):
     launcher: LauncherKind = "local"
     conn_id: ConnId | None = None
     hosts: tuple[HostSlots, ...] = ()
+    rendezvous_interface: InterfaceName | None = None
     partition: SlurmName | None = None
     account: SlurmName | None = None
     gpus_per_node: int = Field(0, ge=0, le=16)
@@ -464,6 +469,7 @@ GPU_COUNT_KEY_RE = re.compile(r"^[1-9][0-9]{0,3}$")
 
 FormHost = Annotated[str, _matching(HOST_SLOTS_RE, "host[:slots]"), _FormPattern(HOST_SLOTS_RE)]
 FormName = Annotated[str, _matching(NAME_RE, "name"), _FormPattern(NAME_RE)]
+FormInterface = Annotated[str, _matching(INTERFACE_RE, "interface name"), _FormPattern(INTERFACE_RE)]
 FormConnId = Annotated[str, _matching(CONN_ID_RE, "connection id"), _FormPattern(CONN_ID_RE)]
 FormPath = Annotated[str, AfterValidator(lambda v: str(_safe_path(Path(v)))), _FormPattern(PATH_RE)]
 FormEmail = Annotated[str, _matching(EMAIL_RE, "e-mail address"), _FormPattern(EMAIL_RE)]
@@ -516,6 +522,13 @@ class SuiteSettings(Frozen):
         "ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker).",
     )
     hosts: tuple[FormHost, ...] = _ui((), S_WHERE, "SSH hosts", "host[:slots] per entry, for the ssh launcher.")
+    rendezvous_interface: FormInterface | None = _ui(
+        None,
+        S_WHERE,
+        "Rendezvous interface",
+        "ssh/slurm: the first rank's host listens on this interface's address (a multi-homed node); "
+        "empty: its address on the route to the other hosts (Slurm: its NodeAddr).",
+    )
     partition: FormName | None = _ui(None, S_WHERE, "Slurm partition")
     account: FormName | None = _ui(None, S_WHERE, "Slurm account")
     gpus_per_node: int = _ui(0, S_WHERE, "GPUs per node", ge=0, le=16)
@@ -769,6 +782,7 @@ class SuiteSettings(Frozen):
             "launcher": self.launcher,
             "conn_id": self.conn_id,
             "hosts": [HostSlots.parse(h).model_dump() for h in self.hosts],
+            "rendezvous_interface": self.rendezvous_interface,
             "partition": self.partition,
             "account": self.account,
             "gpus_per_node": self.gpus_per_node,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable
 
@@ -24,6 +25,16 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         return  # not Linux: the cancel path (process group, state file) still reaches the child
     if os.getppid() != parent:  # the parent died between fork and prctl
         os.kill(os.getpid(), sig)
+
+
+def send_line(proc: subprocess.Popen, text: str) -> None:
+    """Write one line to `proc`'s stdin and keep the pipe open (an ssh child's lifeline after it)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(f"{text}\n".encode())
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass  # the child is already gone: its exit code reports it
 
 
 def read_line(fd: int, limit: int = 256) -> str:

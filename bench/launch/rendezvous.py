@@ -21,6 +21,7 @@ SCALEWATCH_RENDEZVOUS_SECRET from the rank wrapper (never on a command line).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -154,12 +155,12 @@ class Rendezvous:
 
     backend = "horovod"
 
-    def __init__(self, hosts: list[tuple[str, int]], num_proc: int, listen_addr: str, secret: str) -> None:
+    def __init__(self, plan: list, listen_addr: str, secret: str) -> None:
         import threading
 
         from horovod.runner.http.http_server import RendezvousHTTPServer
 
-        self.plan = host_plan(hosts, num_proc)
+        self.plan = plan
         self.secret = secret
         try:
             self._httpd = RendezvousHTTPServer((listen_addr, 0), _guarded_handler(), 0)
@@ -172,7 +173,7 @@ class Rendezvous:
         self._thread.start()
 
     def env(self, slot, addr: str) -> dict[str, str]:
-        return slot_env(slot, addr, self.port)
+        return rank_env(self.backend, slot, addr, self.port)
 
     def stop(self) -> None:
         self._httpd.shutdown()
@@ -185,19 +186,31 @@ class TorchRendezvous:
 
     backend = "ddp"
 
-    def __init__(self, hosts: list[tuple[str, int]], num_proc: int, listen_addr: str, secret: str) -> None:
-        self.plan = block_plan(hosts, num_proc)
+    def __init__(self, plan: list, listen_addr: str, secret: str) -> None:
+        self.plan = plan
         self.secret = secret
         self._store = StoreServer(listen_addr, secret)
         self.listen_addr, self.port = self._store.addr, self._store.port
 
     def env(self, slot, addr: str) -> dict[str, str]:
-        return placement_env(slot) | torch_env(
-            slot.rank, slot.size, slot.local_rank, slot.local_size, slot.node, addr, self.port
-        )
+        return rank_env(self.backend, slot, addr, self.port)
 
     def stop(self) -> None:
         self._store.stop()
+
+
+def rank_plan(backend: str, hosts: list[tuple[str, int]], num_proc: int) -> list:
+    """Every rank's place: Horovod's own planner for Horovod, the block plan for DDP. Deterministic, so
+    a launcher and a rendezvous started on another host compute the same plan."""
+    return host_plan(hosts, num_proc) if backend == "horovod" else block_plan(hosts, num_proc)
+
+
+def rank_env(backend: str, slot, addr: str, port: int) -> dict[str, str]:
+    """A rank's env for a rendezvous at addr:port (its secret travels apart, never in this env's argv)."""
+    if backend == "horovod":
+        return slot_env(slot, addr, port)
+    place = (slot.rank, slot.size, slot.local_rank, slot.local_size, slot.node)
+    return placement_env(slot) | torch_env(*place, addr, port)
 
 
 def start_rendezvous(
@@ -205,7 +218,7 @@ def start_rendezvous(
 ) -> Rendezvous | TorchRendezvous:
     """The run's rendezvous listening on `listen_addr` only (127.0.0.1 when every rank is local)."""
     kind = Rendezvous if backend == "horovod" else TorchRendezvous
-    return kind(hosts, num_proc, listen_addr, secret or new_secret())
+    return kind(rank_plan(backend, hosts, num_proc), listen_addr, secret or new_secret())
 
 
 def listen_addr_towards(host: str) -> str:
@@ -216,6 +229,65 @@ def listen_addr_towards(host: str) -> str:
             return s.getsockname()[0]
     except OSError as error:
         raise LaunchError(f"rendezvous: no route from this host to {host}: {error}") from error
+
+
+def interface_addr(name: str) -> str:
+    """The IPv4 address of this host's interface `name` (a multi-homed node's fabric, say)."""
+    import psutil
+
+    found = psutil.net_if_addrs()
+    for addr in found.get(name, []):
+        if addr.family == socket.AF_INET:
+            return addr.address
+    have = ", ".join(sorted(n for n, addrs in found.items() if any(a.family == socket.AF_INET for a in addrs)))
+    raise LaunchError(
+        f"rendezvous_interface: {name!r} has no IPv4 address on {socket.gethostname()} (its interfaces: {have})"
+    )
+
+
+def choose_listen_addr(plan: list, interface: str | None) -> str:
+    """Where the first rank's host listens: loopback when every rank is on it; else the named
+    interface's address, or the address on its route to the next host of the plan."""
+    hosts = list(dict.fromkeys(slot.hostname for slot in plan))
+    if len(hosts) == 1:
+        return "127.0.0.1"
+    if interface:
+        return interface_addr(interface)
+    return listen_addr_towards(hosts[1])
+
+
+def serve_stdio(
+    backend: str, hosts: list[tuple[str, int]], num_proc: int, interface: str | None, lifetime_s: int
+) -> int:
+    """The rendezvous of an ssh run, on its first rank's host: the secret is stdin's first line, the
+    chosen `ADDR PORT` goes to stdout, and stdin closing (the launcher gone), SIGTERM, or the run's time
+    limit passing ends it. The limit is for a launcher whose link vanished without a FIN: its ssh
+    session, and so this pipe, would otherwise stay open for ever."""
+    from bench.launch.lifetime import read_line
+
+    secret = read_line(0)
+    plan = rank_plan(backend, hosts, num_proc)
+    try:
+        server = start_rendezvous(backend, hosts, num_proc, choose_listen_addr(plan, interface), secret)
+    except LaunchError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 70
+    print(f"{server.listen_addr} {server.port}", flush=True)
+
+    def on_term(_signum, _frame) -> None:
+        raise SystemExit(0)  # out of the blocking read below (a flag alone would wait for stdin)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGALRM, on_term)
+    signal.alarm(max(1, lifetime_s))
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        server.stop()
+    return 0
 
 
 def slurm_hosts() -> list[tuple[str, int]]:
@@ -245,13 +317,31 @@ def main(argv: list[str] | None = None) -> int:
     from bench.train.dist import BACKENDS, resolve
 
     p = argparse.ArgumentParser(prog="python -m bench.launch.rendezvous")
-    p.add_argument("--port-file", required=True, type=Path)
-    p.add_argument("--addr")
+    p.add_argument("--port-file", type=Path, help="Slurm: where to write 'ADDR PORT BACKEND SECRET' (0600)")
+    p.add_argument("--addr", help="Slurm: the address to listen on (default: the first node's NodeAddr)")
+    p.add_argument("--interface", help="listen on this interface's address (a multi-homed node)")
     p.add_argument("--backend", choices=BACKENDS, default="horovod")
+    p.add_argument("--stdio", metavar="HOSTS_JSON", help="ssh: serve for [[host, slots], ...], secret on stdin")
+    p.add_argument("--ranks", type=int)
+    p.add_argument("--tag", help="the run id: lets the launcher's cleanup find this server")
+    p.add_argument("--lifetime-s", type=int, default=24 * 3600, help="ssh: exit after this long regardless")
     args = p.parse_args(argv)
+    if args.stdio:
+        hosts = [(str(h), int(n)) for h, n in json.loads(args.stdio)]
+        return serve_stdio(args.backend, hosts, args.ranks, args.interface, args.lifetime_s)
+    if args.port_file is None:
+        p.error("--port-file or --stdio is required")
     hosts = slurm_hosts()
     backend = resolve(args.backend)
-    addr = args.addr or node_addr(os.environ.get("SLURMD_NODENAME", hosts[0][0]))
+    try:
+        addr = args.addr or (
+            interface_addr(args.interface)
+            if args.interface
+            else node_addr(os.environ.get("SLURMD_NODENAME", hosts[0][0]))
+        )
+    except LaunchError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 70
     secret = new_secret()
     server = start_rendezvous(backend, hosts, sum(s for _, s in hosts), addr, secret)
     write_private(args.port_file, f"{addr} {server.port} {backend} {secret}\n")

@@ -91,6 +91,8 @@ def batch_script(spec: RunSpec, python: str) -> str:
     lines += [f"#SBATCH {d}" for d in spec.sbatch_directives]
     addr_file = out / "rendezvous.addr"
     addr_flag = f" --addr {q(spec.rendezvous_addr)}" if spec.rendezvous_addr else ""
+    if spec.rendezvous_interface:
+        addr_flag += f" --interface {q(spec.rendezvous_interface)}"
     lines += [
         "set -u",
         *(f"export {k}={q(v)}" for k, v in spec.env.items()),
@@ -100,7 +102,9 @@ def batch_script(spec: RunSpec, python: str) -> str:
         f" --backend {q(spec.train.backend)} &",
         "RDV=$!",
         "trap 'kill -TERM $RDV 2>/dev/null' EXIT",
-        f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; sleep 0.1; done",
+        # a rendezvous that exits (an interface this node lacks: its error is in the job's log) ends the wait
+        f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; "
+        "kill -0 $RDV 2>/dev/null || break; sleep 0.1; done",
         f"[ -s {q(str(addr_file))} ] || {{ echo 'rendezvous did not start' >&2; exit 70; }}",
         "srun --kill-on-bad-exit=1 --cpu-bind=cores --output="
         + q(str(out / "logs" / "rank%t.log"))

@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 from bench.config import RunSpec
-from bench.launch.lifetime import die_with_parent
-from bench.launch.rendezvous import listen_addr_towards, start_rendezvous
+from bench.errors import LaunchError
+from bench.launch.lifetime import die_with_parent, send_line
+from bench.launch.rendezvous import start_rendezvous
+from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
 from bench.train.dist.store import SECRET_ENV, new_secret
 
@@ -28,10 +30,11 @@ HEARTBEAT_S = 2.0
 GRACE_S = 10
 
 
-def rank_pattern(run_id: str) -> str:
-    """An ERE matching exactly this run's rank wrappers: run S-ssd-1 must not match S-ssd-16."""
+def rank_pattern(run_id: str, module: str = "rank") -> str:
+    """An ERE matching exactly this run's rank wrappers (or its ssh rendezvous, module "rendezvous"):
+    run S-ssd-1 must not match S-ssd-16."""
     literal = "".join(f"[{c}]" if c in ".+" else c for c in run_id)
-    return rf"bench[.]launch[.]rank --tag {literal}( |$)"
+    return rf"bench[.]launch[.]{module} --tag {literal}( |$)"
 
 
 def write_state(out: Path, **fields) -> None:
@@ -74,14 +77,21 @@ class Supervisor:
             return [("localhost", self.spec.ranks)]
         return [(h.host, h.slots) for h in self.spec.hosts]
 
-    def _addr(self) -> str:
-        """The one address the rendezvous listens on and ranks dial: loopback when every rank is on
-        this host; else the given address, or this host's address on the route to the first host."""
+    def _start_rendezvous(self, backend: str):
+        """Local: on this host, loopback only. ssh: on the first rank's host (bench.launch.ssh_rendezvous),
+        and every other host must reach it before a rank starts."""
         if self.backend == "local":
-            return "127.0.0.1"
-        if self.spec.rendezvous_addr:
-            return self.spec.rendezvous_addr
-        return listen_addr_towards(self.spec.hosts[0].host)
+            return start_rendezvous(backend, self._hosts(), self.spec.ranks, "127.0.0.1", self.secret)
+        assert self.ssh is not None
+        python = str(self.spec.python or sys.executable)
+        log = self.out / "logs" / "rendezvous.log"
+        rendezvous = RemoteRendezvous(self.ssh, self.spec, backend, self.secret, python, log)
+        try:
+            rendezvous.check_reachable(self.ssh, self.spec, python)
+        except LaunchError:
+            rendezvous.stop()
+            raise
+        return rendezvous
 
     def _start_rank(self, slot) -> subprocess.Popen:
         env = self.rendezvous.env(slot, self.rendezvous.listen_addr) | dict(self.spec.env)
@@ -101,26 +111,18 @@ class Supervisor:
             )
         assert self.ssh is not None
         argv = rank_argv(self.spec, python, ["--stdin-lifeline", "--secret-from-stdin", *backend])
-        remote = (
-            "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
-        )
         host = next(h for h in self.spec.hosts if h.host == slot.hostname)
-        # stdin is a pipe we never write: when this supervisor dies, it closes, ssh sends EOF, and the
-        # remote rank wrapper (--stdin-lifeline) stops its training process.
+        # stdin carries the secret's one line, then nothing: when this supervisor dies, it closes, ssh
+        # sends EOF, and the remote rank wrapper (--stdin-lifeline) stops its training process.
         proc = subprocess.Popen(
-            self.ssh.argv(host, remote),
+            self.ssh.argv(host, remote_command(env, argv)),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
-        assert proc.stdin is not None
-        try:  # the secret's one line; the pipe then stays open as the rank's lifeline
-            proc.stdin.write(f"{self.secret}\n".encode())
-            proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # ssh already gone: its exit code reports it
+        send_line(proc, self.secret)
         return proc
 
     def _stop_all(self) -> None:
@@ -129,10 +131,10 @@ class Supervisor:
                 os.killpg(proc.pid, signal.SIGTERM)
         if self.backend == "ssh" and self.ssh is not None:
             for host in self.spec.hosts:  # the remote side outlives a killed ssh client: end it there
+                patterns = [rank_pattern(self.spec.run_id, m) for m in ("rank", "rendezvous")]
+                command = " ; ".join(f"pkill -TERM -f -- {shlex.quote(p)}" for p in patterns) + " ; true"
                 subprocess.run(
-                    self.ssh.argv(
-                        host, "pkill -TERM -f -- " + shlex.quote(rank_pattern(self.spec.run_id)) + " || true"
-                    ),
+                    self.ssh.argv(host, command),
                     stdin=subprocess.DEVNULL,
                     capture_output=True,
                     timeout=30,
@@ -153,9 +155,11 @@ class Supervisor:
 
         # `auto` is decided once, here, for every rank: ranks that chose apart would never meet.
         backend = resolve(self.spec.train.backend)
-        self.rendezvous = rendezvous = start_rendezvous(
-            backend, self._hosts(), self.spec.ranks, self._addr(), self.secret
-        )
+        try:
+            self.rendezvous = rendezvous = self._start_rendezvous(backend)
+        except LaunchError as error:  # nothing started: the run fails naming the host, before any rank
+            write_state(self.out, state="FAILED", pid=os.getpid(), reason=str(error), exit_codes={}, hosts={})
+            return 1
         deadline = time.monotonic() + self.spec.time_limit_s
         state, reason = "RUNNING", ""
         write_state(self.out, state=state, pid=os.getpid(), reason="")

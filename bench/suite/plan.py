@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,7 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         ranks=gpus,
         output_dir=suite_dir(cfg.output_dir, suite_run_id) / name,
         hosts=cfg.hosts,
+        rendezvous_interface=cfg.rendezvous_interface,
         partition=cfg.partition,
         account=cfg.account,
         gpus_per_node=cfg.gpus_per_node,
@@ -69,9 +71,19 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     )
 
 
+RUN_DIR_KEPT = "._-"  # besides ASCII letters and digits: what a run folder's name keeps of the id
+RUN_DIR_HASH_CHARS = 10  # hex digits of sha256(raw id) appended to a name that sanitising changed
+
+
 def suite_dir(output_dir: Path, suite_run_id: str) -> Path:
-    """Where one suite run's outputs live: Airflow run ids hold ':' and '+', which stay out of paths."""
-    return output_dir / "".join(c if c.isalnum() or c in "._-" else "-" for c in suite_run_id)
+    """Where one suite run's outputs live. Airflow run ids hold ':' and '+', which stay out of paths (each
+    becomes '-'); whenever that changed anything, a short hash of the raw id is appended, so two ids that
+    differ only there ('...T03:00:00' and '...T03-00-00') never share a folder, its handles and results.
+    An id that needs no change keeps its own name, as before."""
+    name = "".join(c if (c.isascii() and c.isalnum()) or c in RUN_DIR_KEPT else "-" for c in suite_run_id)
+    if name != suite_run_id or name in ("", ".", ".."):
+        name += "-" + hashlib.sha256(suite_run_id.encode()).hexdigest()[:RUN_DIR_HASH_CHARS]
+    return output_dir / name
 
 
 def new_suite_run_id() -> str:

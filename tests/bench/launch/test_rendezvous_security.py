@@ -171,17 +171,16 @@ def test_a_local_run_listens_on_loopback_only_and_keeps_its_secret_off_command_l
 
     supervisor = json.loads((s.output_dir / "state.json").read_text())["pid"]
     listening = _listening(supervisor)
-    secrets_seen = [
-        p.info["cmdline"]
-        for p in psutil.process_iter(["cmdline"])
-        if p.info["cmdline"]
-        and any(SECRET_ENV in a or ("--secret" in a and a != "--secret-from-stdin") for a in p.info["cmdline"])
+    ranks = psutil.Process(supervisor).children(recursive=True)
+    secret = next(p.environ()[SECRET_ENV] for p in ranks if SECRET_ENV in p.environ())
+    on_command_lines = [
+        p.info["cmdline"] for p in psutil.process_iter(["cmdline"]) if secret in " ".join(p.info["cmdline"] or [])
     ]
     state, reason = wait(launcher, handle, 180, 0.3)
     result = collect(handle, state, reason, 2)
     assert result.ok, result.reason
     assert listening and all(ip == "127.0.0.1" for ip, _ in listening), listening
-    assert secrets_seen == []
+    assert len(secret) == 64 and on_command_lines == []
     rendezvous = result.summary["rendezvous"]
     assert rendezvous["host"] == "127.0.0.1" and (rendezvous["host"], rendezvous["port"]) in listening
 
@@ -201,18 +200,58 @@ def test_an_ssh_run_meets_on_the_address_the_hosts_reach_with_no_address_given(s
     """A suite file names hosts, not a rendezvous address (the field is test-only): the ranks must still
     meet. Before, they were handed 127.0.0.1 and every scale failed, the 1-rank one too."""
     launcher = build_launcher("ssh", ssh=ssh_hosts.options())
-    s = _spec(
+    s = _ssh_spec(ssh_hosts, tmp_path, datasets, backend)
+    handle = launcher.submit(s)
+    state, reason = wait(launcher, handle, 240, 0.5)
+    result = collect(handle, state, reason, 2)
+    assert result.ok, result.reason
+    assert result.summary["hosts"] == sorted(ssh_hosts.ips)
+    # on the first rank's host, on its address toward the other host (not the launcher's, not loopback)
+    assert result.summary["rendezvous"]["host"] == ssh_hosts.ip(0)
+    assert result.summary["rendezvous"]["interface"]  # the ranks' interface toward it, recorded
+
+
+def _ssh_spec(ssh_hosts, tmp_path, datasets, backend: str, **over) -> RunSpec:
+    return _spec(
         tmp_path,
         datasets,
         backend,
         python=Path(sys.executable),
         hosts=(HostSlots(host=ssh_hosts.ip(0)), HostSlots(host=ssh_hosts.ip(1))),
         env={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {},
+        **over,
     )
+
+
+@pytest.mark.slow
+def test_a_rendezvous_interface_missing_on_the_first_host_fails_before_any_rank_naming_its_interfaces(
+    ssh_hosts, tmp_path, datasets
+):
+    launcher = build_launcher("ssh", ssh=ssh_hosts.options())
+    s = _ssh_spec(ssh_hosts, tmp_path, datasets, "ddp", rendezvous_interface="ib0")
     handle = launcher.submit(s)
-    state, reason = wait(launcher, handle, 240, 0.5)
+    state, reason = wait(launcher, handle, 120, 0.5)
     result = collect(handle, state, reason, 2)
-    assert result.ok, result.reason
-    assert result.summary["hosts"] == sorted(ssh_hosts.ips)
-    assert result.summary["rendezvous"]["host"] == ssh_hosts.gateway
-    assert result.summary["rendezvous"]["interface"]  # the ranks' interface toward it, recorded
+    assert not result.ok
+    assert "'ib0' has no IPv4 address on host0" in result.reason and "eth0" in result.reason, result.reason
+    assert not list((s.output_dir / "ranks").glob("rank*.json"))  # no rank was started
+
+
+@pytest.mark.slow
+def test_a_host_that_cannot_reach_the_first_host_is_named_before_training(ssh_hosts, tmp_path, datasets):
+    from tests.infra.ssh_hosts import sh
+
+    ns = f"{ssh_hosts.prefix}1"
+    sh("ip", "netns", "exec", ns, "ip", "route", "add", "blackhole", f"{ssh_hosts.ip(0)}/32")
+    try:
+        launcher = build_launcher("ssh", ssh=ssh_hosts.options())
+        s = _ssh_spec(ssh_hosts, tmp_path, datasets, "horovod")
+        handle = launcher.submit(s)
+        state, reason = wait(launcher, handle, 120, 0.5)
+        result = collect(handle, state, reason, 2)
+    finally:
+        sh("ip", "netns", "exec", ns, "ip", "route", "del", "blackhole", f"{ssh_hosts.ip(0)}/32", check=False)
+    assert not result.ok
+    assert f"hosts cannot reach the rendezvous at {ssh_hosts.ip(0)}:" in result.reason, result.reason
+    assert ssh_hosts.ip(1) in result.reason.split("rendezvous at")[1]
+    assert not list((s.output_dir / "ranks").glob("rank*.json"))

@@ -1,0 +1,124 @@
+"""An ssh run's rendezvous on its first rank's host, as torchrun's c10d and the Slurm batch script run it.
+
+Why not on the launcher's host (the Airflow worker): compute nodes often cannot reach the worker, and
+an address the worker picks is one of its own. The first rank's host listens on the address its
+peers reach (or loopback when every rank is on it, or a named `rendezvous_interface`), reads the
+run's secret from the ssh pipe and ends when that pipe closes. Before any rank starts, every other
+host is asked to open a connection to it, so a host that cannot reach the first one is named up
+front instead of after a collective's timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from bench.config import HostSlots, RunSpec
+from bench.errors import LaunchError
+from bench.launch.lifetime import die_with_parent, send_line
+from bench.launch.rendezvous import rank_env, rank_plan
+from bench.launch.sshopts import SshOptions
+
+START_S = 60.0
+REACH_S = 10
+
+
+def remote_command(env: dict[str, str], argv: list[str]) -> str:
+    """`argv` run on a host by its login shell, with `env` (sshd passes none of ours), every word quoted."""
+    return "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
+
+
+class RemoteRendezvous:
+    """The rendezvous server of one ssh run, on the host of rank 0, for as long as this object lives."""
+
+    def __init__(self, ssh: SshOptions, spec: RunSpec, backend: str, secret: str, python: str, log: Path) -> None:
+        self.backend = backend
+        hosts = [(h.host, h.slots) for h in spec.hosts]
+        self.plan = rank_plan(backend, hosts, spec.ranks)
+        self.host = next(h for h in spec.hosts if h.host == self.plan[0].hostname)
+        argv = [python, "-m", "bench.launch.rendezvous", "--tag", spec.run_id, "--stdio", json.dumps(hosts)]
+        argv += ["--ranks", str(spec.ranks), "--backend", backend, "--lifetime-s", str(spec.time_limit_s + 120)]
+        argv += ["--interface", spec.rendezvous_interface] if spec.rendezvous_interface else []
+        self._log = log
+        with log.open("ab") as err:
+            self._proc = subprocess.Popen(
+                ssh.argv(self.host, remote_command(dict(spec.env), argv)),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        send_line(self._proc, secret)
+        line = self._first_line()
+        if not line:
+            self.stop()
+            raise LaunchError(f"rendezvous on {self.host.host} did not start: {self._log_tail()}")
+        addr, port = line.split()
+        self.listen_addr, self.port = addr, int(port)
+
+    def _first_line(self) -> str:
+        assert self._proc.stdout is not None
+        fd, data = self._proc.stdout.fileno(), b""
+        deadline = time.monotonic() + START_S
+        while b"\n" not in data and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 256) if ready else b""
+            if ready and not chunk:
+                break  # ssh or the server exited
+            data += chunk
+        return data.decode(errors="replace").strip()
+
+    def _log_tail(self) -> str:
+        lines = [x for x in self._log.read_text(errors="replace").splitlines() if x.strip()]
+        return lines[-1] if lines else f"ssh exited with code {self._proc.poll()}"
+
+    def env(self, slot, addr: str) -> dict[str, str]:
+        return rank_env(self.backend, slot, addr, self.port)
+
+    def check_reachable(self, ssh: SshOptions, spec: RunSpec, python: str) -> None:
+        """Every other host of the plan opens a TCP connection to the rendezvous; the unreachable are named."""
+        others = list(dict.fromkeys(s.hostname for s in self.plan if s.hostname != self.host.host))
+        probe = f"import socket; socket.create_connection(({self.listen_addr!r}, {self.port}), {REACH_S}).close()"
+        procs: dict[str, subprocess.Popen] = {}
+        for name in others:
+            host: HostSlots = next(h for h in spec.hosts if h.host == name)
+            procs[name] = subprocess.Popen(
+                ssh.argv(host, remote_command(dict(spec.env), [python, "-c", probe])),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        failed = []
+        for name, proc in procs.items():
+            try:
+                _, err = proc.communicate(timeout=REACH_S + 30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                err = "timed out"
+            if proc.returncode != 0:
+                reason = (err or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+                failed.append(f"{name} ({reason[0]})")
+        if failed:
+            raise LaunchError(
+                f"hosts cannot reach the rendezvous at {self.listen_addr}:{self.port} on {self.host.host}: "
+                + "; ".join(failed)
+            )
+
+    def stop(self) -> None:
+        """Close the pipe (the server's lifeline), then make sure the ssh client is gone."""
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.terminate()
+            self._proc.wait()
