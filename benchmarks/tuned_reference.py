@@ -1,9 +1,10 @@
 """The tuned training step written plainly in torch, with no harness: the yardstick for `bench train`.
 
-Same model and loss (bench.models), same batch, channels_last activations and weights, bf16 autocast,
-cudnn.benchmark and a fused SGD on CUDA (foreach on CPU), a fixed batch on the device: what NVIDIA's
-reference scripts run. No loader, sampler, step timer, allreduce or summary. It prints one JSON line
-with images/s, so it runs as its own process (pinned like a rank) beside `bench train --synthetic`.
+Same model and loss (bench.models), same batch, channels_last activations and weights, bf16 autocast
+(fp16 with a GradScaler on CUDA, as the harness's fp16 step), cudnn.benchmark and a fused SGD on CUDA
+(foreach on CPU), a fixed batch on the device: what NVIDIA's reference scripts run. No loader, sampler,
+step timer, allreduce or summary. It prints one JSON line with images/s, so it runs as its own process
+(pinned like a rank) beside `bench train --synthetic`.
 
 Usage: python benchmarks/tuned_reference.py --workload ssd --preset tiny --batch-size 8 --image-size 128
 """
@@ -50,15 +51,21 @@ def reference_rate(
     else:
         batch["masks"] = torch.randint(0, model.num_classes, (batch_size, image_size, image_size), generator=g)
     batch = {k: v.to(device) for k, v in batch.items()}
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     model.train()
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=dtype, enabled=precision == "bf16"):
+        with torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32"):
             loss = built.loss(model, batch)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+            return
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
 
     def sync() -> None:
         if cuda:
@@ -86,8 +93,10 @@ def main() -> int:
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
+    p.add_argument("--precision", default="bf16", choices=("fp32", "bf16", "fp16"))
     args = p.parse_args()
+    if args.precision == "fp16" and not torch.cuda.is_available():
+        p.error("--precision fp16 needs a CUDA GPU (its GradScaler is CUDA's), as bench train's does")
     threads = len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)  # as a rank does: one thread per core of its slot
     rate = reference_rate(

@@ -51,15 +51,20 @@ RANK_FIELDS = (
     "slot",
     "breakdown",
 )
-# Schema 5: the GPU's busy share of the step (CUDA events, bench.train.timing.GpuBusyProbe) and the fp16
-# GradScaler's skipped steps; null on a CPU node / without a scaler, never a made-up figure.
-RANK_GPU_FIELDS = ("gpu_busy_s", "gpu_busy_share", "scaler_skipped_steps")
+# Schema 5: the GPU's busy share of the step (kernel time over a profiled window of measured steps,
+# bench.train.timing.GpuBusyWindow), why it is null where it is (`gpu_busy_note`: "no GPU" on a CPU node;
+# optional, summaries written before it have none) and the fp16 GradScaler's skipped steps; null on a CPU
+# node / without a scaler, never a made-up figure.
+RANK_GPU_FIELDS = ("gpu_busy_s", "gpu_busy_share", "gpu_busy_note", "scaler_skipped_steps")
 PRECISIONS = ("fp32", "bf16", "fp16")
 COMPILE_MODES = ("none", "torch_compile", "cuda_graphs")
 BREAKDOWN_PHASES = ("data_wait", "compute", "comm", "other")
 UTILISATION_FIELDS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_mem_peak_bytes")
-# Beside NVML's gpu_util: the share of the step the GPU executed work, from CUDA events (schema 5).
+# Beside NVML's gpu_util: the share of the step the GPU ran kernels, from the CUDA activity timeline
+# (schema 5), and the note saying why it is null.
 GPU_BUSY_FIELD = "gpu_busy_share"
+GPU_BUSY_NOTE = "gpu_busy_note"
+_note = {"type": ["string", "null"]}
 
 RANK = {
     "type": "object",
@@ -72,6 +77,7 @@ RANK = {
         "step_time_median_s": _num,
         "gpu_busy_s": {"type": ["number", "null"], "minimum": 0},
         "gpu_busy_share": {"type": ["number", "null"], "minimum": 0},
+        GPU_BUSY_NOTE: _note,
         "scaler_skipped_steps": {"type": ["integer", "null"], "minimum": 0},
         "bytes_from_storage": _num,
         "bytes_consumed": _num,
@@ -184,6 +190,7 @@ SUMMARY_SCHEMA = {
             "properties": {
                 **dict.fromkeys(UTILISATION_FIELDS, _num_or_null),
                 GPU_BUSY_FIELD: {"type": ["number", "null"], "minimum": 0},
+                GPU_BUSY_NOTE: _note,
             },
         },
         "storage": {

@@ -67,6 +67,18 @@ def _mean_all(values: list[float | None]) -> float | None:
     return statistics.fmean(values) if values and all(v is not None for v in values) else None  # type: ignore[arg-type]
 
 
+def busy_note(reports: list[dict]) -> str | None:
+    """Why the run's GPU busy share is null: the ranks' reason where they agree ("no GPU" on a CPU node),
+    else each rank's that has one; None where every rank has a figure."""
+    notes = {r["rank"]: r.get("gpu_busy_note") for r in reports if r.get("gpu_busy_share") is None}
+    if not notes:
+        return None
+    reasons = {n or "no figure" for n in notes.values()}
+    if len(reasons) == 1 and len(notes) == len(reports):
+        return reasons.pop()
+    return "; ".join(f"rank {rank}: {note or 'no figure'}" for rank, note in sorted(notes.items()))
+
+
 def _max_or_none(values: list[int | None]) -> int | None:
     values = [v for v in values if v is not None]
     return max(values) if values else None
@@ -133,9 +145,11 @@ def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, star
             "slot_cpu_util": mean([s.get("slot_cpu_util") for s in samples]),
             "mem_util": mean([s.get("mem_util") for s in samples]),
             "gpu_util": mean([s.get("gpu_util") for s in samples]),
-            # CUDA-event busy time of the step's GPU work over its wall time (timing.GpuBusyProbe), mean
-            # over ranks; null on a CPU node or where a rank's probe never held.
+            # GPU kernel time over the wall time of a profiled window of measured steps
+            # (timing.GpuBusyWindow), mean over ranks; null with the reason on a CPU node ("no GPU") or
+            # where a rank's profiler gave no figure.
             "gpu_busy_share": _mean_all([r["gpu_busy_share"] for r in reports]),
+            "gpu_busy_note": busy_note(reports),
             "gpu_mem_util": mean([s.get("gpu_mem_util") for s in samples]),
             "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
         },

@@ -151,11 +151,24 @@ STORAGE_COLUMNS = [
     ("GPU %", lambda r: _num(r.get("gpu_util"))),
     ("GPU mem %", lambda r: _num(r.get("gpu_mem_util"))),
     ("AU", lambda r: _num(r.get("au"))),
-    ("GPU busy", lambda r: _num(r.get("gpu_busy_share"))),
+    ("GPU busy", lambda r: _gpu_busy_cell(r)),
     ("data wait", lambda r: _num(r.get("data_wait_share"))),
     ("comm.", lambda r: _num(r.get("comm_share"))),
     ("straggler", lambda r: _straggler_cell(r)),
 ]
+
+
+def _gpu_busy_cell(r: dict) -> str:
+    """The share, or "no GPU" where the row ran without one: no rank's slot names a GPU and NVML saw
+    none (an empty cell there would read as a figure that went missing); "—" where a GPU row has none."""
+    busy = r.get("gpu_busy_share")
+    if busy is not None and not pd.isna(busy):
+        return _num(busy)
+    slots = json.loads(r["slots"]) if isinstance(r.get("slots"), str) else []
+    util = r.get("gpu_util")
+    if slots and all(s.get("gpu") is None for s in slots) and (util is None or pd.isna(util)):
+        return "no GPU"
+    return "—"
 
 
 def _straggler_cell(r: dict) -> str:

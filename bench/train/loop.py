@@ -28,7 +28,7 @@ from bench.models.registry import build
 from bench.train.dist import Dist, init
 from bench.train.dist.probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
-from bench.train.timing import PROBE_HOLD_FACTOR, PROBE_STEPS, PROBE_TRIES, GpuBusyProbe, StepTimer, busy_share
+from bench.train.timing import GpuBusyWindow, StepTimer, busy_window, window_steps
 
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
 MAX_EXTENSION_ROUNDS = 20  # each round adds 1.1x the missing time; a crawling rank cannot extend forever
@@ -66,32 +66,6 @@ def _same_shapes(
             f"the graphs were recorded for {shapes}; use none or torch_compile"
         )
     return now
-
-
-def _probe_gpu_busy(dist: Dist, train_step, batch, step_time_s: float) -> list[float]:
-    """GPU seconds of probe steps run after the measured window on its last batch; empty on a CPU
-    node. Every rank runs the same number (each has gradient allreduces): whether to spin longer and
-    when to stop are agreed, until every rank has PROBE_STEPS figures or PROBE_STEPS * PROBE_TRIES
-    steps ran."""
-    if dist.device.type != "cuda" or batch is None:
-        return []
-    probe, busy, hold = GpuBusyProbe(dist.device), [], PROBE_HOLD_FACTOR * step_time_s
-    missed = 0
-    for _ in range(PROBE_STEPS * PROBE_TRIES):
-        seconds = probe.step(lambda mark: (train_step(batch, mark), mark("end")), hold)
-        if seconds is not None:
-            busy.append(seconds)
-        if dist.agree_max(0.0 if seconds is not None else 1.0) > 0:
-            # some rank's hold ended before its host had queued the step: PROBE_TRIES holds, each twice the
-            # last, then no figure. Doubling on every probe step grew the spin to 2^11 steps (minutes) where
-            # the host can never queue ahead (DDP's NCCL backward on a GPU: the GPU check hung there).
-            missed += 1
-            if missed >= PROBE_TRIES:
-                break
-            hold *= 2
-        if -dist.agree_max(-float(len(busy))) >= PROBE_STEPS:
-            break
-    return busy
 
 
 def train(cfg: TrainConfig) -> dict | None:
@@ -138,13 +112,14 @@ def train(cfg: TrainConfig) -> dict | None:
     epoch_marks: list[dict] = []
     step = 0
     timer = StepTimer(dist.device)
+    # GPU kernel time over a few measured steps (CUPTI); on a CPU node nothing runs and the figure is null
+    busy = GpuBusyWindow(dist.device, busy_window(warmup, total_steps - warmup, window_steps()))
     sampler.start() if cfg.sampler else sampler.sample_now()
     shapes: dict[str, tuple[int, ...]] | None = None
-    last_batch = None
 
     def train_step(batch: dict[str, torch.Tensor], mark) -> torch.Tensor:
         """One step: forward under autocast, backward (scaled under fp16), the gradient sync's exposed
-        part on its own, then the optimizer step. `mark` ends each phase (the timer, or the GPU probe)."""
+        part on its own, then the optimizer step. `mark` ends each phase (the step timer's)."""
         with tuned.autocast():
             loss = built.loss(step_model, batch)
         optimizer.zero_grad()  # set_to_none, torch's default
@@ -170,6 +145,9 @@ def train(cfg: TrainConfig) -> dict | None:
         t_prev = t_epoch
         batches = iter(loader.epoch())
         while True:
+            if busy.begin(step):  # the profiler started: every rank meets, then the step's clock starts
+                dist.barrier()
+                t_prev = time.perf_counter()
             timer.start(t_prev)
             try:
                 batch = next(batches, None)
@@ -183,7 +161,7 @@ def train(cfg: TrainConfig) -> dict | None:
                 ) from error
             if batch is None:
                 break
-            batch = last_batch = tuned.layout(batch)
+            batch = tuned.layout(batch)
             if tuned.compile == "cuda_graphs":
                 shapes = _same_shapes(shapes, batch, step)
             timer.mark("data_wait")
@@ -194,6 +172,9 @@ def train(cfg: TrainConfig) -> dict | None:
             timer.finish(now, measured=step >= warmup)
             if step >= warmup:
                 step_times.append(now - t_prev)
+            if busy.end(step, now - t_prev):  # the profiler stopped and was read: not the next step's time
+                dist.barrier()
+                now = time.perf_counter()
             losses.append(loss_value)
             if not math.isfinite(loss_value):
                 raise FloatingPointError(f"loss became {loss_value} at step {step}")
@@ -233,7 +214,7 @@ def train(cfg: TrainConfig) -> dict | None:
             f"no measured step: the run ended after {step} step(s), all of them warm-up "
             f"(--warmup-steps {cfg.warmup_steps}{extra}); give more steps or fewer warm-up steps"
         )
-    gpu_busy = _probe_gpu_busy(dist, train_step, last_batch, statistics.median(step_times))
+    gpu_busy = busy.close(step_times)
     # The scale's network ceiling, on its own ranks and process group, right after its measured steps
     allreduce = probe_allreduce(dist, gradient_bytes(model)) if collective else None
     images_per_s = cfg.batch_size * measured / sum(step_times)
@@ -243,8 +224,9 @@ def train(cfg: TrainConfig) -> dict | None:
         "images": cfg.batch_size * measured,
         "images_per_s": images_per_s,
         "step_time_median_s": statistics.median(step_times) if step_times else 0.0,
-        "gpu_busy_s": statistics.median(gpu_busy) if gpu_busy else None,
-        "gpu_busy_share": busy_share(gpu_busy, statistics.median(step_times)),
+        "gpu_busy_s": gpu_busy.busy_s,
+        "gpu_busy_share": gpu_busy.share,
+        "gpu_busy_note": gpu_busy.note,
         "scaler_skipped_steps": tuned.skipped_steps if tuned.scaler is not None else None,
         "bytes_from_storage": float(sum(m["read_bytes"] for m in epoch_marks)),
         "bytes_consumed": float(loader.stats.bytes_consumed),

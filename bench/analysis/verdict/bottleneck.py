@@ -18,7 +18,7 @@ Rules, in order (the first that holds names the cause):
      the rank's own cores idle while it waits (slot CPU < CPU_SATURATED): the data did not arrive;
    - input CPU: the slot's cores are saturated while it waits (decode and augmentation on too few cores).
 4. communication: exposed communication grew by >= COMM_GROWTH of step time on every rank alike.
-5. host_bound: the GPU is busy under HOST_BOUND_BUSY of the step (gpu_busy_share, CUDA events) with
+5. host_bound: the GPU is busy under HOST_BOUND_BUSY of the step (gpu_busy_share, CUDA kernel timeline) with
    no significant data wait (< DATA_WAIT_GROWTH): the host side of the step (Python, kernel launches,
    the optimizer) limits it, not the data and not the GPU. AU reads high there, since AU only says the
    step did not wait for data. A GPU row passing its bounds is named host_bound too (a note, not a
@@ -66,7 +66,7 @@ def host_bound(row: dict) -> str | None:
     util = row.get("gpu_util")
     nvml = f", NVML utilisation {float(util):.0f}%" if util is not None and np.isfinite(util) else ""
     return (
-        f"GPU busy {_pct(float(busy))} of the step (CUDA events){nvml}, data wait {_pct(float(wait))}, "
+        f"GPU busy {_pct(float(busy))} of the step (CUDA kernel timeline){nvml}, data wait {_pct(float(wait))}, "
         f"AU {_pct(float(row.get('au') or 0.0))}: the host side of the step (Python, kernel launches, "
         "the optimizer) limits it"
     )
