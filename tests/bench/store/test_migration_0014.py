@@ -4,8 +4,6 @@ every target, so none is sent again; the downgrade gives every row back, or refu
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -46,42 +44,6 @@ def store_at_0013(url: str) -> None:
             KEY,
         )
     store.engine.dispose()
-
-
-def test_0014_keeps_annotations_and_sends_no_change_point_alerted_before_it_again(url, monkeypatch, tmp_path):
-    from bench.config import AlertTargets, SweepConfig, TrainConfig
-    from scalewatch.suite import send_alerts
-    from tests.infra.receivers import WebhookReceiver
-
-    store_at_0013(url)
-    store = ResultsStore(url)
-    assert store.schema_version() == SCHEMA_REVISION
-    log = store.annotation_history()
-    assert log[["note", "author", "created_at", "dag_id"]].values.tolist() == [
-        ["new firmware", "alice", "2026-01-20", "dA"]
-    ]
-    assert store.annotations()["note"].tolist() == ["new firmware"]
-    changes = store.change_alerts().sort_values("changed_at")
-    assert changes["state"].tolist() == ["alerted", "recovered", "recorded"]  # states kept as they were
-    notices = [
-        {"kind": kind, "line": f"{kind} at {at}", "metric": "throughput_img_s", "changed_at": at} | KEY
-        for at, kind in (("2026-01-05", "change"), ("2026-02-02", "change"), ("2026-02-02", "recovered"))
-    ]
-    monkeypatch.setenv("SCALEWATCH_RESULTS_CONN_ID", "sw_t_no_such_results_conn")
-    monkeypatch.setenv("SCALEWATCH_RESULTS_URL", url)
-    data = str(tmp_path / "data")
-    cfg = SweepConfig(
-        dataset_path=data,
-        train=TrainConfig(workload="ssd", data=data, steps=6),
-        output_dir=str(tmp_path),
-        alerts=AlertTargets(slack_conn_id="sw_t_slack"),
-    )
-    outcome = {"passed": True, "failures": [], "inconclusive": [], "report": "/w/r/report.html", "changes": notices}
-    with WebhookReceiver() as webhook:
-        conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
-        monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
-        send_alerts({"sweep": cfg.model_dump(mode="json"), "suite_run_id": "w1"}, outcome, {})
-    assert webhook.posts == []  # all three went out before 0014: to every target, as far as it knows
 
 
 def test_0014_downgrade_is_refused_while_the_log_holds_more_than_0013_can_keep(url):
