@@ -39,7 +39,11 @@ def confirm_causes_timeout(
 
 
 def _timeout_of_settings(values: dict) -> timedelta:
-    """The bound from settings as the form or a plan holds them (workloads and gpus lists)."""
+    """The bound from settings as the form or a plan holds them (workloads and gpus lists); a setting the
+    DAG's params leave out (a DAG built with no params) takes the suite's default."""
+    from bench.config import SuiteSettings
+
+    values = SuiteSettings.defaults() | values
     return confirm_causes_timeout(
         len(values["workloads"]),
         len(values["gpus"]),
