@@ -14,16 +14,16 @@ TITLE = "projection"
 
 def projection_check(ctx: Context) -> None:
     sys.path.insert(0, str(ROOT))  # the namespace hosts and limits the tests use
-    from tests.infra.projection_check import LINK, SCALES, STORE_IMG_S, TOLERANCE, check_projection
+    from tests.infra.projection_check import FULL, LINK, SCALES, STORE_IMG_S, TOLERANCE, check_projection
     from tests.infra.ssh_hosts import SshHosts
 
     hosts = SshHosts(ctx.tmp / "proj-ssh", prefix="swbp").start()
     try:
-        runs = [check_projection(ctx.tmp / f"proj-{i}", hosts) for i in range(ctx.repeats)]
+        runs = [check_projection(ctx.tmp / f"proj-{i}", hosts, FULL) for i in range(ctx.repeats)]
     finally:
         hosts.stop()
     for n in SCALES:
-        mine = [c for run in runs for c in run if c.gpus == n]
+        mine = [run.at(n) for run in runs]
         errors = [c.error for c in mine]
         within = sum(abs(e) <= TOLERANCE for e in errors)
         ctx.add(

@@ -30,3 +30,16 @@ def datasets(tmp_path_factory) -> dict[str, Path]:
         generate(GenerateSpec(kind, root / kind, images=32, seed=1))
         out[kind] = root / kind
     return out
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts(tmp_path_factory):
+    """Two namespace hosts, each with its own IP and sshd, for the whole session (tests/infra/ssh_hosts.py):
+    every test that launches over ssh, mounts over sshfs or logs in to a Slurm login node uses these.
+    Whatever a test adds to them (a `tc` limit, a mount in an sshd's namespace, a blkio group) its own
+    context manager takes away again."""
+    from tests.infra.ssh_hosts import SshHosts
+
+    hosts = SshHosts(tmp_path_factory.mktemp("ssh-hosts")).start()
+    yield hosts
+    hosts.stop()

@@ -44,14 +44,24 @@ def any_pids(pattern: bytes) -> list[int]:
     ]
 
 
-def wait_for(predicate, timeout: float = 60, interval: float = 0.2):
+def wait_for(predicate, timeout: float = 60, interval: float = 0.2, what: str = "condition"):
+    """predicate()'s first truthy value, polled every `interval` s; TimeoutError naming `what` at the deadline."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise TimeoutError("condition not met in time")
+    raise TimeoutError(f"{what} not met within {timeout:g} s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/<pid>/stat (0 once it is gone)."""
+    text = _read(f"/proc/{pid}/stat").decode()
+    if not text:
+        return 0.0
+    fields = text[text.rindex(")") + 2 :].split()  # after the command name: state is field 3 in proc(5)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def kill_rank_when_training(output_dir: Path, rank: int, sig: int = signal.SIGKILL, timeout: float = 90) -> int:

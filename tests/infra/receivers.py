@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
+import select
 import socket
 import ssl
 import threading
@@ -16,12 +17,18 @@ from pathlib import Path
 
 class WebhookReceiver:
     """`trickle_s`: answer one byte every that many seconds (for at most `trickle_for_s`), as a stuck
-    proxy or a hostile endpoint does; `hung_up` records how long each trickle ran before the client left."""
+    proxy or a hostile endpoint does. `hung_up` records, for each trickle the client left, how many bytes
+    of the answer it had been sent by then (under `len(TRICKLED)`: it never read the answer whole), and
+    `left` is set when that happens: the receiver sees the client's end of the connection close (EOF)
+    while it waits to send the next byte, so a wait on `left` ends as the client's socket is cut."""
+
+    TRICKLED = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
     def __init__(self, trickle_s: float | None = None, trickle_for_s: float = 90.0) -> None:
         self.posts: list[dict] = []
-        self.hung_up: list[float] = []
-        received, hung_up = self.posts, self.hung_up
+        self.hung_up: list[int] = []
+        self.left = threading.Event()
+        received, hung_up, left, answer = self.posts, self.hung_up, self.left, self.TRICKLED
         self._stop = stop = threading.Event()
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,16 +40,29 @@ class WebhookReceiver:
                     self.end_headers()
                     self.wfile.write(b"ok")
                     return
-                answer, start = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", time.monotonic()
-                for byte in answer:
+                end = time.monotonic() + trickle_for_s
+                for sent, byte in enumerate(answer):
                     try:
                         self.wfile.write(bytes([byte]))
                         self.wfile.flush()
                     except OSError:  # the client hung up
-                        hung_up.append(time.monotonic() - start)
+                        return self._left(sent)
+                    # until the next byte is due: the client's side closing reads as EOF at once
+                    readable, _, _ = select.select([self.connection], [], [], trickle_s)
+                    if readable and not self._peek():
+                        return self._left(sent + 1)
+                    if stop.is_set() or time.monotonic() > end:
                         return
-                    if stop.wait(trickle_s) or time.monotonic() - start > trickle_for_s:
-                        return
+
+            def _peek(self) -> bytes:
+                try:
+                    return self.connection.recv(1, socket.MSG_PEEK)
+                except OSError:  # reset by the client: it left too
+                    return b""
+
+            def _left(self, sent: int) -> None:
+                hung_up.append(sent)
+                left.set()
 
             def log_message(self, *args):
                 return None

@@ -1,11 +1,15 @@
 """Real ssh hosts for tests: network namespaces on a bridge, each with its own IP and sshd.
 
-Addresses are in a private /24 that exists only inside namespaces (and the bridge) made here.
+Addresses are in a private /24 that exists only inside namespaces (and the bridge) made here. Each set of
+hosts takes a bridge, a /24 and namespace names of its own (`swbr<n>`, 10.213.<n>.0/24, `<prefix><n>x<i>`:
+the first n from 8 whose bridge and /24 are free), so two test sessions on one machine, or a test and a
+benchmark, never tear down each other's hosts. A bridge whose owner process is gone is reclaimed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,38 +19,99 @@ from pathlib import Path
 from bench.analysis.cluster import rate_bytes_s
 from bench.launch.sshopts import SshOptions, known_hosts_line
 
-SUBNET = "10.213.7"
-BRIDGE = "swbr0"
+NETWORKS = range(8, 250)  # 10.213.<n>.0/24 and bridge swbr<n> (10.213.7 was every session's before)
+OWNER = "scalewatch-test-hosts"  # the bridge's alias: "<OWNER> <pid> <namespace prefix> <count>"
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), capture_output=True, text=True, check=check)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reclaim_orphans() -> None:
+    """Bridges (and their namespaces) left by test processes that are gone: a killed session's."""
+    for n in range(256):  # any bridge this module ever made, whatever range it took from then
+        alias = Path(f"/sys/class/net/swbr{n}/ifalias")
+        try:
+            words = alias.read_text().split()
+        except OSError:
+            continue
+        if len(words) == 4 and words[0] == OWNER and not _alive(int(words[1])):
+            _remove(f"swbr{n}", words[2], int(words[3]))
+
+
+def _remove(bridge: str, prefix: str, count: int) -> None:
+    for i in range(count):
+        sh("ip", "netns", "del", f"{prefix}{i}", check=False)
+        sh("ip", "link", "del", f"{prefix}{i}h", check=False)
+    sh("ip", "link", "del", bridge, check=False)
+
+
 @dataclass
 class SshHosts:
     root: Path
     count: int = 2
-    prefix: str = "swns"
+    prefix: str = "swns"  # the namespaces are f"{prefix}{i}"; start() makes it this session's own
     procs: list[subprocess.Popen] = field(default_factory=list)
+    network: int | None = None  # n of 10.213.<n>.0/24 and swbr<n>, taken by start()
+
+    @property
+    def subnet(self) -> str:
+        assert self.network is not None, "start() takes the hosts' network"
+        return f"10.213.{self.network}"
+
+    @property
+    def bridge(self) -> str:
+        return f"swbr{self.network}"
 
     @property
     def gateway(self) -> str:
-        return f"{SUBNET}.1"
+        return f"{self.subnet}.1"
 
     def ip(self, i: int) -> str:
-        return f"{SUBNET}.{10 + i}"
+        return f"{self.subnet}.{10 + i}"
+
+    def namespace(self, i: int) -> str:
+        return f"{self.prefix}{i}"
 
     @property
     def ips(self) -> list[str]:
         return [self.ip(i) for i in range(self.count)]
 
+    def _take_network(self) -> None:
+        """The first free bridge name, taken atomically (`ip link add` fails on a name that exists)."""
+        _reclaim_orphans()
+        base = self.prefix
+        for n in NETWORKS:
+            if sh("ip", "-o", "addr", "show", "to", f"10.213.{n}.0/24").stdout.strip():
+                continue  # the /24 is in use (hosts of another kind, or of code before this naming)
+            if sh("ip", "link", "add", f"swbr{n}", "type", "bridge", check=False).returncode == 0:
+                self.network, self.prefix = n, f"{base}{n}x"
+                sh("ip", "link", "set", self.bridge, "alias", f"{OWNER} {os.getpid()} {self.prefix} {self.count}")
+                return
+        raise RuntimeError(f"no free bridge name swbr{NETWORKS[0]}-{NETWORKS[-1]} for test hosts")
+
     def start(self) -> SshHosts:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.stop_network()
-        sh("ip", "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "addr", "add", f"{self.gateway}/24", "dev", BRIDGE)
-        sh("ip", "link", "set", BRIDGE, "up")
+        self._take_network()
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # a half-made set of hosts is not left behind for the session's life
+            raise
+
+    def _start(self) -> SshHosts:
+        sh("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
         self.client_key = self.root / "id_ed25519"
         if not self.client_key.exists():
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.client_key))
@@ -57,11 +122,11 @@ class SshHosts:
         hosts_file = self.root / "hosts"
         hosts_file.write_text("127.0.0.1 localhost\n" + "".join(f"{self.ip(i)} host{i}\n" for i in range(self.count)))
         for i in range(self.count):
-            ns = f"{self.prefix}{i}"
+            ns = self.namespace(i)
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", f"{ns}h", "type", "veth", "peer", "name", f"{ns}c")
             sh("ip", "link", "set", f"{ns}c", "netns", ns)
-            sh("ip", "link", "set", f"{ns}h", "master", BRIDGE, "up")
+            sh("ip", "link", "set", f"{ns}h", "master", self.bridge, "up")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", f"{ns}c", "name", "eth0")
             sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.ip(i)}/24", "dev", "eth0")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
@@ -141,10 +206,8 @@ class SshHosts:
                 time.sleep(0.3)
 
     def stop_network(self) -> None:
-        for i in range(self.count):
-            sh("ip", "netns", "del", f"{self.prefix}{i}", check=False)
-            sh("ip", "link", "del", f"{self.prefix}{i}h", check=False)
-        sh("ip", "link", "del", BRIDGE, check=False)
+        if self.network is not None:
+            _remove(self.bridge, self.prefix, self.count)
 
     def stop(self) -> None:
         for proc in self.procs:

@@ -15,11 +15,9 @@ from tests.infra.ssh_hosts import SshHosts
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
-    h = SshHosts(tmp_path_factory.mktemp("ssh-conn")).start()
-    yield h
-    h.stop()
+@pytest.fixture
+def hosts(ssh_hosts) -> SshHosts:
+    return ssh_hosts  # the session's (tests/conftest.py)
 
 
 def connection(conn_id: str, hosts: SshHosts, host_key: str, monkeypatch) -> None:

@@ -185,15 +185,6 @@ def test_a_local_run_listens_on_loopback_only_and_keeps_its_secret_off_command_l
     assert rendezvous["host"] == "127.0.0.1" and (rendezvous["host"], rendezvous["port"]) in listening
 
 
-@pytest.fixture(scope="module")
-def ssh_hosts(tmp_path_factory):
-    from tests.infra.ssh_hosts import SshHosts
-
-    h = SshHosts(tmp_path_factory.mktemp("ssh")).start()
-    yield h
-    h.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["horovod", "ddp"])
 def test_an_ssh_run_meets_on_the_address_the_hosts_reach_with_no_address_given(ssh_hosts, tmp_path, datasets, backend):

@@ -18,15 +18,16 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def login_and_cluster(tmp_path_factory):
-    hosts = SshHosts(tmp_path_factory.mktemp("login"), count=1).start()
+def login_and_cluster(tmp_path_factory, ssh_hosts):
+    """The login node is the session's first namespace host (tests/conftest.py); slurmctld listens on
+    the hosts' bridge, where that host reaches it."""
+    hosts = ssh_hosts
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-login"), ctld_addr=hosts.gateway)
     try:
         cluster.start()
         yield hosts, cluster
     finally:
         cluster.stop()
-        hosts.stop()
 
 
 def launcher_for(hosts: SshHosts, cluster: SlurmCluster):

@@ -6,21 +6,47 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from bench.metrics.sources.interference import InterferenceSource
+from tests.infra.faults import cpu_seconds, wait_for
 
 SPIN = "import time\nt = time.time()\nwhile time.time() - t < 30: pass\n"
+# What each spinner must have run on the core inside the sampled window: the window ends on this, not
+# on a fixed sleep, so a loaded machine lengthens the window instead of thinning the evidence.
+SPUN_S = 0.5
 
 
-def sample_beside(pid: int, core: int) -> dict:
-    """One interference sample of `core` over 1.5 s while `pid` spins on it; the spinner is killed after."""
+def spinning(pid: int) -> bool:
+    """The process runs the loop (its exec is done: python with -c) and has been given the CPU."""
     try:
-        time.sleep(0.5)
-        source = InterferenceSource(cores=[core])
-        time.sleep(1.5)
-        return source.sample()
-    finally:
-        os.kill(pid, 9)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"-c\x00import time" in cmdline and cpu_seconds(pid) > 0.05
+
+
+def sample_while(spinners: list[int], core: int, root: int | None = None) -> tuple[dict, dict[int, float]]:
+    """One interference sample of `core` over a window in which every spinner has run at least SPUN_S
+    on it (and at least the source's own minimum interval has passed: its first scan is that sample);
+    with each spinner's own share of the core over a window just around the source's, from its CPU time.
+    A spinner's share is what the machine gave it (a loaded host's steal took half of it once): the
+    source's figure is held to that, not to a fixed fraction of the core."""
+    for pid in spinners:
+        wait_for(lambda pid=pid: spinning(pid), 30, 0.05, f"spinner {pid} running its loop")
+    start, before = time.monotonic(), {pid: cpu_seconds(pid) for pid in spinners}
+    source = InterferenceSource(cores=[core], root=root)
+    wait_for(
+        lambda: all(cpu_seconds(pid) - before[pid] >= SPUN_S for pid in spinners),
+        60,
+        0.05,
+        f"each of {spinners} given {SPUN_S} s of core {core}",
+    )
+    sample = wait_for(
+        lambda: (s := source.sample())["foreign_cpu_share"] is not None and s, 30, 0.05, "the source's first scan"
+    )
+    wall = time.monotonic() - start
+    return sample, {pid: (cpu_seconds(pid) - before[pid]) / wall for pid in spinners}
 
 
 def test_a_foreign_busy_loop_on_the_slot_core_is_named():
@@ -28,16 +54,23 @@ def test_a_foreign_busy_loop_on_the_slot_core_is_named():
     # Started the way a neighbour is: not a child of this process (its shell exits, it is re-parented).
     spawn = f"taskset -c {core} {sys.executable} -c '{SPIN}' >/dev/null 2>&1 & echo $!"
     pid = int(subprocess.run(["sh", "-c", spawn], capture_output=True, text=True, check=True).stdout)
-    sample = sample_beside(pid, core)
-    assert sample["foreign_cpu_share"] > 0.5, sample  # the loop takes most of the core
+    try:
+        sample, spun = sample_while([pid], core)
+    finally:
+        os.kill(pid, 9)
+    # the loop's share of the core, all of it foreign (and anything else foreign on the core besides)
+    assert sample["foreign_cpu_share"] >= 0.8 * spun[pid] > 0, (sample, spun)
     assert f"pid {pid}" in sample["foreign_top"] and f"core {core}" in sample["foreign_top"], sample
 
 
 def test_the_ranks_own_children_are_not_foreign():
     core = sorted(os.sched_getaffinity(0))[0]
     child = subprocess.Popen(["taskset", "-c", str(core), sys.executable, "-c", SPIN])  # like a loader worker
-    sample = sample_beside(child.pid, core)
-    child.wait()
+    try:
+        sample, _ = sample_while([child.pid], core)
+    finally:
+        child.kill()
+        child.wait()
     assert sample["foreign_top"] is None or f"pid {child.pid}" not in sample["foreign_top"], sample
 
 
@@ -52,19 +85,20 @@ def test_the_runs_other_ranks_are_not_foreign(tmp_path):
     other = (
         f"taskset -c {core} {sys.executable} -c '{script}' --metrics-out {tmp_path / 'run-b'} >/dev/null 2>&1 & echo $!"
     )
+    pids: list[int] = []
     try:
         pids = [
             int(subprocess.run(["sh", "-c", c], capture_output=True, text=True, check=True).stdout)
             for c in (peer, other)
         ]
-        time.sleep(0.5)
-        source = InterferenceSource(cores=[core], root=me.pid)
-        time.sleep(1.5)
-        sample = source.sample()
+        sample, spun = sample_while(pids, core, root=me.pid)
     finally:
         me.kill()
+        me.wait()
         for pid in pids:
             os.kill(pid, 9)
     assert f"pid {pids[1]}" in sample["foreign_top"], sample  # the other run's spinner is named
     assert f"pid {pids[0]}" not in sample["foreign_top"], sample
-    assert sample["foreign_cpu_share"] < 0.8, sample  # only the other run's half of the core counts
+    # only the other run's share of the core counts, not the peer's beside it (with a margin for the
+    # box's own background on the core)
+    assert sample["foreign_cpu_share"] < spun[pids[1]] + 0.5 * spun[pids[0]], (sample, spun)

@@ -45,14 +45,15 @@ def warm(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def mount(tmp_path_factory):
-    """(mounted dataset dir, the server's own copy, true image bytes, hosts)."""
+def mount(tmp_path_factory, ssh_hosts):
+    """(mounted dataset dir, the server's own copy, true image bytes, hosts): the server is the session's
+    first namespace host (tests/conftest.py)."""
     root = tmp_path_factory.mktemp("sshfs")
     source, export = root / "source" / "coco", root / "export"
     generate(GenerateSpec("coco", source, images=120, min_side=700, max_side=900, seed=6))
     true_bytes = sum(p.stat().st_size for p in (source / "images").iterdir())
     export.mkdir()
-    hosts = SshHosts(root / "ssh", count=1, prefix="swfs").start()
+    hosts = ssh_hosts
     point = root / "mnt"
     point.mkdir()
     opts = f"IdentityFile={hosts.client_key},UserKnownHostsFile={hosts.known_hosts},StrictHostKeyChecking=yes"
@@ -62,7 +63,6 @@ def mount(tmp_path_factory):
         yield point / "coco", export / "coco", true_bytes, hosts
     finally:
         subprocess.run(["fusermount", "-u", "-z", str(point)], capture_output=True)
-        hosts.stop()
 
 
 def test_cold_epoch_counts_the_true_bytes_and_a_warm_epoch_none(mount, tmp_path):
@@ -86,7 +86,7 @@ def test_bytes_stay_true_and_the_timeline_steady_under_a_tc_limit_on_the_servers
     one jump at the epoch's end (per-file opens over the slow link once made it so)."""
     data, server, true_bytes, hosts = mount
     evict(server)
-    with link_rate_limit([f"{hosts.prefix}0"], "24Mbit"):
+    with link_rate_limit([hosts.namespace(0)], "24Mbit"):
         summary = train(data, tmp_path / "m", "--epochs", "1")
     first = summary["epochs"][0]
     assert first["bytes_from_storage"] == pytest.approx(true_bytes, rel=0.02)
@@ -137,7 +137,7 @@ def test_a_mount_that_disappears_mid_epoch_fails_the_run_naming_it(mount, tmp_pa
     data, server, _, hosts = mount
     evict(server)
     out = tmp_path / "m"
-    with link_rate_limit([f"{hosts.prefix}0"], "8Mbit"):  # slow enough to be mid-epoch when it goes
+    with link_rate_limit([hosts.namespace(0)], "8Mbit"):  # slow enough to be mid-epoch when it goes
         proc = subprocess.Popen(train_cmd(data, out, "--epochs", "1"), stderr=subprocess.PIPE, text=True)
         try:
             samples = out / "samples-rank0.jsonl"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.data.generate import GenerateSpec, generate
+from bench.metrics.summary import MIN_BANDWIDTH_WINDOW_S
 from tests.bench.metrics.epochs import train
 from tests.infra.faults import blkio_read_throttle
 
@@ -31,10 +32,16 @@ def test_cold_epoch_reports_true_bytes_and_warm_epoch_is_flagged(big_dataset, tm
     assert second["bytes_from_storage"] < 0.02 * true_bytes
     assert second["cache_hit_ratio"] > 0.98 and second["cache_distorted"]
     assert summary["storage"]["cache_risk"] is True  # 60 MB against this machine's RAM
-    # Cold and true, but this epoch read for ~2.5 s: too short a window to call a rate (the throttled
-    # test below reads long enough and is valid).
-    assert first["seconds"] < 5 and summary["storage"]["bandwidth_valid"] is False
-    assert "too short for a rate" in summary["storage"]["bandwidth_note"]
+    # Cold and true; a rate only if the epoch read for MIN_BANDWIDTH_WINDOW_S or more. Here it reads for
+    # ~2.5 s on an idle machine (a loaded one took over 5 s), so which side it lands on is the machine's:
+    # the rule must hold on either, and the note names the window it judged (the throttled test below
+    # reads long enough to be valid whatever the load).
+    note = summary["storage"]["bandwidth_note"]
+    if first["seconds"] < MIN_BANDWIDTH_WINDOW_S:
+        assert summary["storage"]["bandwidth_valid"] is False
+        assert "too short for a rate" in note and f"lasted {first['seconds']:.1f}s" in note, note
+    else:
+        assert summary["storage"]["bandwidth_valid"] is True and note == "", (first, note)
 
 
 def evict_libraries() -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis.cluster import rate_bytes_s
 from bench.analysis.verdict.evaluate import evaluate
 from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig
 from bench.launch.base import collect, wait
@@ -20,12 +21,15 @@ from tests.infra.ssh_hosts import SshHosts, link_rate_limit
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
-    h = SshHosts(tmp_path_factory.mktemp("ssh-comm")).start()
-    yield h
-    h.stop()
+@pytest.fixture
+def hosts(ssh_hosts) -> SshHosts:
+    return ssh_hosts  # the session's (tests/conftest.py)
 
+
+# 24 Mbit/s links: ssd's 2.4 MB of gradients take ~0.8 s per step across them, several times the step's
+# compute, so communication is most of every rank's step (at 8 Mbit/s, 2.4 s: the same verdict, 3x longer).
+LINK = "24Mbit"
+STEPS = 4  # the cause is named from the breakdown of every step; no rate is judged to a few percent here
 
 VARIANT = {
     "": {},
@@ -37,7 +41,14 @@ VARIANT = {
 
 def run(hosts: SshHosts, tmp_path: Path, data: Path, ranks: int, variant: str = "") -> dict:
     train = TrainConfig(
-        **{"workload": "ssd", "data": data, "steps": 6, "warmup_steps": 1, "batch_size": 8, "sample_interval_s": 0.25}
+        **{
+            "workload": "ssd",
+            "data": data,
+            "steps": STEPS,
+            "warmup_steps": 1,
+            "batch_size": 8,
+            "sample_interval_s": 0.25,
+        }
         | VARIANT[variant]
     )
     name = f"ssd-{ranks}" + (f"-{variant}" if variant else "")
@@ -60,11 +71,11 @@ def run(hosts: SshHosts, tmp_path: Path, data: Path, ranks: int, variant: str = 
 
 def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets):
     baseline = run(hosts, tmp_path, datasets["coco"], 1)
-    links = [f"{hosts.prefix}{i}" for i in range(2)]
+    links = [hosts.namespace(i) for i in range(2)]
     # The differential reruns (warm cache, synthetic data) of both scales, the 2-rank ones under the same
     # limit: neither removes a network drop, so the cause stands, confirmed.
     reruns = [run(hosts, tmp_path, datasets["coco"], 1, v) for v in ("warm", "synthetic")]
-    with link_rate_limit(links, "8Mbit"):  # ssd's 2.4 MB of gradients per step through 8 Mbit/s links
+    with link_rate_limit(links, LINK):
         limited = run(hosts, tmp_path, datasets["coco"], 2)
         # the node ceiling (independent copies: no collective, so the limited link does not touch it)
         reruns += [run(hosts, tmp_path, datasets["coco"], 2, v) for v in ("warm", "synthetic", "independent")]
@@ -74,7 +85,7 @@ def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets
         launcher="ssh",
         hosts=(HostSlots(host=hosts.ip(0)), HostSlots(host=hosts.ip(1))),
         dataset_path=datasets["coco"],
-        train=TrainConfig(workload="ssd", data=datasets["coco"], steps=6),
+        train=TrainConfig(workload="ssd", data=datasets["coco"], steps=STEPS),
         output_dir=tmp_path,
         probe_storage=False,
     )
@@ -86,10 +97,11 @@ def test_a_rate_limited_network_is_named_communication(hosts, tmp_path, datasets
     ranks = two["rank_breakdown"]
     assert all(r["comm_share"] > 0.3 for r in json.loads(ranks))  # every rank waits alike
     assert "exposed communication" in two["bottleneck_evidence"]
-    # The scale's own allreduce probe saw the limit: 2.4 MB through 1 MB/s links takes seconds, and the
-    # ceilings name the same component the rules do.
+    # The scale's own allreduce probe saw the limit (most of the line, never more: unlimited, these veths
+    # carry hundreds of times as much), and the ceilings name the same component the rules do.
     assert two["ideal"] == "independent" and two["independent_img_s"] > two["throughput_img_s"], two.to_dict()
-    assert two["allreduce_s"] > 1.0 and two["allreduce_bus_gb_s"] < 0.003, two.to_dict()
+    line_gb_s = rate_bytes_s(LINK) / 1e9
+    assert 0.5 * line_gb_s < two["allreduce_bus_gb_s"] <= 1.02 * line_gb_s, two.to_dict()
     assert two["allreduce_bytes"] == pytest.approx(2.4e6, rel=0.1)
     assert two["expected_bound_by"] == "communication", two.to_dict()
     assert "disagree" not in two["bottleneck_evidence"]
