@@ -21,6 +21,7 @@ SCALEWATCH_RENDEZVOUS_SECRET from the rank wrapper (never on a command line).
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import LaunchError
-from bench.train.dist.store import MAX_BYTES, MAX_KEY, MAX_VALUE, StoreServer, horovod_token, new_secret
+from bench.train.dist.store import MAX_BYTES, MAX_KEY, MAX_KEYS, MAX_VALUE, StoreServer, horovod_token, new_secret
 
 
 def host_plan(hosts: list[tuple[str, int]], num_proc: int):
@@ -112,14 +113,20 @@ def torch_env(
     }
 
 
+# Horovod's server starts a thread per connection (its handler waits 3 s per read, not per request): past
+# this many in flight a connection is closed at once, so a crowd of slow peers cannot exhaust the host.
+MAX_HTTP_CONNECTIONS = 256
+
+
 def _guarded_handler():
-    """Horovod's rendezvous handler behind the run's token and bounded sizes."""
+    """Horovod's rendezvous handler behind the run's token and bounded sizes. Every method but the three
+    Horovod's client uses answers 403: the base class would serve HEAD from the server's working folder."""
     from horovod.runner.http.http_server import RendezvousHandler
 
     class GuardedHandler(RendezvousHandler):
         def _admitted(self) -> bool:
             prefix = self.server.scalewatch_prefix
-            if not self.path.startswith(prefix):
+            if not hmac.compare_digest(self.path[: len(prefix)].encode(), prefix.encode()):
                 self.send_status_code(403)
                 return False
             self.path = "/" + self.path[len(prefix) :]
@@ -140,14 +147,50 @@ def _guarded_handler():
                 length = int(self.headers.get("Content-Length", ""))
             except ValueError:
                 length = -1
-            with self.server.cache_lock:
-                held = sum(len(v) for scope in self.server.cache.values() for v in scope.values())
-            if not 0 <= length <= MAX_VALUE or len(self.path) > MAX_KEY or held + length > MAX_BYTES:
+            server = self.server
+            with server.cache_lock:  # reserved under the lock: concurrent PUTs cannot pass the bound together
+                fits = 0 <= length <= MAX_VALUE and len(self.path) <= MAX_KEY
+                fits = fits and server.scalewatch_held + length <= MAX_BYTES and server.scalewatch_puts < MAX_KEYS
+                if fits:
+                    server.scalewatch_held += length
+                    server.scalewatch_puts += 1
+            if not fits:
                 self.send_status_code(413)
                 return
             super().do_PUT()
 
+        def do_HEAD(self):
+            self.send_status_code(403)
+
+        do_POST = do_PATCH = do_OPTIONS = do_HEAD
+
     return GuardedHandler
+
+
+def _guarded_server(listen_addr: str):
+    """Horovod's threaded rendezvous server with a cap on connections in flight."""
+    import threading
+
+    from horovod.runner.http.http_server import RendezvousHTTPServer
+
+    class GuardedServer(RendezvousHTTPServer):
+        scalewatch_held = 0
+        scalewatch_puts = 0
+        _slots = threading.BoundedSemaphore(MAX_HTTP_CONNECTIONS)
+
+        def process_request(self, request, client_address):
+            if not self._slots.acquire(blocking=False):
+                self.shutdown_request(request)
+                return
+            super().process_request(request, client_address)
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self._slots.release()
+
+    return GuardedServer((listen_addr, 0), _guarded_handler(), 0)
 
 
 class Rendezvous:
@@ -158,12 +201,10 @@ class Rendezvous:
     def __init__(self, plan: list, listen_addr: str, secret: str) -> None:
         import threading
 
-        from horovod.runner.http.http_server import RendezvousHTTPServer
-
         self.plan = plan
         self.secret = secret
         try:
-            self._httpd = RendezvousHTTPServer((listen_addr, 0), _guarded_handler(), 0)
+            self._httpd = _guarded_server(listen_addr)
         except OSError as error:
             raise LaunchError(f"rendezvous: cannot listen on {listen_addr}: {error}") from error
         self.listen_addr, self.port = self._httpd.server_address[:2]
@@ -334,11 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     hosts = slurm_hosts()
     backend = resolve(args.backend)
     try:
-        addr = args.addr or (
-            interface_addr(args.interface)
-            if args.interface
-            else node_addr(os.environ.get("SLURMD_NODENAME", hosts[0][0]))
-        )
+        if args.addr:
+            addr = args.addr
+        elif args.interface:
+            addr = interface_addr(args.interface)
+        elif len(hosts) == 1:  # every rank on this node: nothing else needs to reach the rendezvous
+            addr = "127.0.0.1"
+        else:
+            addr = node_addr(os.environ.get("SLURMD_NODENAME", hosts[0][0]))
     except LaunchError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 70

@@ -57,11 +57,12 @@ class RemoteRendezvous:
             )
         send_line(self._proc, secret)
         line = self._first_line()
-        if not line:
+        try:
+            addr, port = line.split()
+            self.listen_addr, self.port = addr, int(port)
+        except ValueError:
             self.stop()
-            raise LaunchError(f"rendezvous on {self.host.host} did not start: {self._log_tail()}")
-        addr, port = line.split()
-        self.listen_addr, self.port = addr, int(port)
+            raise LaunchError(f"rendezvous on {self.host.host} did not start: {self._log_tail()}") from None
 
     def _first_line(self) -> str:
         assert self._proc.stdout is not None
@@ -102,6 +103,7 @@ class RemoteRendezvous:
                 _, err = proc.communicate(timeout=REACH_S + 30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
                 err = "timed out"
             if proc.returncode != 0:
                 reason = (err or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
@@ -122,3 +124,5 @@ class RemoteRendezvous:
         except subprocess.TimeoutExpired:
             self._proc.terminate()
             self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()

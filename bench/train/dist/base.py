@@ -57,14 +57,12 @@ class Dist(ABC):
             int(t[0]) for t in self._gather_equal(torch.tensor([len(payload)], dtype=torch.int64, device=self.device))
         ]
         if max(lengths) > MAX_EXCHANGE_BYTES or min(lengths) < 0:
-            raise RunFailed(
-                f"exchange: a peer announced {max(lengths)} bytes, over the {MAX_EXCHANGE_BYTES}-byte limit"
-            )
+            raise RunFailed(f"exchange: a peer announced {lengths} bytes, outside 0..{MAX_EXCHANGE_BYTES}")
         buffer = torch.zeros(max(lengths), dtype=torch.uint8)
         buffer[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
         parts = self._gather_equal(buffer.to(self.device))
         return [
-            _from_json(rank, bytes(part[:n].cpu().tolist()))
+            _from_json(rank, part[:n].cpu().numpy().tobytes())
             for rank, (part, n) in enumerate(zip(parts, lengths, strict=True))
         ]
 
@@ -161,7 +159,7 @@ def pick_device(local_rank: int) -> torch.device:
 def _from_json(rank: int, data: bytes):
     try:
         return json.loads(data.decode())
-    except ValueError as error:  # UnicodeDecodeError, JSONDecodeError
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError, JSONDecodeError, nesting too deep
         raise RunFailed(f"exchange: rank {rank} sent {len(data)} bytes that are not JSON ({error})") from None
 
 

@@ -25,6 +25,7 @@ import torch.distributed as tdist
 from bench.errors import ConfigError
 from bench.train.dist.base import Dist, hostname, pick_device
 from bench.train.dist.store import SECRET_ENV, connect
+from bench.train.slots import SLOT_ENV
 
 CONTRACT = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 # A peer that stops answering (a killed rank on a dead host) fails the collective after this long;
@@ -131,6 +132,11 @@ class DdpDist(Dist):
             else:
                 extra = {"device_id": device} if device.type == "cuda" else {}
                 secret = os.environ.get(SECRET_ENV)
+                if not secret and os.environ.get(SLOT_ENV):  # started by our rank wrapper: never unauthenticated
+                    raise ConfigError(
+                        f"backend ddp: {SECRET_ENV} is not set for a rank the suite's launcher started; "
+                        "refusing torch's unauthenticated store"
+                    )
                 if secret:
                     assert contract is not None
                     extra |= {"store": connect(contract["MASTER_ADDR"], int(contract["MASTER_PORT"]), secret, TIMEOUT)}

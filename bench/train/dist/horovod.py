@@ -74,6 +74,9 @@ class HorovodDist(Dist):
         options (learning rate, momentum, ...) as JSON through `broadcast_json`."""
         import horovod.torch as hvd
 
+        # Called at wrap, on a fresh optimizer: every rank holds the same (empty) state, so the broadcast
+        # names line up; an optimizer that had stepped on some ranks only would need Horovod's zero-grad
+        # initialisation first.
         state = optimizer.state_dict()
         tensors = [
             (f"opt.{pid}.{name}", value)

@@ -33,8 +33,11 @@ MAX_KEY = 512
 MAX_VALUE = 1 << 20  # Gloo's and NCCL's start-up records are under a kilobyte each
 MAX_KEYS = 65536
 MAX_BYTES = 64 << 20
-MAX_CONNECTIONS = 1024
-HANDSHAKE_S = 10.0
+MAX_CONNECTIONS = 1024  # authenticated: a rank holds one or two
+MAX_PENDING = 64  # connections still in the handshake
+HANDSHAKE_S = 10.0  # for the whole handshake, not per read
+MAX_WAIT_S = 7 * 24 * 3600.0  # a longer wait is clamped (threading refuses huge timeouts)
+REPLY_MARGIN_S = 30.0  # a client waits this much longer than the operation's own timeout for its reply
 _FRAME = struct.Struct(">I")
 
 
@@ -59,8 +62,10 @@ def new_secret() -> str:
     return secrets.token_hex(32)
 
 
-def _proof(secret: str, challenge: bytes) -> str:
-    return hmac.new(secret.encode(), challenge, hashlib.sha256).hexdigest()
+def _proof(secret: str, challenge: bytes) -> bytes:
+    """A client's answer to a challenge: labelled, so no other use of the secret (Horovod's token) can
+    be replayed as one, and compared as bytes (a str with non-ASCII would make compare_digest raise)."""
+    return hmac.new(secret.encode(), b"scalewatch store client|" + challenge, hashlib.sha256).hexdigest().encode()
 
 
 def _send(sock: socket.socket, header: dict, value: bytes = b"") -> None:
@@ -68,9 +73,16 @@ def _send(sock: socket.socket, header: dict, value: bytes = b"") -> None:
     sock.sendall(_FRAME.pack(len(body)) + body)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """n bytes; with a deadline, the whole read must end by it (a per-recv timeout alone lets a peer that
+    sends a byte every few seconds hold the connection for hours)."""
     chunks, left = [], n
     while left:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("rendezvous store: handshake deadline passed")
+            sock.settimeout(remaining)
         chunk = sock.recv(min(left, 1 << 16))
         if not chunk:
             raise ConnectionError("peer closed the connection")
@@ -79,11 +91,11 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _recv(sock: socket.socket, limit: int) -> tuple[dict, bytes]:
-    (size,) = _FRAME.unpack(_recv_exact(sock, _FRAME.size))
+def _recv(sock: socket.socket, limit: int, deadline: float | None = None) -> tuple[dict, bytes]:
+    (size,) = _FRAME.unpack(_recv_exact(sock, _FRAME.size, deadline))
     if size > limit:
         raise StoreError(f"rendezvous store: a frame of {size} bytes is over the {limit}-byte limit")
-    body = _recv_exact(sock, size)
+    body = _recv_exact(sock, size, deadline)
     head, sep, value = body.partition(b"\0")
     if not sep:
         raise StoreError("rendezvous store: malformed frame")
@@ -105,51 +117,69 @@ class _Data:
         if len(key.encode()) > MAX_KEY or len(value) > MAX_VALUE:
             raise StoreError(f"rendezvous store: key or value over its limit ({MAX_KEY} / {MAX_VALUE} bytes)")
         old = self.values.get(key)
-        grown = self.bytes + len(key) + len(value) - (0 if old is None else len(key) + len(old))
+        size = len(key.encode())
+        grown = self.bytes + size + len(value) - (0 if old is None else size + len(old))
         if (old is None and len(self.values) >= MAX_KEYS) or grown > MAX_BYTES:
             raise StoreError("rendezvous store: full")
         self.values[key], self.bytes = value, grown
         self.cond.notify_all()
 
     def wait_for(self, keys: list[str], timeout_s: float) -> bool:
-        return self.cond.wait_for(lambda: all(k in self.values for k in keys), timeout=max(0.0, timeout_s))
+        """Whether every key is present within `timeout_s` (0 or less: no timeout, as torch's kNoTimeout)."""
+        bounded = None if timeout_s <= 0 else min(timeout_s, MAX_WAIT_S)
+        return self.cond.wait_for(lambda: all(k in self.values for k in keys), timeout=bounded)
 
 
 class _Handler(socketserver.BaseRequestHandler):
     server: _Server
 
     def handle(self) -> None:
+        """Unauthenticated connections have a cap of their own and a deadline for the whole handshake,
+        so peers without the secret cannot crowd out the run's ranks; whatever a peer sends that breaks
+        the protocol drops it, silently (no traceback per connection to fill a log)."""
         sock: socket.socket = self.request
-        with self.server.slots_lock:
-            if self.server.connections >= MAX_CONNECTIONS:
+        server = self.server
+        with server.slots_lock:
+            if server.pending >= MAX_PENDING or server.connections >= MAX_CONNECTIONS:
                 return
-            self.server.connections += 1
+            server.pending += 1
+        admitted = False
         try:
-            if self._authenticated(sock):
-                sock.settimeout(None)
-                while True:
-                    header, value = _recv(sock, MAX_KEY + MAX_VALUE * 2 + 4096)
-                    reply, out = self._answer(header, value)
-                    _send(sock, reply, out)
-        except (ConnectionError, OSError, StoreError, ValueError, struct.error):
-            pass  # a peer that breaks the protocol or leaves is dropped; the run's ranks time out on their own
+            admitted = self._authenticated(sock)
+        except Exception:
+            pass
         finally:
-            with self.server.slots_lock:
-                self.server.connections -= 1
+            with server.slots_lock:
+                server.pending -= 1
+                server.connections += int(admitted)
+        if not admitted:
+            return
+        try:
+            sock.settimeout(None)
+            while True:
+                header, value = _recv(sock, MAX_KEY + MAX_VALUE * 2 + 4096)
+                reply, out = self._answer(header, value)
+                _send(sock, reply, out)
+        except Exception:
+            pass
+        finally:
+            with server.slots_lock:
+                server.connections -= 1
 
     def _authenticated(self, sock: socket.socket) -> bool:
-        sock.settimeout(HANDSHAKE_S)
+        deadline = time.monotonic() + HANDSHAKE_S
         challenge = secrets.token_bytes(32)
+        sock.settimeout(HANDSHAKE_S)
         _send(sock, {"challenge": challenge.hex()})
-        header, _ = _recv(sock, 4096)
-        good = hmac.compare_digest(str(header.get("proof", "")), _proof(self.server.secret, challenge))
+        header, _ = _recv(sock, 4096, deadline)
+        good = hmac.compare_digest(str(header.get("proof", "")).encode(), _proof(self.server.secret, challenge))
         _send(sock, {"ok": good})
         return good
 
     def _answer(self, header: dict, value: bytes) -> tuple[dict, bytes]:
         data: _Data = self.server.data
         op, key = header.get("op"), str(header.get("key", ""))
-        timeout_s = float(header.get("timeout_s", 300.0))
+        timeout_s = float(header.get("timeout_s", 300.0))  # 0: none (torch's kNoTimeout)
         try:
             with data.cond:
                 if op == "set":
@@ -160,7 +190,10 @@ class _Handler(socketserver.BaseRequestHandler):
                         return {"ok": False, "error": "timeout", "keys": [key]}, b""
                     return {"ok": True}, data.values[key]
                 if op == "add":
-                    current = int(data.values.get(key, b"0")) + int(header["amount"])
+                    try:
+                        current = int(data.values.get(key, b"0")) + int(header["amount"])
+                    except ValueError:
+                        return {"ok": False, "error": f"add: the value of {key!r} is not an integer"}, b""
                     data.put(key, str(current).encode())
                     return {"ok": True, "value": current}, b""
                 if op == "compare_set":
@@ -181,7 +214,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 if op == "delete":
                     old = data.values.pop(key, None)
                     if old is not None:
-                        data.bytes -= len(key) + len(old)
+                        data.bytes -= len(key.encode()) + len(old)
                     return {"ok": True, "value": old is not None}, b""
                 if op == "num_keys":
                     return {"ok": True, "value": len(data.values)}, b""
@@ -196,7 +229,7 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def __init__(self, addr: str, secret: str) -> None:
         self.secret, self.data = secret, _Data()
-        self.slots_lock, self.connections = threading.Lock(), 0
+        self.slots_lock, self.connections, self.pending = threading.Lock(), 0, 0
         super().__init__((addr, 0), _Handler)
 
 
@@ -229,31 +262,51 @@ class _Connection:
 
     def __init__(self, host: str, port: int, secret: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while True:  # the server may start a moment after a rank (Slurm's batch script starts both)
+        while True:  # the server may start a moment after a rank, or be busy with other handshakes
             try:
-                self.sock = socket.create_connection((host, port), timeout=min(10.0, timeout_s))
+                self.sock = self._handshake(host, port, secret)
                 break
-            except OSError as error:
+            except (OSError, ValueError, KeyError, struct.error) as error:
                 if time.monotonic() > deadline:
                     raise StoreError(f"rendezvous store {host}:{port} unreachable: {error}") from error
                 time.sleep(0.2)
-        header, _ = _recv(self.sock, 4096)
-        _send(self.sock, {"proof": _proof(secret, bytes.fromhex(header["challenge"]))})
-        reply, _ = _recv(self.sock, 4096)
-        if not reply.get("ok"):
-            raise StoreError(f"rendezvous store {host}:{port} refused this rank's secret")
-        self.sock.settimeout(None)
         self.lock = threading.Lock()
 
-    def call(self, header: dict, value: bytes = b"") -> tuple[dict, bytes]:
+    @staticmethod
+    def _handshake(host: str, port: int, secret: str) -> socket.socket:
+        sock = socket.create_connection((host, port), timeout=HANDSHAKE_S)
+        try:
+            deadline = time.monotonic() + HANDSHAKE_S
+            header, _ = _recv(sock, 4096, deadline)
+            _send(sock, {"proof": _proof(secret, bytes.fromhex(header["challenge"])).decode()})
+            reply, _ = _recv(sock, 4096, deadline)
+        except BaseException:
+            sock.close()
+            raise
+        if not reply.get("ok"):
+            sock.close()
+            raise StoreError(f"rendezvous store {host}:{port} refused this rank's secret")
+        return sock
+
+    def call(self, header: dict, value: bytes = b"", timeout_s: float = 0.0) -> tuple[dict, bytes]:
+        """One request and its reply. The socket waits the operation's timeout and a margin (none for
+        an operation without one): a store host gone without a FIN fails the call instead of hanging."""
         with self.lock:
+            self.sock.settimeout(timeout_s + REPLY_MARGIN_S if timeout_s > 0 else None)
             _send(self.sock, header, value)
             reply, out = _recv(self.sock, MAX_VALUE * 2 + 4096)
         if not reply.get("ok"):
             if reply.get("error") == "timeout":
-                raise StoreError(f"rendezvous store: timed out waiting for {reply.get('keys')}")
+                raise _timeout_error(f"rendezvous store: timed out waiting for {reply.get('keys')}")
             raise StoreError(str(reply.get("error")))
         return reply, out
+
+
+def _timeout_error(message: str) -> Exception:
+    """torch's own store timeout type, so torch's timeout handling recognises it."""
+    import torch.distributed as tdist
+
+    return getattr(tdist, "DistStoreError", StoreError)(message)
 
 
 def connect(host: str, port: int, secret: str, timeout: timedelta = timedelta(seconds=300)):
@@ -267,32 +320,33 @@ def connect(host: str, port: int, secret: str, timeout: timedelta = timedelta(se
             self._conn = _Connection(host, port, secret, timeout.total_seconds())
             self._timeout_s = timeout.total_seconds()
 
+        def _call(self, header: dict, value: bytes = b"", seconds: float | None = None) -> tuple[dict, bytes]:
+            return self._conn.call(header, value, self._timeout_s if seconds is None else seconds)
+
         def set(self, key, value) -> None:
-            self._conn.call({"op": "set", "key": key}, _bytes(value))
+            self._call({"op": "set", "key": key}, _bytes(value))
 
         def get(self, key) -> bytes:
-            return self._conn.call({"op": "get", "key": key, "timeout_s": self._timeout_s})[1]
+            return self._call({"op": "get", "key": key, "timeout_s": self._timeout_s})[1]
 
         def add(self, key, amount) -> int:
-            return int(self._conn.call({"op": "add", "key": key, "amount": int(amount)})[0]["value"])
+            return int(self._call({"op": "add", "key": key, "amount": int(amount)})[0]["value"])
 
         def compare_set(self, key, expected, desired) -> bytes:
-            return self._conn.call(
-                {"op": "compare_set", "key": key, "expected": _bytes(expected).hex()}, _bytes(desired)
-            )[1]
+            return self._call({"op": "compare_set", "key": key, "expected": _bytes(expected).hex()}, _bytes(desired))[1]
 
         def wait(self, keys, timeout=None) -> None:
             seconds = self._timeout_s if timeout is None else timeout.total_seconds()
-            self._conn.call({"op": "wait", "keys": list(keys), "timeout_s": seconds})
+            self._call({"op": "wait", "keys": list(keys), "timeout_s": seconds}, seconds=seconds)
 
         def check(self, keys) -> bool:
-            return bool(self._conn.call({"op": "check", "keys": list(keys)})[0]["value"])
+            return bool(self._call({"op": "check", "keys": list(keys)})[0]["value"])
 
         def delete_key(self, key) -> bool:
-            return bool(self._conn.call({"op": "delete", "key": key})[0]["value"])
+            return bool(self._call({"op": "delete", "key": key})[0]["value"])
 
         def num_keys(self) -> int:
-            return int(self._conn.call({"op": "num_keys"})[0]["value"])
+            return int(self._call({"op": "num_keys"})[0]["value"])
 
         def set_timeout(self, timeout) -> None:
             self._timeout_s = timeout.total_seconds()

@@ -74,6 +74,11 @@ def test_horovod_rendezvous_answers_only_urls_with_the_run_token():
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(urllib.request.Request(plain, data=b"x", method="PUT"), timeout=5)
         assert refused.value.code == 403
+        # HEAD, which Horovod's handler inherits from a file server, answers nothing (with the token or not)
+        for url in (plain, f"http://{horovod_url_addr('127.0.0.1', rdv.port, secret)}:{rdv.port}/etc/passwd"):
+            with pytest.raises(urllib.error.HTTPError) as head:
+                urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5)
+            assert head.value.code == 403
         good = f"http://{horovod_url_addr('127.0.0.1', rdv.port, secret)}:{rdv.port}/global/0"
         urllib.request.urlopen(urllib.request.Request(good, data=b"x", method="PUT"), timeout=5)
         assert urllib.request.urlopen(good, timeout=5).read() == b"x"
