@@ -35,9 +35,8 @@ from bench.data.checkpoint_files import (
     size_split,
 )
 from bench.errors import ConfigError
-from tests.bench.data.checkpoint_faults import blkio_write_throttle
 from tests.conftest import BENCH
-from tests.infra.faults import blkio_read_throttle, small_disk, store_device
+from tests.infra.faults import blkio_read_throttle, blkio_throttle, small_disk, store_device
 
 MiB = 1 << 20
 
@@ -78,7 +77,7 @@ class OneRank:
 @pytest.mark.slow
 def test_write_bandwidth_matches_a_blkio_write_throttle(store):
     rate = 4_000_000
-    with blkio_write_throttle(store, rate) as prefix:
+    with blkio_throttle(store, rate, "write") as prefix:
         done = cli("--path", str(store), "--bytes-per-rank", "16MiB", "--ranks", "2", "--writes", "1", "--reads", "1",
                    "--json", prefix=prefix)  # fmt: skip
     assert done.returncode == 0, done.stderr
