@@ -17,6 +17,12 @@ import pandas as pd
 
 from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
 from bench.analysis.history.regression import series_floor
+from bench.config import (
+    DEFAULT_HISTORY_RUNS,
+    DEFAULT_MIN_SCALING_EFFICIENCY,
+    DEFAULT_REGRESSION_TOLERANCE,
+    Thresholds,
+)
 from bench.report.plots import Marker, trend_chart
 
 MAX_SERIES = 24  # charts per page; the filters narrow it
@@ -61,9 +67,15 @@ def _config(text) -> dict:
 
 
 def _bound(config: dict, gpus: int) -> float | None:
+    """The bound the verdict held this run's scale to: Thresholds.scaling_bound, the one function that
+    reads the per-GPU table (a table's row covers every scale up to it, not only its own count). A run
+    stored without thresholds draws no bound."""
     th = config.get("thresholds") or {}
-    by_gpus = {int(k): v for k, v in (th.get("min_scaling_efficiency_by_gpus") or {}).items()}
-    return by_gpus.get(int(gpus), th.get("min_scaling_efficiency"))
+    if not th:
+        return None
+    table = {int(k): float(v) for k, v in (th.get("min_scaling_efficiency_by_gpus") or {}).items()}
+    single = float(th.get("min_scaling_efficiency", DEFAULT_MIN_SCALING_EFFICIENCY))
+    return Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table).scaling_bound(int(gpus))
 
 
 def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
@@ -71,8 +83,8 @@ def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
     lows, highs, seen = [], [], []
     for r in series.itertuples():
         th = (configs.get(r.suite_run_id) or {}).get("thresholds") or {}
-        window = int(th.get("history_runs", 8))
-        stats = series_floor(seen[-window:], float(th.get("regression_tolerance", 0.1)))
+        window = int(th.get("history_runs", DEFAULT_HISTORY_RUNS))
+        stats = series_floor(seen[-window:], float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
         lows.append(stats["regression_floor"])
         highs.append(stats["history_median"] if stats["regression_floor"] is not None else None)
         if r.accepted is True and pd.notna(r.throughput_img_s):
