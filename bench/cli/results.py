@@ -37,8 +37,10 @@ def add_parsers(sub) -> None:
     d = sub.add_parser("detect", help="change points per (model, gpus) in a history table")
     d.add_argument("history", type=Path)
     d.add_argument("--metric", required=True)
-    d.add_argument("--max-pvalue", type=float, default=0.001)
-    d.add_argument("--window", type=int, default=30)
+    # Defaults are DetectorSettings' own, read when the command runs (importing the detector here would
+    # put pandas into every `bench` start, each rank's included).
+    d.add_argument("--max-pvalue", type=float, help="default: the detector's (DetectorSettings.max_pvalue)")
+    d.add_argument("--window", type=int, help="default: the detector's (DetectorSettings.window)")
     d.add_argument("--json", action="store_true")
     d.add_argument(
         "--online",
@@ -133,6 +135,8 @@ def _detect(args: argparse.Namespace) -> int:
         read_history_csv,
     )
 
+    args.window = DetectorSettings.window if args.window is None else args.window
+    args.max_pvalue = DetectorSettings.max_pvalue if args.max_pvalue is None else args.max_pvalue
     if not 4 <= args.window <= 10_000:
         raise ConfigError(f"--window: {args.window} must be between 4 and 10000 (points per comparison window)")
     if not 0 < args.max_pvalue < 1:
