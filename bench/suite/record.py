@@ -216,23 +216,31 @@ def _notice(store, series: pd.DataFrame, n) -> dict:
     return json.loads(json.dumps(plain, default=lambda v: None if pd.isna(v) else v.item()))
 
 
+def _series_metrics(store, frame: pd.DataFrame):
+    """(series history, metric, its stored change points) for every watched metric of every series in
+    `frame`; the stored change points and annotations are read once, before the first."""
+    from bench.analysis.history.changes import WATCHED, series_keys
+
+    known = store.change_alerts()
+    notes = store.annotations()
+    for cluster, workload, gpus, config_key in series_keys(frame):
+        series = _series(store, cluster, workload, gpus, config_key, notes)
+        for metric in WATCHED:
+            yield series, metric, _known(known, cluster, workload, gpus, config_key, metric)
+
+
 def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
     """Change points this run confirmed in each of its series' history (from the series' newest annotated
     change on), stored once (news as pending); the notices this call found new, each with what differs
     in the environment across it. `run_changes` lists a run's notices again from the store."""
-    from bench.analysis.history.changes import WATCHED, series_keys, watch_series
+    from bench.analysis.history.changes import watch_series
 
-    known = store.change_alerts()
-    notes = store.annotations()
     notices = []
-    for cluster, workload, gpus, config_key in series_keys(frame):
-        series = _series(store, cluster, workload, gpus, config_key, notes)
-        for metric in WATCHED:
-            mine = _known(known, cluster, workload, gpus, config_key, metric)
-            rows, found = watch_series(series, metric, mine, suite_run_id)
-            for row in rows:
-                store.upsert_change(row)
-            notices += [_notice(store, series, n) for n in found]
+    for series, metric, mine in _series_metrics(store, frame):
+        rows, found = watch_series(series, metric, mine, suite_run_id)
+        for row in rows:
+            store.upsert_change(row)
+        notices += [_notice(store, series, n) for n in found]
     return notices
 
 
@@ -240,16 +248,11 @@ def run_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
     """Every notice of this run, read back from the stored change points of its series: the change points
     it confirmed and the recoveries it saw, the same however often the run is recorded (`watch_changes`
     first). What the report shows and the alert task sends (each only to the targets still lacking it)."""
-    from bench.analysis.history.changes import WATCHED, run_notices, series_keys
+    from bench.analysis.history.changes import run_notices
 
-    known = store.change_alerts()
-    notes = store.annotations()
     notices = []
-    for cluster, workload, gpus, config_key in series_keys(frame):
-        series = _series(store, cluster, workload, gpus, config_key, notes)
-        for metric in WATCHED:
-            mine = _known(known, cluster, workload, gpus, config_key, metric)
-            notices += [_notice(store, series, n) for n in run_notices(mine, suite_run_id)]
+    for series, _metric, mine in _series_metrics(store, frame):
+        notices += [_notice(store, series, n) for n in run_notices(mine, suite_run_id)]
     return notices
 
 
