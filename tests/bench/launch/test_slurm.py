@@ -185,3 +185,17 @@ def test_controller_down_mid_poll_is_unknown_then_collected_completed(cluster, t
     state, reason = wait(launcher, handle, 240, 1.0)
     result = collect(handle, state, reason, 2)
     assert result.ok, (result.reason, result.log_paths)
+
+
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_a_one_node_job_meets_on_loopback(cluster, tmp_path, datasets, backend):
+    """Every rank on the allocation's one node: the rendezvous listens on 127.0.0.1, not the node's address."""
+    launcher = build_launcher("slurm", slurm_env=cluster.env)
+    s = spec(tmp_path, datasets, steps=4, backend=backend)
+    s = s.model_copy(update={"ranks_per_node": 2, "oversubscribe": True})  # 2 ranks on a 1-core test node
+    handle = launcher.submit(s)
+    state, reason = wait(launcher, handle, 240, 0.5)
+    result = collect(handle, state, reason, 2)
+    assert result.ok, (result.reason, result.log_paths)
+    assert result.summary["hosts"] == ["node1"]
+    assert result.summary["rendezvous"]["host"] == "127.0.0.1"
