@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from bench.launch.lifetime import die_with_parent, read_line, watch_stdin
+from bench.launch.rendezvous import listen_addr_towards
 from bench.train.dist.store import SECRET_ENV
 from bench.train.slots import SLOT_ENV, SlotError, bind, plan_slot
 
@@ -25,9 +26,7 @@ def iface_towards(addr: str) -> str:
     """The local interface whose address routes to `addr`: Gloo must bind there."""
     import psutil
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((addr, 9))
-        local_ip = s.getsockname()[0]
+    local_ip = listen_addr_towards(addr)
     for name, addrs in psutil.net_if_addrs().items():
         if any(a.address == local_ip for a in addrs):
             return name
