@@ -35,7 +35,7 @@ class TrainScaleOperator(BaseOperator):
         from bench.launch.leftovers import submit_recorded
         from bench.suite.plan import run_spec
         from scalewatch.launchers import from_kwargs, launcher_kwargs
-        from scalewatch.triggers import SETTLE_S, RunStateTrigger
+        from scalewatch.triggers import RunStateTrigger, settle_seconds
 
         cfg = self._cfg()
         spec = run_spec(
@@ -56,8 +56,10 @@ class TrainScaleOperator(BaseOperator):
             handle["job_id"],
             spec.output_dir,
         )
+        settle = settle_seconds()
+        self.log.info("polling every %.0f s; no completion event before %.0f s after deferral", self.poll_s, settle)
         self.defer(
-            trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s, time.time() + SETTLE_S),
+            trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s, time.time() + settle),
             method_name="execute_complete",
             kwargs={"handle": handle, "launcher": self._launcher_kwargs},
             timeout=timedelta(seconds=cfg.time_limit_s + 300),
