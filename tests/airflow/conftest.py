@@ -201,6 +201,21 @@ def page(running_airflow, tmp_path):
         browser.close()
 
 
+def view_showing(page, text: str, timeout: float = 60):
+    """Where the page a nav link opened shows `text`: Airflow 3 embeds a plugin's page in an iframe (or
+    shows it whole). Polled until the text is there, never a fixed wait that a slow render outlasts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if page.locator("iframe").count():
+            frame = page.frame_locator("iframe").first
+            if frame.get_by_text(text).count():
+                return frame
+        elif page.get_by_text(text).count():
+            return page
+        page.wait_for_timeout(200)  # the poll's interval (Playwright's own clock), not an ordering sleep
+    raise TimeoutError(f"{text!r} not shown within {timeout} s")
+
+
 def login(page, url: str) -> None:
     page.goto(url + "/")
     page.locator("input[name=username]").fill("admin")

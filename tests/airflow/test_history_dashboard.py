@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from bench.store.db import ResultsStore
-from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login
+from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
 from tests.infra.history_seed import WEEKS, seed_year
 
 pytestmark = pytest.mark.slow
@@ -76,9 +76,8 @@ def test_the_dashboard_draws_what_the_store_holds_and_its_links_open(running_air
 def test_the_nav_link_opens_the_dashboard(running_airflow, seeded, page):
     login(page, running_airflow.url)
     page.get_by_role("link", name="Scaling history").first.click()
-    page.wait_for_timeout(1000)
-    view = page.frame_locator("iframe").first if page.locator("iframe").count() else page
-    view.get_by_role("heading", name="scalewatch: weekly history").wait_for(timeout=60_000)
+    view = view_showing(page, "scalewatch: weekly history")
+    assert view.get_by_role("heading", name="scalewatch: weekly history").count() == 1
     assert view.locator("section.panel").count() >= 2
 
 

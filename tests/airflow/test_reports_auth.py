@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.airflow.conftest import NOBODY_PASSWORD, login
+from tests.airflow.conftest import NOBODY_PASSWORD, login, view_showing
 
 pytestmark = pytest.mark.slow
 
@@ -102,13 +102,10 @@ def test_a_user_without_read_access_to_the_dag_is_refused(running_airflow, run_f
 def test_admin_opens_the_list_from_the_nav_link_and_a_report_in_chromium(running_airflow, run_folder, page):
     login(page, running_airflow.url)
     page.get_by_role("link", name="Scaling history").first.click()
-    page.wait_for_timeout(1000)
-    frame = page.frame_locator("iframe").first if page.locator("iframe").count() else page
+    frame = view_showing(page, "all reports")
     frame.get_by_role("link", name="all reports").first.click()
     frame.get_by_role("link", name="report", exact=True).first.click()
-    page.wait_for_timeout(1000)
-    texts = [page.content()] + [f.content() for f in page.frames]
-    assert any("scalewatch suite run: PASSED" in t for t in texts)
+    assert view_showing(page, "scalewatch suite run: PASSED")
 
 
 OUTSIDE_MARK = "sw-outside-secret-7f3a"  # a file outside the reports root: never in any answer

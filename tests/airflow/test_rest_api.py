@@ -26,6 +26,7 @@ SMALL = {
     "regression_tolerance": 1.0,
     "min_measure_s": 0,
     "max_step_time_spread": 100,
+    "probe_seconds": 0.5,  # the probe only has to run here; tests/bench/data judges its figures
 }
 
 
@@ -75,7 +76,9 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
         "gpus": [1, n],
         "oversubscribe": True,  # three ranks per core: the suite must name the contention it was told to allow
         "dataset_images": 16 * n,  # every shard must hold a batch
-        "min_scaling_efficiency": 0.6,
+        # 3 ranks a core reach ~0.3 of linear; 0.9 fails them even when the 1-rank baseline ran slowed by the
+        # tests beside this lane (scripts/test.sh): at 0.6 such a baseline could let them pass
+        "min_scaling_efficiency": 0.9,
         "slack_conn_id": "sw_slack",
         "smtp_conn_id": "sw_smtp",
         "email_to": ["oncall@example.com"],
@@ -155,9 +158,12 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
         wait_until(lambda: not slurm.queue(), 120)
         state = slurm.run("scontrol", "show", "job", job).stdout
         assert "JobState=CANCELLED" in state
-        from tests.infra.faults import any_pids
+        from tests.infra.faults import any_pids, cmdline
 
-        wait_until(lambda: not any_pids(b"bench.launch.rendezvous"), 30)  # nothing of the job outlives it
+        # nothing of the job outlives it (its rendezvous names the job's folder under this Airflow's home;
+        # other tests' rendezvous servers may run beside this lane: scripts/test.sh)
+        home = str(running_airflow.home).encode()
+        wait_until(lambda: not [p for p in any_pids(b"bench.launch.rendezvous") if home in cmdline(p)], 30)
         assert running_airflow.wait_run(run_id) == "failed"  # a cancelled scale is never a pass
         if not triggerer_up:
             sweep = running_airflow.get(f"{base}/cancel_leftover_runs/xcomEntries/return_value")

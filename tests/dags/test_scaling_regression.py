@@ -98,6 +98,7 @@ def run_dag(airflow_home, conf: dict, webhook: WebhookReceiver, smtp: SmtpReceiv
         "min_measure_s": 0,  # measurement rules are tested on their own; these runs exercise the DAG
         "max_step_time_spread": 100,
         "dataset_images": 48,
+        "probe_seconds": 0.5,  # the probe's figures are judged in tests/bench/data; here it only has to run
         "slack_conn_id": "sw_slack",
         "smtp_conn_id": "sw_smtp",
         "email_to": ["oncall@example.com"],
@@ -142,9 +143,10 @@ def test_clean_sweep_passes_without_alert(airflow_home):
 
 @pytest.mark.slow
 def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch):
-    # Three ranks per core cannot scale: the suite must say so, loudly.
+    # Three ranks per core cannot scale: the suite must say so, loudly. They reach ~0.3 of linear; the bound
+    # 0.9 fails them even against a 1-rank baseline slowed by tests in the other lane (scripts/test.sh).
     n = oversubscribed_ranks()
-    conf = {"gpus": [1, n], "oversubscribe": True, "dataset_images": 8 * n, "min_scaling_efficiency": 0.6}
+    conf = {"gpus": [1, n], "oversubscribe": True, "dataset_images": 8 * n, "min_scaling_efficiency": 0.9}
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com")
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, conf, webhook, smtp)
@@ -152,7 +154,7 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch)
     assert states["verdict"] == "failed" and states["evaluate"] == "success" and states["alert"] == "success"
     assert len(webhook.posts) == 1 and webhook.posts[0]["path"] == "/" + TOKEN
     text = webhook.posts[0]["json"]["text"]
-    assert f"ssd @ {n} GPUs: scaling_efficiency" in text and "bound 0.6" in text and "report.html" in text
+    assert f"ssd @ {n} GPUs: scaling_efficiency" in text and "bound 0.9" in text and "report.html" in text
     assert f"oversubscribed: {n} ranks on" in text  # the contention it was told to allow is named
     assert "Report: https://airflow.example.com/scalewatch/reports/" in text  # a link a recipient can open
     from urllib.parse import quote
@@ -173,12 +175,13 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch)
 
 @pytest.mark.slow
 def test_a_failing_scale_is_rerun_warm_and_synthetic_and_its_cause_checked(airflow_home):
-    # A bound no 2-rank CPU run meets: the confirm_causes task reruns both scales warm and synthetic
-    # through the launcher, one at a time, and the alert line carries what the reruns showed.
+    # A bound no 2-rank CPU run meets: against the linear ideal 2 ranks on these 2 cores reach ~0.85 at
+    # best, never 1.5 (against the node ceiling, 1.2 could be passed once that ceiling's run is slowed by
+    # the other lane). The confirm_causes task reruns both scales warm and synthetic through the launcher,
+    # one at a time, and the alert line carries what the reruns showed.
+    conf = {"gpus": [1, 2], "ideal": "linear", "min_scaling_efficiency": 1.5, "confirm_causes": True}
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
-        run, states = run_dag(
-            airflow_home, {"gpus": [1, 2], "min_scaling_efficiency": 1.2, "confirm_causes": True}, webhook, smtp
-        )
+        run, states = run_dag(airflow_home, conf, webhook, smtp)
     assert run.state == "failed" and states["confirm_causes"] == "success", states
     assert states["cancel_leftover_reruns"] == "success"
     out = next(d for d in (airflow_home / "sw" / "runs").iterdir() if (d / "ssd-2-warm").is_dir())

@@ -36,6 +36,11 @@ def train_pids(output_dir: Path, rank: int | None = None) -> list[int]:
     return pids
 
 
+def cmdline(pid: int) -> bytes:
+    """A process's NUL-separated argv (b"" once it has exited)."""
+    return _read(f"/proc/{pid}/cmdline")
+
+
 def any_pids(pattern: bytes) -> list[int]:
     return [
         int(e)

@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MUNGE_SOCKET_DIR = Path("/run/munge")
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -35,6 +33,11 @@ class SlurmCluster:
         return self.root / "slurm.conf"
 
     @property
+    def munge_socket(self) -> Path:
+        """Each cluster's own munged: two clusters at once (two pytest lanes) never share, or stop, one."""
+        return self.root / "munge" / "munge.socket.2"
+
+    @property
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": str(self.conf)}
 
@@ -50,6 +53,7 @@ class SlurmCluster:
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
+            f"AuthInfo=socket={self.munge_socket}",
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "SelectType=select/cons_tres",
@@ -119,10 +123,8 @@ class SlurmCluster:
         proc.wait()
 
     def _start_munge(self) -> None:
-        MUNGE_SOCKET_DIR.mkdir(parents=True, exist_ok=True, mode=0o755)
-        MUNGE_SOCKET_DIR.chmod(0o755)
-        if (MUNGE_SOCKET_DIR / "munge.socket.2").exists() and self._munge_ok():
-            return
+        self.munge_socket.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        self.munge_socket.parent.chmod(0o755)
         key = self.root / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
@@ -130,7 +132,7 @@ class SlurmCluster:
             [
                 "munged",
                 f"--key-file={key}",
-                f"--socket={MUNGE_SOCKET_DIR}/munge.socket.2",
+                f"--socket={self.munge_socket}",
                 f"--pid-file={self.root}/munged.pid",
                 f"--log-file={self.root}/munged.log",
                 f"--seed-file={self.root}/munged.seed",
@@ -139,10 +141,6 @@ class SlurmCluster:
             check=True,
         )
         self._owns_munge = True
-
-    def _munge_ok(self) -> bool:
-        done = subprocess.run("munge -n | unmunge", shell=True, capture_output=True)
-        return done.returncode == 0
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(list(argv), env=os.environ | self.env, capture_output=True, text=True, check=check)
