@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import torch
 
 from bench import __version__
+from bench.collective import Collective
 from bench.config import TrainConfig
 from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION
-from bench.train.dist import Dist
-from bench.train.slots import contention_summary
+from bench.slots import contention_summary
 
 LOSS_WINDOW = 3
 MIN_BANDWIDTH_WINDOW_S = 5.0  # an epoch-1 read rate over a shorter window is start-up, not storage
@@ -89,7 +89,7 @@ def mean(values: list[float | None]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, started: str) -> dict:
+def summarise(cfg: TrainConfig, dist: Collective, reports: list[dict], drop: str, started: str) -> dict:
     window = max(cfg.sample_interval_s, 1e-3)
     epochs, bytes_source, by_source = dataset_epochs(reports, window)
     hosts = sorted({r["host"] for r in reports})
