@@ -10,13 +10,13 @@ import contextlib
 import os
 from pathlib import Path
 
+from bench.collective import Collective
 from bench.metrics.sources.pagecache import dataset_files, read_method, resident_bytes
-from bench.train.dist import Dist
 
 EVICTION_LEFT_MAX = 0.02  # share of the dataset still resident after eviction that makes it "incomplete"
 
 
-def _on_each_node(dist: Dist, data: Path | None, done: str, act) -> str:
+def _on_each_node(dist: Collective, data: Path | None, done: str, act) -> str:
     """`act(files)` on one rank per node, then the worst status of all nodes: `done`, "incomplete"
     (act returned False: more than EVICTION_LEFT_MAX of the dataset not where it should be) or
     "not_permitted" (an OSError)."""
@@ -43,7 +43,7 @@ def _resident_share(files: list[tuple[Path, int]]) -> float | None:
     return sum(resident_bytes(path, size, method) for path, size in files) / total
 
 
-def drop_page_cache(dist: Dist, data: Path | None) -> str:
+def drop_page_cache(dist: Collective, data: Path | None) -> str:
     """Evict the dataset's pages from this node's page cache before epoch 1 (one rank per node).
 
     Per file (POSIX_FADV_DONTNEED), not the global drop_caches: dropping everything also evicts the
@@ -71,7 +71,7 @@ def drop_page_cache(dist: Dist, data: Path | None) -> str:
     return _on_each_node(dist, data, "done", evict)
 
 
-def warm_page_cache(dist: Dist, data: Path | None) -> str:
+def warm_page_cache(dist: Collective, data: Path | None) -> str:
     """Read every dataset file once before epoch 1 (one rank per node), so epoch 1 is served from the
     page cache: the differential rerun without storage. "warmed" only where all of it stayed resident."""
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import torch
 
 from bench import __version__
+from bench.collective import Collective
 from bench.config import TrainConfig
 from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION
-from bench.train.dist import Dist
-from bench.train.slots import contention_summary
+from bench.slots import contention_summary
 
 LOSS_WINDOW = 3
 MIN_BANDWIDTH_WINDOW_S = 5.0  # an epoch-1 read rate over a shorter window is start-up, not storage
@@ -89,26 +89,32 @@ def mean(values: list[float | None]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, started: str) -> dict:
-    window = max(cfg.sample_interval_s, 1e-3)
-    epochs, bytes_source, by_source = dataset_epochs(reports, window)
-    hosts = sorted({r["host"] for r in reports})
-    ram_per_host = {r["host"]: r["ram_bytes"] for r in reports}
-    ds_bytes = dataset_bytes(cfg)
-    aggregate_ram = int(sum(ram_per_host.values()))
-    risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
-    first = epochs[0] if epochs else None
-    note = bandwidth_note(first, cfg.synthetic, risk, drop)
-    bandwidth_valid = first is not None and not cfg.synthetic and note == ""
+def summarise(cfg: TrainConfig, dist: Collective, reports: list[dict], drop: str, started: str) -> dict:
+    """The run's summary (SUMMARY_SCHEMA_VERSION, docs/schemas.md) from every rank's report, in rank order."""
+    epochs, bytes_source, by_source = dataset_epochs(reports, max(cfg.sample_interval_s, 1e-3))
     samples = [s for r in reports for s in r["samples"] if s.get("phase") == "train"]
-    loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
-    all_losses = [r["losses"] for r in reports]
-    per_rank = [{k: r[k] for k in (*RANK_FIELDS, *RANK_GPU_FIELDS)} for r in reports]
-    gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "valid": True,
         "status": "success",
+        **_setup(cfg, dist, reports),
+        **_measured(cfg, reports, epochs),
+        "epochs": epochs,
+        "per_rank": [{k: r[k] for k in (*RANK_FIELDS, *RANK_GPU_FIELDS)} for r in reports],
+        "utilisation": _utilisation(reports, samples),
+        "storage": _storage(cfg, reports, epochs[0] if epochs else None, drop, bytes_source, by_source),
+        **_losses(reports),
+        "versions": _versions(),
+        "environment": [r["node_fingerprint"] for r in reports if r.get("node_fingerprint")],
+        "run_nonce": cfg.run_nonce,
+        "started_at": started,
+        "ended_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def _setup(cfg: TrainConfig, dist: Collective, reports: list[dict]) -> dict:
+    """What ran, and where: the workload and its options, the ranks, how they met and what they shared."""
+    return {
         "workload": cfg.workload,
         "preset": cfg.preset,
         "loader": "synthetic" if cfg.synthetic else cfg.loader,
@@ -119,10 +125,16 @@ def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, star
         "rendezvous": dist.rendezvous,  # where the ranks met: {host, port, interface}; null for one rank
         # Ranks that shared cores or a GPU they were not told to share: every figure is INCONCLUSIVE.
         "contention": contention_summary([r["slot"] for r in reports]),
-        "hosts": hosts,
+        "hosts": sorted({r["host"] for r in reports}),
         "device": dist.device.type,
         "precision": reports[0]["precision"],
         "compile": cfg.compile,
+    }
+
+
+def _measured(cfg: TrainConfig, reports: list[dict], epochs: list[dict]) -> dict:
+    """The measured window and its rates: steps, seconds, images/s (summed over ranks) and epoch times."""
+    return {
         # Steps the fp16 GradScaler skipped (inf/NaN gradients; warm-up included): null without a scaler.
         "scaler_skipped_steps": _max_or_none([r["scaler_skipped_steps"] for r in reports]),
         # The scale's allreduce probe (bench.train.dist.probe): null on one rank and on independent copies.
@@ -138,38 +150,55 @@ def summarise(cfg: TrainConfig, dist: Dist, reports: list[dict], drop: str, star
         "images_per_s_per_rank": [float(r["images_per_s"]) for r in reports],
         "epoch_time_s": float(statistics.median(e["seconds"] for e in epochs)),
         "first_epoch_time_s": float(epochs[0]["seconds"]),
-        "epochs": epochs,
-        "per_rank": per_rank,
-        "utilisation": {
-            "cpu_util": mean([s.get("cpu_util") for s in samples]),
-            "slot_cpu_util": mean([s.get("slot_cpu_util") for s in samples]),
-            "mem_util": mean([s.get("mem_util") for s in samples]),
-            "gpu_util": mean([s.get("gpu_util") for s in samples]),
-            # GPU kernel time over the wall time of a profiled window of measured steps
-            # (timing.GpuBusyWindow), mean over ranks; null with the reason on a CPU node ("no GPU") or
-            # where a rank's profiler gave no figure.
-            "gpu_busy_share": _mean_all([r["gpu_busy_share"] for r in reports]),
-            "gpu_busy_note": busy_note(reports),
-            "gpu_mem_util": mean([s.get("gpu_mem_util") for s in samples]),
-            "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
-        },
-        "storage": {
-            "dataset_bytes": ds_bytes,
-            "aggregate_ram_bytes": aggregate_ram,
-            "cache_risk": risk,
-            "drop_caches": drop,
-            "first_epoch_avg_read_mb_s": None if cfg.synthetic else first["avg_read_mb_s"],
-            "first_epoch_peak_read_mb_s": None if cfg.synthetic else first["peak_read_mb_s"],
-            "bandwidth_valid": bandwidth_valid,
-            "bandwidth_note": note,
-            "bytes_source": None if cfg.synthetic else bytes_source,
-            "first_epoch_bytes_by_source": by_source,
-        },
+    }
+
+
+def _utilisation(reports: list[dict], samples: list[dict]) -> dict:
+    """Means of the ranks' training-phase samples, the GPU busy share and the GPU memory peak."""
+    gpu_mem = [s.get("gpu_mem_used_bytes") for s in samples if s.get("gpu_mem_used_bytes") is not None]
+    return {
+        "cpu_util": mean([s.get("cpu_util") for s in samples]),
+        "slot_cpu_util": mean([s.get("slot_cpu_util") for s in samples]),
+        "mem_util": mean([s.get("mem_util") for s in samples]),
+        "gpu_util": mean([s.get("gpu_util") for s in samples]),
+        # GPU kernel time over the wall time of a profiled window of measured steps
+        # (timing.GpuBusyWindow), mean over ranks; null with the reason on a CPU node ("no GPU") or
+        # where a rank's profiler gave no figure.
+        "gpu_busy_share": _mean_all([r["gpu_busy_share"] for r in reports]),
+        "gpu_busy_note": busy_note(reports),
+        "gpu_mem_util": mean([s.get("gpu_mem_util") for s in samples]),
+        "gpu_mem_peak_bytes": max(gpu_mem) if gpu_mem else None,
+    }
+
+
+def _storage(
+    cfg: TrainConfig, reports: list[dict], first: dict | None, drop: str, bytes_source: str, by_source: dict[str, float]
+) -> dict:
+    """Epoch 1's read rates from storage, and whether they are a storage figure at all (the dataset
+    against the nodes' RAM, the page cache's preparation `drop`, the window's length)."""
+    ds_bytes = dataset_bytes(cfg)
+    aggregate_ram = int(sum({r["host"]: r["ram_bytes"] for r in reports}.values()))  # once per host
+    risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
+    note = bandwidth_note(first, cfg.synthetic, risk, drop)
+    return {
+        "dataset_bytes": ds_bytes,
+        "aggregate_ram_bytes": aggregate_ram,
+        "cache_risk": risk,
+        "drop_caches": drop,
+        "first_epoch_avg_read_mb_s": None if cfg.synthetic else first["avg_read_mb_s"],
+        "first_epoch_peak_read_mb_s": None if cfg.synthetic else first["peak_read_mb_s"],
+        "bandwidth_valid": first is not None and not cfg.synthetic and note == "",
+        "bandwidth_note": note,
+        "bytes_source": None if cfg.synthetic else bytes_source,
+        "first_epoch_bytes_by_source": by_source,
+    }
+
+
+def _losses(reports: list[dict]) -> dict:
+    """The mean loss over every rank's first and last few steps (LOSS_WINDOW, at most half of them)."""
+    loss_n = min(LOSS_WINDOW, max(1, len(reports[0]["losses"]) // 2))
+    all_losses = [r["losses"] for r in reports]
+    return {
         "loss_first": float(statistics.fmean(x for ls in all_losses for x in ls[:loss_n])),
         "loss_last": float(statistics.fmean(x for ls in all_losses for x in ls[-loss_n:])),
-        "versions": _versions(),
-        "environment": [r["node_fingerprint"] for r in reports if r.get("node_fingerprint")],
-        "run_nonce": cfg.run_nonce,
-        "started_at": started,
-        "ended_at": datetime.now(UTC).isoformat(),
     }

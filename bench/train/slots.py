@@ -4,6 +4,10 @@ Production gives each rank one GPU and the CPU cores local to that GPU's NUMA no
 for DALI); a CPU node gives each rank `cpus_per_rank` cores. A rank and every thread it starts (torch
 intra-op, DALI or DataLoader workers) then run inside its slot, so a scale measures the
 infrastructure, not ranks competing for the cores the suite itself handed out twice.
+
+What the ranks' slots say about each other (Peer, contention, the core-list format) lives in
+bench.slots, which the summary and the verdicts read without importing training; its names are
+re-exported here for the importers that know them from this module.
 """
 
 from __future__ import annotations
@@ -14,6 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.errors import LaunchError
+from bench.slots import Peer as Peer
+from bench.slots import contention as contention
+from bench.slots import contention_summary as contention_summary
+from bench.slots import cpu_ranges as cpu_ranges
+from bench.slots import parse_cpulist as parse_cpulist
 
 SLOT_ENV = "SCALEWATCH_SLOT"  # the rank wrapper tells its training process what it was given
 # Even with `oversubscribe`, a node never runs more than this many ranks per core: past that a
@@ -90,17 +99,6 @@ def gpu_numa_cpus() -> list[tuple[int | None, list[int]]]:
     finally:
         pynvml.nvmlShutdown()
     return out
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """`0-3,8,10-11` -> [0, 1, 2, 3, 8, 10, 11] (the kernel's list format)."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 def plan_slot(
@@ -193,75 +191,6 @@ def bind_all_threads(cpus: set[int] | list[int] | tuple[int, ...]) -> None:
             continue
 
 
-def cpu_ranges(cpus: list[int] | tuple[int, ...] | set[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2,5' (the kernel's list format, as a note shows it)."""
-    out: list[str] = []
-    for cpu in sorted(set(cpus)):
-        if out and cpu == int(out[-1].rpartition("-")[2]) + 1:
-            out[-1] = f"{out[-1].partition('-')[0]}-{cpu}"
-        else:
-            out.append(str(cpu))
-    return ",".join(out)
-
-
-@dataclass(frozen=True)
-class Peer:
-    """What one rank runs on, as exchanged at start: enough to see two ranks fighting over a core or GPU."""
-
-    rank: int
-    host: str
-    cpus: tuple[int, ...]
-    threads: int  # torch intra-op threads the rank asks for
-    gpu: str | None  # the GPU's identity (UUID where known): indices differ under CUDA_VISIBLE_DEVICES
-    planned: bool = False  # the suite's launcher placed it, in a run that allowed oversubscription
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Peer:
-        """A peer as exchanged (JSON): its fields, with the cores as a tuple again."""
-        return cls(
-            d["rank"], str(d["host"]), tuple(int(c) for c in d["cpus"]), int(d["threads"]), d["gpu"], bool(d["planned"])
-        )
-
-
-def contention(peers: list[Peer]) -> dict[int, dict]:
-    """Per rank: `shared_with` (ranks on its host whose cores or GPU overlap its own), `oversubscribed`
-    (shared, or its host's ranks ask for more threads than their cores) and a `contention` note naming
-    the ranks and cores ("" when none, or when the sharing was the suite's own oversubscribe)."""
-    out: dict[int, dict] = {}
-    by_host: dict[str, list[Peer]] = {}
-    for p in peers:
-        by_host.setdefault(p.host, []).append(p)
-    for host, group in by_host.items():
-        union = sorted({c for p in group for c in p.cpus})
-        threads = sum(p.threads for p in group)
-        too_many = threads > len(union)
-        for p in group:
-            notes: list[str] = []
-            shared = []
-            for q in group:
-                if q.rank == p.rank:
-                    continue
-                cores = sorted(set(p.cpus) & set(q.cpus))
-                same_gpu = p.gpu is not None and p.gpu == q.gpu
-                if cores or same_gpu:
-                    shared.append(q.rank)
-                pair = f"ranks {min(p.rank, q.rank)} and {max(p.rank, q.rank)} on {host}"  # the same words on both
-                if cores:
-                    notes.append(f"{pair} share cores {cpu_ranges(cores)}")
-                if same_gpu:
-                    notes.append(f"{pair} share GPU {p.gpu}")
-            if too_many:
-                ranks = ", ".join(str(q.rank) for q in sorted(group, key=lambda q: q.rank))
-                who = f"ranks {ranks} on {host} run" if len(group) > 1 else f"rank {p.rank} on {host} runs"
-                notes.append(f"{who} {threads} threads on {len(union)} core(s) {cpu_ranges(union)}")
-            out[p.rank] = {
-                "shared_with": sorted(shared),
-                "oversubscribed": bool(shared) or too_many,
-                "contention": "" if p.planned else "; ".join(notes),
-            }
-    return out
-
-
 def auto_slot(me: Peer, peers: list[Peer]) -> tuple[int, ...]:
     """`--bind auto`: the cores this rank takes when its host's ranks were started unpinned.
 
@@ -274,9 +203,3 @@ def auto_slot(me: Peer, peers: list[Peer]) -> tuple[int, ...]:
     position = [p.rank for p in group].index(me.rank)
     per_rank = max(1, len(me.cpus) // len(group))
     return plan_slot(me.host, position, len(group), per_rank, True, allowed=list(me.cpus), gpus=[]).cpus
-
-
-def contention_summary(slots: list[dict]) -> str:
-    """The ranks' contention notes as one line, each note once (both ranks of a pair name it)."""
-    notes = [n for slot in slots for n in (slot.get("contention") or "").split("; ") if n]
-    return "; ".join(dict.fromkeys(notes))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import Thresholds
-from bench.train.slots import contention_summary
+from bench.slots import contention_summary
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 # measured_s may fall short of min_measure_s by this much (timer granularity between ranks) and still count

@@ -17,15 +17,8 @@ from dataclasses import asdict
 import torch
 
 from bench.errors import RunFailed
-from bench.train.slots import (
-    Peer,
-    auto_slot,
-    bind_all_threads,
-    contention,
-    planned_slot,
-    recorded_slot,
-    usable_cpus,
-)
+from bench.slots import Peer, contention
+from bench.train.slots import auto_slot, bind_all_threads, planned_slot, recorded_slot, usable_cpus
 
 MAX_EXCHANGE_BYTES = 64 << 20  # a rank's end-of-run report is tens of kilobytes
 

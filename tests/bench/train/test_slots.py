@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.train.slots import SlotError, check_capacity, parse_cpulist, plan_slot
+from bench.slots import parse_cpulist
+from bench.train.slots import SlotError, check_capacity, plan_slot
 
 # Two NUMA nodes of 8 cores, two GPUs on each (the shape of a 4-GPU server).
 FOUR_GPUS = [(0, list(range(0, 8))), (0, list(range(0, 8))), (1, list(range(8, 16))), (1, list(range(8, 16)))]
@@ -51,7 +52,7 @@ def test_capacity_check_and_cpulist_parsing():
 
 
 def test_contention_names_ranks_cores_gpus_and_threads():
-    from bench.train.slots import Peer, contention, contention_summary
+    from bench.slots import Peer, contention, contention_summary
 
     peers = [
         Peer(0, "n1", (0, 1), 2, None),
@@ -79,7 +80,8 @@ def test_contention_names_ranks_cores_gpus_and_threads():
 
 
 def test_bind_auto_splits_a_shared_set_by_rank_order():
-    from bench.train.slots import Peer, auto_slot
+    from bench.slots import Peer
+    from bench.train.slots import auto_slot
 
     peers = [Peer(r, "n1", (0, 1, 2, 3), 4, None) for r in (4, 5)] + [Peer(6, "n2", (0, 1, 2, 3), 4, None)]
     assert auto_slot(peers[0], peers) == (0, 1) and auto_slot(peers[1], peers) == (2, 3)
@@ -104,3 +106,11 @@ def test_block_plan_places_ranks_like_horovod():
     assert [tuple(getattr(s, f) for f in fields) for s in block_plan(full, 5)] == [
         tuple(getattr(s, f) for f in fields) for s in host_plan(full, 5)
     ]
+
+
+def test_slot_facts_live_low_and_stay_importable_from_train_slots():
+    import bench.slots
+    import bench.train.slots
+
+    for name in ("Peer", "contention", "contention_summary", "cpu_ranges", "parse_cpulist"):
+        assert getattr(bench.train.slots, name) is getattr(bench.slots, name)
