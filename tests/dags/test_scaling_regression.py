@@ -115,6 +115,7 @@ def test_a_conf_key_the_suite_does_not_know_fails_before_anything_runs(airflow_h
     assert states["stage_dataset"] != "success" and states["train"] != "success", states
 
 
+@pytest.mark.rates
 @pytest.mark.slow
 def test_clean_sweep_passes_without_alert(airflow_home):
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:

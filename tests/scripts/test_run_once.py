@@ -12,7 +12,7 @@ import pytest
 
 from tests.dags.conftest import ROOT, airflow_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
 LINE_BUDGET = 60
 

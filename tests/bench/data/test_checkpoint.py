@@ -74,6 +74,7 @@ class OneRank:
         return [obj]
 
 
+@pytest.mark.rates
 @pytest.mark.slow
 def test_write_bandwidth_matches_a_blkio_write_throttle(store):
     rate = 4_000_000
@@ -91,6 +92,7 @@ def test_write_bandwidth_matches_a_blkio_write_throttle(store):
     assert doc["cleanup"] == {"removed": 4, "left": []} and not ours(store)
 
 
+@pytest.mark.rates
 @pytest.mark.slow
 def test_cold_read_bandwidth_matches_a_blkio_read_throttle(store):
     rate = 6_000_000

@@ -46,6 +46,7 @@ def recording_fio(folder: Path) -> dict:
     return os.environ | {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
 
 
+@pytest.mark.rates
 def test_probe_climbs_parallelism_and_reports_a_ceiling(staged, tmp_path):
     jobs = tmp_path / "fio"
     done = cli("--path", str(staged), "--max-jobs", "4", "--seconds", "1", "--json", env=recording_fio(jobs))
@@ -117,6 +118,7 @@ def test_bad_flags_exit_2_naming_them(staged):
         assert done.returncode == 2 and named in done.stderr
 
 
+@pytest.mark.rates
 @pytest.mark.slow
 def test_ceiling_matches_a_blkio_throttle(staged):
     rate = 16 * 1024 * 1024
@@ -129,6 +131,7 @@ def test_ceiling_matches_a_blkio_throttle(staged):
     assert all(lv["mb_s"] <= rate / 1e6 * 1.10 for lv in doc["levels"])
 
 
+@pytest.mark.rates
 @pytest.mark.slow
 def test_the_best_level_is_read_twice_and_the_ceiling_is_the_better_read(staged, tmp_path):
     """The first read runs under a real blkio throttle (a busy neighbour on a shared disk), the second

@@ -8,8 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bench.metrics.sources.interference import InterferenceSource
 from tests.infra.faults import cpu_seconds, wait_for
+
+pytestmark = pytest.mark.rates
 
 SPIN = "import time\nt = time.time()\nwhile time.time() - t < 30: pass\n"
 # What each spinner must have run on the core inside the sampled window: the window ends on this, not

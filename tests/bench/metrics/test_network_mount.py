@@ -80,6 +80,7 @@ def test_cold_epoch_counts_the_true_bytes_and_a_warm_epoch_none(mount, tmp_path)
     assert storage["first_epoch_bytes_by_source"]["procio"] < 0.5 * true_bytes
 
 
+@pytest.mark.rates
 def test_bytes_stay_true_and_the_timeline_steady_under_a_tc_limit_on_the_servers_link(mount, tmp_path):
     """Under a `tc` rate limit the counter still sees exactly the dataset, epoch 1's MB/s is the link's
     rate (within 10%: TCP and SSH framing take about 5% of it), and the timeline is a steady rate, not
@@ -105,6 +106,7 @@ def sshd_tree(hosts: SshHosts) -> list[int]:
     return [master.pid, *(c.pid for c in master.children(recursive=True))]
 
 
+@pytest.mark.rates
 def test_a_warm_server_cache_is_labelled_cache_served_not_disk_bandwidth(mount, tmp_path):
     """The server's disk is throttled; fio's cold ceiling through the mount finds that limit. With the
     server's cache warm and the client's cold, epoch 1 sees every byte at a rate that disk cannot give:

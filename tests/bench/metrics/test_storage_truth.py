@@ -61,6 +61,7 @@ def evict_libraries() -> int:
     return count
 
 
+@pytest.mark.rates
 def test_cold_libraries_and_cold_dataset_count_only_the_dataset(big_dataset, tmp_path):
     data, true_bytes = big_dataset
     assert evict_libraries() > 10
@@ -81,6 +82,7 @@ def test_warm_first_epoch_is_never_reported_as_storage_bandwidth(big_dataset, tm
     assert summary["storage"]["bandwidth_note"].startswith("cache-distorted: storage served")
 
 
+@pytest.mark.rates
 def test_measured_average_matches_a_blkio_throttle(big_dataset, tmp_path):
     data, true_bytes = big_dataset
     rate = 10 * 1024 * 1024  # 60 MB in ~6 s: long enough for a rate

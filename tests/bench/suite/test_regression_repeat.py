@@ -19,7 +19,7 @@ from tests.bench.analysis.verdict.test_bottleneck import config as sweep_config
 from tests.bench.analysis.verdict.test_bottleneck import sweep
 from tests.infra.faults import cpu_quota, train_pids, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
 NOT_REGRESSED = "ExpectThroughputNotRegressed"
 

@@ -215,6 +215,7 @@ PROBE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.rates
 @pytest.mark.slow
 def test_the_allreduce_probe_sends_the_models_gradients_in_ddps_buckets():
     r0, r1 = run_two(PROBE_SCRIPT)

@@ -96,6 +96,7 @@ def test_alert_links_the_report_and_the_run_through_the_public_base_url():
 TRICKLE_DEADLINE_S = 3.0
 
 
+@pytest.mark.rates
 def test_a_trickling_webhook_is_cut_at_the_total_deadline_and_the_email_still_goes(monkeypatch):
     """One byte a second never trips a per-read timeout (the socket's, set from the deadline, is longer):
     a 41-byte answer would take 41 s, as one byte every 4 s held `notify` 48 s and more before. The whole
