@@ -3,66 +3,14 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import numpy as np
 import pandas as pd
 
 from bench.errors import ResultsInputError
-
-FRAME_SCHEMA_VERSION = 5
-KEY = ("suite_run_id", "workload", "gpus")
-METRICS = (
-    "throughput_img_s",
-    "throughput_ci_low",
-    "throughput_ci_high",
-    "measured_s",
-    "min_measure_s",
-    "step_time_spread",
-    "epoch_time_s",
-    "first_epoch_time_s",
-    "avg_read_mb_s",
-    "peak_read_mb_s",
-    "gpu_util",
-    "gpu_mem_util",
-    "cpu_util",
-    "mem_util",
-    "bytes_from_storage",
-    "bytes_consumed",
-    "dataset_bytes",
-    "data_wait_share",
-    "compute_share",
-    "comm_share",
-    "au",
-    "gpu_busy_share",
-    "straggler_gap",
-)
-COLUMNS = (
-    *KEY,
-    "state",
-    "valid",
-    *METRICS,
-    "cache_risk",
-    "cache_served",
-    "bandwidth_valid",
-    "bandwidth_note",
-    "bytes_source",
-    "drop_caches",
-    "oversubscribed",
-    "slots",
-    "slowest_rank",
-    "slowest_host",
-    "rank_breakdown",
-    "launcher",
-    "backend",
-    "precision",
-    "config_key",
-    "cluster",
-    "started_at",
-    "reason",
-    "versions",
-    "schema_version",
-)
-
+from bench.results.schema import COLUMNS, FRAME_SCHEMA_VERSION, METRICS
+from bench.results.schema import KEY as KEY  # the frame's key, for its readers
 
 CONFIG_KEY_FIELDS = (
     "launcher",
@@ -223,8 +171,6 @@ def _measurement(s: dict) -> dict:
 
 def breakdown_columns(s: dict) -> dict:
     """The scale's step-time shares (mean over ranks), AU, and its straggler (schema v3 summaries)."""
-    from bench.analysis.verdict.bottleneck import straggler
-
     ranks = [r for r in s["per_rank"] if r.get("breakdown")]
     if not ranks:
         return {}
@@ -251,6 +197,21 @@ def breakdown_columns(s: dict) -> dict:
         "slowest_host": slow["host"],
         "rank_breakdown": json.dumps(per_rank),
     }
+
+
+def work_rate(r: dict) -> float:
+    """A rank's images per second of its own time: step time minus its exposed communication wait."""
+    own = max(float(r["measured_s"]) - float(r.get("comm_s", 0.0)), 1e-9)
+    return float(r["images"]) / own
+
+
+def straggler(per_rank: list[dict]) -> dict:
+    """The rank with the lowest work rate and its gap below the median (0 with one rank)."""
+    rates = [work_rate(r) for r in per_rank]
+    median = statistics.median(rates)
+    i = int(np.argmin(rates))
+    gap = 1.0 - rates[i] / median if median > 0 and len(rates) > 1 else 0.0
+    return {"rank": int(per_rank[i]["rank"]), "host": str(per_rank[i]["host"]), "gap": float(gap)}
 
 
 def build_frame(rows: list[dict]) -> pd.DataFrame:

@@ -26,81 +26,28 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from bench.analysis.frame import COLUMNS, KEY, METRICS
-from bench.analysis.verdict.ceilings import CEILING_FLOATS, CEILING_LABELS
-from bench.analysis.verdict.differential import FIGURES as DIFFERENTIAL_FIGURES
-from bench.analysis.verdict.differential import LABELS as DIFFERENTIAL_LABELS
-from bench.analysis.verdict.sizing import SIZING_COUNTS, SIZING_FLOATS
 from bench.errors import ConfigError
+from bench.results.schema import ALERTED, CHANGE_KEY, KEY, METRICS, PENDING, RESULT_COLUMNS, STORE_KEY, Column
 
 metadata = sa.MetaData()
 
-_TEXT = {
-    "config_key",
-    "suite_run_id",
-    "workload",
-    "state",
-    "drop_caches",
-    "launcher",
-    "cluster",
-    "started_at",
-    "reason",
-    "versions",
-    "slots",
-    "verdict",
-    "inconclusive_reason",
-    "slowest_host",
-    "rank_breakdown",
-    "bottleneck",
-    "bottleneck_evidence",
-    "bytes_source",
-    "bandwidth_note",
-    "backend",
-    "precision",
-}
-_BOOL = {"valid", "cache_risk", "cache_served", "bandwidth_valid", "accepted", "oversubscribed", "borderline"}
+_SQL_TYPES = {"int": sa.Integer, "float": sa.Float, "bool": sa.Boolean, "text": sa.Text}
 
+
+def _results_column(c: Column) -> sa.Column:
+    if c.name == "dag_id":  # '' for `bench sweep`: part of the key since revision 0008
+        return sa.Column(c.name, sa.Text, nullable=False, server_default="")
+    return sa.Column(c.name, _SQL_TYPES[c.dtype], nullable=c.name not in KEY)
+
+
+# Every stored column of bench/results/schema.py, in its order; the schema's revisions are Alembic's.
 results_table = sa.Table(
     "results",
     metadata,
-    *(
-        sa.Column(
-            c,
-            sa.Integer
-            if c in ("gpus", "schema_version", "slowest_rank")
-            else sa.Boolean
-            if c in _BOOL
-            else sa.Text
-            if c in _TEXT
-            else sa.Float,
-            nullable=c not in KEY,
-        )
-        for c in COLUMNS
-    ),
-    sa.Column("scaling_efficiency", sa.Float),
-    sa.Column("scaling_efficiency_ci_low", sa.Float),
-    sa.Column("scaling_efficiency_ci_high", sa.Float),
-    sa.Column("bandwidth_efficiency", sa.Float),
-    sa.Column("verdict", sa.Text),
-    sa.Column("inconclusive_reason", sa.Text),
-    sa.Column("borderline", sa.Boolean),
-    sa.Column("passed", sa.Boolean),
-    sa.Column("failed_expectations", sa.Text),
-    sa.Column("accepted", sa.Boolean),
-    sa.Column("bottleneck", sa.Text),
-    sa.Column("bottleneck_evidence", sa.Text),
-    sa.Column("repeat_img_s", sa.Float),  # a suspected regression's second run (revision 0013)
-    *(sa.Column(c, sa.Float) for c in DIFFERENTIAL_FIGURES),
-    *(sa.Column(c, sa.Text) for c in DIFFERENTIAL_LABELS),
-    *(sa.Column(c, sa.Float) for c in SIZING_FLOATS),
-    *(sa.Column(c, sa.Float) for c in CEILING_FLOATS),
-    *(sa.Column(c, sa.Text) for c in CEILING_LABELS),
-    *(sa.Column(c, sa.Integer) for c in SIZING_COUNTS),
-    # the suite DAG that wrote the row ('' for `bench sweep`): part of the key since revision 0008
-    sa.Column("dag_id", sa.Text, nullable=False, server_default=""),
-    sa.PrimaryKeyConstraint("dag_id", *KEY, name="results_pkey"),
+    *(_results_column(c) for c in RESULT_COLUMNS if c.stored),
+    sa.PrimaryKeyConstraint(*STORE_KEY, name="results_pkey"),
 )
-RESULTS_KEY = ["dag_id", *KEY]
+RESULTS_KEY = list(STORE_KEY)
 
 probes_table = sa.Table(
     "storage_probes",
@@ -136,16 +83,12 @@ SUITE_RUNS_KEY = ["dag_id", "suite_run_id"]
 change_alerts_table = sa.Table(
     "change_alerts",
     metadata,
-    *(
-        sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True)
-        for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
-    ),
+    *(sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True) for c in CHANGE_KEY),
     *(sa.Column(c, sa.Text) for c in ("changed_in", "detected_at", "detected_in")),
     *(sa.Column(c, sa.Float) for c in ("before", "after", "change", "pvalue")),
     *(sa.Column(c, sa.Text) for c in ("state", "recovered_at", "recovered_in")),
     sa.Column("size", sa.Float),
 )
-CHANGE_KEY = ["cluster", "workload", "gpus", "config_key", "metric", "changed_at"]
 
 # Each suite run's environment fingerprint, one row per field (bench.env.fingerprint): Alembic 0009.
 run_environment_table = sa.Table(
@@ -164,10 +107,7 @@ ENVIRONMENT_KEY = ["dag_id", "suite_run_id", "field"]
 change_deliveries_table = sa.Table(
     "change_deliveries",
     metadata,
-    *(
-        sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True)
-        for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
-    ),
+    *(sa.Column(c, sa.Integer if c == "gpus" else sa.Text, primary_key=True) for c in CHANGE_KEY),
     sa.Column("notice", sa.Text, primary_key=True),
     sa.Column("target", sa.Text, primary_key=True),
     sa.Column("sent_at", sa.Text),
@@ -182,10 +122,7 @@ annotations_table = sa.Table(
     "annotations",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    *(
-        sa.Column(c, sa.Integer if c == "gpus" else sa.Text, nullable=False)
-        for c in ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
-    ),
+    *(sa.Column(c, sa.Integer if c == "gpus" else sa.Text, nullable=False) for c in CHANGE_KEY),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("note", sa.Text, nullable=False),
     sa.Column("author", sa.Text, nullable=False, server_default=""),
@@ -668,8 +605,6 @@ class ResultsStore:
         now reached every one of `targets` (the suite's alert targets) turns from pending to alerted. One
         transaction; marking twice changes nothing."""
         from datetime import UTC, datetime
-
-        from bench.analysis.history.changes import ALERTED, PENDING
 
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows = [

@@ -23,11 +23,11 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from bench.config import NAME_RE, WORKLOADS, Frozen
+from bench.results.schema import SERIES_KEY as SERIES_KEY  # a series: its change points and annotations
 
 MAX_NOTE_CHARS = 2000
 Kind = Literal["expected", "explained"]
 KINDS: tuple[str, ...] = ("expected", "explained")
-SERIES_KEY = ("cluster", "workload", "gpus", "config_key")
 _MARKUP = re.compile(r"<\s*[A-Za-z!/?]|&[A-Za-z#][A-Za-z0-9]*;")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

@@ -31,6 +31,7 @@ from bench.analysis.history.detect import (
     outliers,
     same_change,
 )
+from bench.results.schema import ALERTED, CHANGE_KEY, PENDING, RECORDED, RECOVERED, RECOVERY
 
 # Figures watched over time; all are better when higher. The label is what an alert calls it.
 WATCHED = {
@@ -38,10 +39,7 @@ WATCHED = {
     "scaling_efficiency": "scaling efficiency",
     "avg_read_mb_s": "avg epoch-1 read MB/s",
 }
-# pending: news not yet delivered to every alert target; alerted: delivered to all of them (revision 0014)
-PENDING, ALERTED, RECORDED, RECOVERED, RECOVERY = "pending", "alerted", "recorded", "recovered", "recovery"
 NEWS = (PENDING, ALERTED)  # a change point that is (or was) sent: a regression among them can recover
-CHANGE_KEY = ("cluster", "workload", "gpus", "config_key", "metric", "changed_at")
 
 
 def step_size(size: float | None, change: float) -> float:

@@ -36,6 +36,10 @@ import statistics
 import numpy as np
 import pandas as pd
 
+# The frame names the straggler (straggler_gap, slowest_rank); the rules read the same work rate.
+from bench.analysis.frame import straggler as straggler
+from bench.analysis.frame import work_rate
+
 CAUSES = (
     "storage",
     "input_cpu",
@@ -70,20 +74,6 @@ def host_bound(row: dict) -> str | None:
         f"AU {_pct(float(row.get('au') or 0.0))}: the host side of the step (Python, kernel launches, "
         "the optimizer) limits it"
     )
-
-
-def work_rate(r: dict) -> float:
-    own = max(float(r["measured_s"]) - float(r.get("comm_s", 0.0)), 1e-9)
-    return float(r["images"]) / own
-
-
-def straggler(per_rank: list[dict]) -> dict:
-    """The rank with the lowest work rate and its gap below the median (0 with one rank)."""
-    rates = [work_rate(r) for r in per_rank]
-    median = statistics.median(rates)
-    i = int(np.argmin(rates))
-    gap = 1.0 - rates[i] / median if median > 0 and len(rates) > 1 else 0.0
-    return {"rank": int(per_rank[i]["rank"]), "host": str(per_rank[i]["host"]), "gap": float(gap)}
 
 
 def _stands_out(ranks: list[dict], base_data_wait: float, threshold: float) -> bool:

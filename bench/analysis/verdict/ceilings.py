@@ -32,6 +32,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+# The columns the ceilings add to the results frame (stored, shown, judged), and the allreduce probe's.
+from bench.results.schema import CEILING_FLOATS as CEILING_FLOATS
+from bench.results.schema import CEILING_LABELS as CEILING_LABELS
+from bench.results.schema import PROBE_FIELDS
+
 Ideal = Literal["linear", "independent"]
 IDEALS: tuple[str, ...] = ("linear", "independent")
 # Backward is about two thirds of a training step's compute (twice the forward's FLOPs); buckets are
@@ -105,25 +110,6 @@ def ideal_efficiency(
 
 
 INDEPENDENT_VARIANT = "independent"
-# The results columns of the scale's allreduce probe (summary "allreduce", bench.train.dist.probe).
-PROBE_FIELDS = {
-    "allreduce_s": "seconds",
-    "allreduce_bytes": "bytes",
-    "allreduce_bus_gb_s": "bus_gb_s",
-    "allreduce_latency_s": "latency_s",
-}
-# Columns the ceilings add to the results frame (stored, shown, judged).
-CEILING_FLOATS = (
-    "independent_img_s",
-    "linear_efficiency",
-    "independent_efficiency",
-    "expected_img_s",
-    "expected_efficiency",
-    "efficiency_vs_expected",
-    *PROBE_FIELDS,
-    "foreign_cpu_share",
-)
-CEILING_LABELS = ("ideal", "expected_bound_by", "ceiling_note", "foreign_top")
 
 
 def _completed_rate(result: dict) -> float | None:

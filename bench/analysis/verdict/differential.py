@@ -23,11 +23,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+# The figures and labels the reruns add (rerun_removed: warm, synthetic, neither; "" where not rerun).
+from bench.results.schema import DIFFERENTIAL_FIGURES as FIGURES
+from bench.results.schema import DIFFERENTIAL_LABELS as LABELS
+
 VARIANTS = ("warm", "synthetic")
 RECOVERY = 0.5  # share of the shortfall below the bound a rerun must win back to "remove the drop"
 IMPLIED = {"warm": "storage", "synthetic": "input_cpu"}
-FIGURES = ("warm_efficiency", "synthetic_efficiency", "fetch_stall", "prep_stall")
-LABELS = ("rerun_removed", "cause_check")  # rerun_removed: warm, synthetic, neither; "" where not rerun
 
 
 def scales_to_confirm(frame: pd.DataFrame, bound_at) -> list[tuple[str, int, int]]:

@@ -16,10 +16,10 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 
-AU_TARGET = 0.9
 # Per-row columns of the results frame and store (the supported counts only on the row that set the demand).
-SIZING_FLOATS = ("per_gpu_read_mb_s", "per_gpu_peak_mb_s", "img_s_per_gpu", "bytes_per_image", "storage_ceiling_mb_s")
-SIZING_COUNTS = ("supported_gpus", "supported_gpus_peak", "supported_gpus_au", "min_supported_gpus")
+from bench.results.schema import SIZING_COUNTS, SIZING_FLOATS
+
+AU_TARGET = 0.9
 _EPS = 1e-9  # floor(x / d) where x / d lands a hair under a whole number by rounding
 
 
