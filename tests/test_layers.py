@@ -80,7 +80,6 @@ def test_metrics_and_data_import_nothing_from_train():
     assert offenders(("bench.metrics", "bench.data"), ("bench.train",)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="fixed on branch h-schema")
 def test_store_imports_nothing_from_analysis():
     assert offenders(("bench.store",), ("bench.analysis",)) == []
 
