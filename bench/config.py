@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -23,15 +23,20 @@ from pydantic import (
 
 from bench.errors import ConfigError
 
+# Each set of choices is written once, as a Literal; the tuples, the form's enums and the CLI's
+# `choices=` (choices_of) are read from it.
 Workload = Literal["ssd", "deeplabv3plus"]
-WORKLOADS: tuple[str, ...] = ("ssd", "deeplabv3plus")
+WORKLOADS: tuple[str, ...] = get_args(Workload)
 LoaderKind = Literal["dali", "torch"]
 Preset = Literal["tiny", "small", "production"]
 LauncherKind = Literal["local", "ssh", "slurm"]
 Backend = Literal["horovod", "ddp", "auto"]
-BACKENDS: tuple[str, ...] = ("horovod", "ddp", "auto")
+BACKENDS: tuple[str, ...] = get_args(Backend)
 Bind = Literal["auto", "none"]
-LAUNCHERS: tuple[str, ...] = ("local", "ssh", "slurm")
+LAUNCHERS: tuple[str, ...] = get_args(LauncherKind)
+Precision = Literal["fp32", "bf16", "fp16"]
+CompileMode = Literal["none", "torch_compile", "cuda_graphs"]
+Ideal = Literal["auto", "linear", "independent"]
 
 # Strict patterns: values that end up on a remote command line must match these, and are shlex-quoted
 # as well. A value that does not match is refused before anything runs.
@@ -93,6 +98,30 @@ MAX_INPUT_BATCH_BYTES = 8 * 2**30
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def default_of(model: type[BaseModel], name: str):
+    """`model`'s default for field `name` (a default_factory called): what a flag, another model or a
+    test takes instead of writing the value again."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def choices_of(model: type[BaseModel], name: str) -> tuple:
+    """The values field `name`'s Literal allows (inside Optional, tuple or Annotated too): a flag's
+    `choices=`, read from the one type that defines them."""
+
+    def literal_args(tp) -> tuple:
+        if get_origin(tp) is Literal:
+            return get_args(tp)
+        for arg in get_args(tp):
+            if found := literal_args(arg):
+                return found
+        return ()
+
+    found = literal_args(model.model_fields[name].annotation)
+    if not found:
+        raise TypeError(f"{model.__name__}.{name} is not a Literal field")
+    return found
 
 
 # Defaults that both the suite's settings (SuiteSettings: Params, suite files, `bench sweep`) and the
@@ -209,7 +238,9 @@ class SuiteSettings(Frozen):
         "History is kept per cluster: runs on different clusters never share a baseline "
         "(default: $SCALEWATCH_CLUSTER, else local).",
     )
-    ranks_per_node: int = _ui(0, S_WHERE, "Ranks per node (0: all on one)", ge=0, le=256)
+    # None (an empty field): every rank on one node. 0 meant the same once and is still taken (see
+    # _ranks_per_node); SweepConfig and RunSpec hold None, as history's config keys always have.
+    ranks_per_node: int | None = _ui(None, S_WHERE, "Ranks per node (empty: all on one)", ge=0, le=256)
     cpus_per_rank: int = _ui(
         1,
         S_WHERE,
@@ -288,21 +319,21 @@ class SuiteSettings(Frozen):
     image_size: int = _ui(128, S_TRAIN, "Image size", ge=32, le=2048)
     loader: LoaderKind = _ui("dali", S_TRAIN, "Input pipeline")
     preset: Preset = _ui("tiny", S_TRAIN, "Model preset")
-    precision: Literal["fp32", "bf16", "fp16"] = _ui(
+    precision: Precision = _ui(
         "fp32",
         S_TRAIN,
         "Precision",
         "Autocast dtype. bf16 on CPUs and GPUs of compute capability 8.0 and up; fp16 runs with a GradScaler and "
         "needs CUDA GPUs (refused before launch on CPU nodes).",
     )
-    backend: Literal["auto", "horovod", "ddp"] = _ui(
+    backend: Backend = _ui(
         "auto",
         S_TRAIN,
         "Data-parallel backend",
         "horovod, or torch DDP (Gloo on CPU, NCCL on GPU); auto: Horovod where it imports, else DDP. The results' "
         "backend column names what ran.",
     )
-    compile: Literal["none", "torch_compile", "cuda_graphs"] = _ui(
+    compile: CompileMode = _ui(
         "none",
         S_TRAIN,
         "Compile the step",
@@ -390,7 +421,7 @@ class SuiteSettings(Frozen):
         le=1,
     )
     history_runs: int = _ui(DEFAULT_HISTORY_RUNS, S_BOUNDS, "History runs (K)", ge=1, le=520)
-    ideal: Literal["auto", "linear", "independent"] = _ui(
+    ideal: Ideal = _ui(
         "auto",
         S_BOUNDS,
         "Ideal the scaling efficiency is judged against",
@@ -427,6 +458,11 @@ class SuiteSettings(Frozen):
     probe_seconds: float = _ui(3.0, S_ADVANCED, "Storage probe: seconds per level", ge=0.5, le=600)
     time_limit_s: int = _ui(3600, S_ADVANCED, "Time limit per scale (s)", ge=10, le=14 * 24 * 3600)
 
+    @field_validator("ranks_per_node")
+    @classmethod
+    def _ranks_per_node(cls, value: int | None) -> int | None:
+        return value or None  # 0, the form's old "all on one", is None's spelling
+
     @field_validator("workloads", "gpus")
     @classmethod
     def _unique(cls, items: tuple) -> tuple:
@@ -458,7 +494,7 @@ class SuiteSettings(Frozen):
             "gpus_per_node": self.gpus_per_node,
             "cpus_per_rank": self.cpus_per_rank,
             "oversubscribe": self.oversubscribe,
-            "ranks_per_node": self.ranks_per_node or None,
+            "ranks_per_node": self.ranks_per_node,
             "dataset_path": dataset,
             "dataset_images": self.dataset_images,
             "stage_from": self.stage_from,
@@ -512,19 +548,37 @@ class SuiteSettings(Frozen):
         }
 
 
+def suite_default(setting: str, **limits):
+    """A field of another model whose default is SuiteSettings' `setting`: the value is written once,
+    there; `limits` (ge, le, ...) are the field's own."""
+    return Field(default_of(SuiteSettings, setting), **limits)
+
+
 class TrainConfig(Frozen):
-    """One rank's training run; the same object every launcher turns into `bench train` flags."""
+    """One rank's training run; the same object every launcher turns into `bench train` flags.
+
+    A setting the suite also has takes the suite's default (suite_default). Three keep a default of
+    their own, for `bench train` run by hand and the tests' single ranks; the suite passes its value
+    for each explicitly (SuiteSettings.to_sweep), so a suite run never sees these:
+    - steps: None, since a rank is given steps or epochs and a default step count would clash with
+      --epochs (the suite's 20 is its own measured-steps floor);
+    - image_size: 64, a quick rank on a CPU core (the suite's 128 is the size its history is kept at);
+    - min_measure_s: 0, so `bench train --steps N` runs exactly N steps (the suite's 10 s floor is a
+      verdict rule: figures measured for less are noise);
+    loader_threads (2) is not a suite setting: the suite gives each rank one per core it owns
+    (cpus_per_rank), a rank run by hand is not pinned to any.
+    """
 
     workload: Workload
     data: SafePath | None = None
     synthetic: bool = False
-    preset: Preset = "tiny"
-    batch_size: int = Field(8, ge=1, le=4096)
+    preset: Preset = suite_default("preset")
+    batch_size: int = suite_default("batch_size", ge=1, le=4096)
     image_size: int = Field(64, ge=32, le=2048)
-    warmup_steps: int = Field(2, ge=0, le=100_000)
+    warmup_steps: int = suite_default("warmup_steps", ge=0, le=100_000)
     steps: int | None = Field(None, ge=1, le=10_000_000)
-    epochs: int | None = Field(None, ge=1, le=10_000)
-    loader: LoaderKind = "dali"
+    epochs: int | None = suite_default("epochs", ge=1, le=10_000)
+    loader: LoaderKind = suite_default("loader")
     loader_threads: int = Field(2, ge=1, le=128)
     metrics_out: SafePath | None = None
     seed: int = Field(0, ge=0, le=2**31 - 1)
@@ -535,22 +589,22 @@ class TrainConfig(Frozen):
     min_measure_s: float = Field(0.0, ge=0, le=24 * 3600)
     sampler: bool = True
     # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
-    # cache and no epoch-1 figure is a storage figure.
-    drop_caches: bool = True
+    # cache and no epoch-1 figure is a storage figure (the suite's evict_dataset).
+    drop_caches: bool = suite_default("evict_dataset")
     # Read every dataset file once before epoch 1 (one rank per node): the differential rerun that takes
     # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
     warm_cache: bool = False
     # fp32, bf16 or fp16 autocast (fp16 with a GradScaler, CUDA only); `amp` is the older switch, kept
     # as an alias that picks bf16 where the device has it, else fp16 (bench.train.precision).
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Precision = suite_default("precision")
     amp: bool = False
     # The scale's ranks as independent single-rank copies on the same slots at the same time: no gradient
     # collective between them (ranks still meet at epoch edges). Its images/s is the node's ceiling.
     independent: bool = False
     # Opt-in for launch-bound steps: torch.compile, or its CUDA-graph mode; warm-up covers the compile.
-    compile: Literal["none", "torch_compile", "cuda_graphs"] = "none"
+    compile: CompileMode = suite_default("compile")
     # Horovod or torch DDP; auto: Horovod where it imports, else DDP (the summary's `backend` names what ran).
-    backend: Backend = "auto"
+    backend: Backend = suite_default("backend")
     # auto: ranks started unpinned by an outside launcher (horovodrun, torchrun, srun) split their
     # node's allowed cores by local rank themselves; none: they run where they were started.
     bind: Bind = "none"
@@ -643,18 +697,18 @@ class RunSpec(Frozen):
     train: TrainConfig
     ranks: int = Field(ge=1, le=4096)
     output_dir: SafePath
-    hosts: tuple[HostSlots, ...] = ()
-    partition: SlurmName | None = None
-    account: SlurmName | None = None
-    gpus_per_node: int = Field(0, ge=0, le=16)
-    ranks_per_node: int | None = Field(None, ge=1, le=256)
-    time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
-    cpus_per_rank: int = Field(1, ge=1, le=256)
-    oversubscribe: bool = False
+    hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    partition: SlurmName | None = suite_default("partition")
+    account: SlurmName | None = suite_default("account")
+    gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
+    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1, le=256)
+    time_limit_s: int = suite_default("time_limit_s", ge=10, le=14 * 24 * 3600)
+    cpus_per_rank: int = suite_default("cpus_per_rank", ge=1, le=256)
+    oversubscribe: bool = suite_default("oversubscribe")
     env: dict[str, str] = Field(default_factory=dict)
     sbatch_directives: tuple[str, ...] = ()
     rendezvous_addr: Host | None = None  # Slurm: the first node's address to listen on (default its NodeAddr)
-    rendezvous_interface: InterfaceName | None = None  # listen on this interface of the first rank's host
+    rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")  # this interface's address
     python: SafePath | None = None
     nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{0,64}$"), "nonce")] = ""
 
@@ -727,47 +781,52 @@ class AlertTargets(Frozen):
 class SweepConfig(Frozen):
     """One suite run: the DAG's Params and `bench sweep` flags both become this."""
 
-    workloads: tuple[Workload, ...] = ("ssd", "deeplabv3plus")
-    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = (1, 2)
-    launcher: LauncherKind = "local"
-    conn_id: ConnId | None = None
-    hosts: tuple[HostSlots, ...] = ()
-    rendezvous_interface: InterfaceName | None = None
-    partition: SlurmName | None = None
-    account: SlurmName | None = None
-    gpus_per_node: int = Field(0, ge=0, le=16)
-    ranks_per_node: int | None = Field(None, ge=1, le=256)
+    workloads: tuple[Workload, ...] = suite_default("workloads")
+    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = suite_default("gpus")
+    launcher: LauncherKind = suite_default("launcher")
+    conn_id: ConnId | None = suite_default("conn_id")
+    hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")
+    partition: SlurmName | None = suite_default("partition")
+    account: SlurmName | None = suite_default("account")
+    gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
+    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1, le=256)
     dataset_path: SafePath
-    dataset_images: int = Field(1536, ge=1, le=100_000_000)
-    stage_from: SafePath | None = None
+    dataset_images: int = suite_default("dataset_images", ge=1, le=100_000_000)
+    stage_from: SafePath | None = suite_default("stage_from")
     generate: bool = True
     train: TrainConfig
     thresholds: Thresholds = Thresholds()
     alerts: AlertTargets = AlertTargets()
     output_dir: SafePath
-    cluster: SlurmName = "local"
-    time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
-    cpus_per_rank: int = Field(1, ge=1, le=256)
-    oversubscribe: bool = False
+    cluster: SlurmName = suite_default("cluster")
+    time_limit_s: int = suite_default("time_limit_s", ge=10, le=14 * 24 * 3600)
+    cpus_per_rank: int = suite_default("cpus_per_rank", ge=1, le=256)
+    oversubscribe: bool = suite_default("oversubscribe")
     # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
     # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
-    storage_cache_bytes: ByteSize | None = None
+    storage_cache_bytes: ByteSize | None = suite_default("storage_cache")
     # fio's cold-read ceiling of the staged dataset, after the last scale (never beside training).
-    probe_storage: bool = True
-    probe_max_jobs: int = Field(8, ge=1, le=256)
-    probe_seconds: float = Field(3.0, ge=0.5, le=600)
+    probe_storage: bool = suite_default("probe_storage")
+    probe_max_jobs: int = suite_default("probe_max_jobs", ge=1, le=256)
+    probe_seconds: float = suite_default("probe_seconds", ge=0.5, le=600)
     # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
     # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
     # extra runs per failing workload.
-    confirm_causes: bool = True
+    confirm_causes: bool = suite_default("confirm_causes")
     # Run a scale under its series' regression floor once more, after the last scale; a regression is
     # called only when both runs fall under it (bench.analysis.history.regression).
-    confirm_regressions: bool = True
+    confirm_regressions: bool = suite_default("confirm_regressions")
     # Each scale above one rank is followed by its node ceiling: the same ranks as independent copies.
-    ceilings: bool = True
+    ceilings: bool = suite_default("ceilings")
     # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
     # (the node ceiling: ranks share cores, memory bandwidth, sibling threads), auto (linear on GPU nodes).
-    ideal: Literal["auto", "linear", "independent"] = "auto"
+    ideal: Ideal = suite_default("ideal")
+
+    @field_validator("ranks_per_node", mode="before")
+    @classmethod
+    def _all_on_one(cls, value):
+        return value or None  # 0 is SuiteSettings' old spelling of "all on one node"
 
     @field_validator("hosts")
     @classmethod
