@@ -6,7 +6,9 @@ models are passed down; nothing deeper re-reads the environment or re-validates 
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
 from pathlib import Path
 from typing import Annotated, Literal, get_args, get_origin
 
@@ -22,6 +24,8 @@ from pydantic import (
 )
 
 from bench.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 # Each set of choices is written once, as a Literal; the tuples, the form's enums and the CLI's
 # `choices=` (choices_of) are read from it.
@@ -350,7 +354,7 @@ class SuiteSettings(Frozen):
         ge=0,
         le=1.5,
     )
-    scaling_efficiency_by_gpus: dict[
+    min_scaling_efficiency_by_gpus: dict[
         Annotated[str, _matching(GPU_COUNT_KEY_RE, "GPU count"), _FormPattern(GPU_COUNT_KEY_RE)],
         Annotated[float, Field(ge=0, le=1.5)],
     ] = _ui(
@@ -520,7 +524,7 @@ class SuiteSettings(Frozen):
             "thresholds": {
                 "min_scaling_efficiency": self.min_scaling_efficiency,
                 "max_step_time_spread": self.max_step_time_spread,
-                "min_scaling_efficiency_by_gpus": {int(k): v for k, v in self.scaling_efficiency_by_gpus.items()},
+                "min_scaling_efficiency_by_gpus": {int(k): v for k, v in self.min_scaling_efficiency_by_gpus.items()},
                 "min_bandwidth_efficiency": self.min_bandwidth_efficiency,
                 "min_gpu_util": self.min_gpu_util,
                 "regression_tolerance": self.regression_tolerance,
@@ -931,9 +935,37 @@ def unknown_settings(keys) -> str | None:
     return "; ".join(parts) + f" (known settings: {', '.join(SETTING_NAMES)})"
 
 
+# Settings renamed since suite files and confs were written: old name -> new. The old name still loads
+# (renamed_settings), with a deprecation naming both; giving both is an error.
+RENAMED_SETTINGS: dict[str, str] = {
+    # Thresholds and `bench evaluate --bounds` always called the table this; the suite now does too.
+    "scaling_efficiency_by_gpus": "min_scaling_efficiency_by_gpus",
+}
+
+
+def renamed_settings(values: dict, prefix: str = "") -> dict:
+    """`values` with each old setting name (RENAMED_SETTINGS) given its new name: a DeprecationWarning
+    and a logged warning name both; both names at once raise ConfigError naming both."""
+    values = dict(values)
+    for old, new in RENAMED_SETTINGS.items():
+        if old not in values:
+            continue
+        if new in values:
+            raise ConfigError(
+                f"{prefix}{old} and {new} are both given: {old} is the old name of {new}; keep {new} only"
+            )
+        message = f"{prefix}setting {old!r} is deprecated, renamed {new!r}: rename the key (its value is taken)"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        logger.warning("%s", message)
+        values[new] = values.pop(old)
+    return values
+
+
 def settings_from(values: dict, prefix: str = "") -> SuiteSettings:
-    """User-given settings (a conf, a suite file, a --config file) validated once: unknown names first,
-    then every value; mapping keys become strings, as JSON has them. Raises ConfigError naming the field."""
+    """User-given settings (a conf, a suite file, a --config file) validated once: old names renamed
+    (renamed_settings), unknown names refused, then every value; mapping keys become strings, as JSON
+    has them. Raises ConfigError naming the field."""
+    values = renamed_settings(values, prefix)
     message = unknown_settings(values)
     if message:
         raise ConfigError(prefix + message)
