@@ -750,21 +750,21 @@ class Thresholds(Frozen):
     # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
     max_step_time_spread: float = Field(DEFAULT_MAX_STEP_TIME_SPREAD, gt=0, le=100)
     min_bandwidth_efficiency: float = Field(DEFAULT_MIN_BANDWIDTH_EFFICIENCY, ge=0, le=1.5)
-    min_gpu_util: float | None = Field(None, ge=0, le=100)
+    min_gpu_util: float | None = suite_default("min_gpu_util", ge=0, le=100)
     regression_tolerance: float = Field(DEFAULT_REGRESSION_TOLERANCE, ge=0, le=1)
     history_runs: int = Field(DEFAULT_HISTORY_RUNS, ge=1, le=520)
     # The cluster's planned size: fail when the storage probe and the measured per-GPU demand say the
     # storage feeds fewer GPUs than this (None: sizing is reported, not judged).
-    min_supported_gpus: int | None = Field(None, ge=1, le=1_000_000)
+    min_supported_gpus: int | None = suite_default("min_supported_gpus", ge=1, le=1_000_000)
     # Accelerator utilisation (compute / wall) floor per scale, as MLPerf Storage defines it (it uses
     # 0.9): fails a scale whose ranks stall on input even while its throughput scales. None: not judged.
-    min_au: float | None = Field(None, ge=0, le=1)
+    min_au: float | None = suite_default("min_au", ge=0, le=1)
     # A rank working more than this fraction below the ranks' median is named as a straggler.
     straggler_gap: float = Field(DEFAULT_STRAGGLER_GAP, gt=0, le=1)
     # Foreign work (processes not the run's) above this share of a rank's slot cores fails the scale.
     # None: reported and named as a cause, not judged (a 2-core box running Airflow beside its ranks sees
     # its own scheduler there: 54% of a core in one test run).
-    max_foreign_share: float | None = Field(None, gt=0, le=1)
+    max_foreign_share: float | None = suite_default("max_foreign_share", gt=0, le=1)
     baseline_gpus: int | None = Field(None, ge=1, le=4096)
 
     def scaling_bound(self, gpus: int) -> float:
@@ -777,9 +777,9 @@ class Thresholds(Frozen):
 
 
 class AlertTargets(Frozen):
-    slack_conn_id: ConnId | None = None
-    smtp_conn_id: ConnId | None = None
-    email_to: tuple[Email, ...] = ()
+    slack_conn_id: ConnId | None = suite_default("slack_conn_id")
+    smtp_conn_id: ConnId | None = suite_default("smtp_conn_id")
+    email_to: tuple[Email, ...] = suite_default("email_to")
 
 
 class SweepConfig(Frozen):
