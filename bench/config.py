@@ -6,9 +6,11 @@ models are passed down; nothing deeper re-reads the environment or re-validates 
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -23,15 +25,22 @@ from pydantic import (
 
 from bench.errors import ConfigError
 
+logger = logging.getLogger(__name__)
+
+# Each set of choices is written once, as a Literal; the tuples, the form's enums and the CLI's
+# `choices=` (choices_of) are read from it.
 Workload = Literal["ssd", "deeplabv3plus"]
-WORKLOADS: tuple[str, ...] = ("ssd", "deeplabv3plus")
+WORKLOADS: tuple[str, ...] = get_args(Workload)
 LoaderKind = Literal["dali", "torch"]
 Preset = Literal["tiny", "small", "production"]
 LauncherKind = Literal["local", "ssh", "slurm"]
 Backend = Literal["horovod", "ddp", "auto"]
-BACKENDS: tuple[str, ...] = ("horovod", "ddp", "auto")
+BACKENDS: tuple[str, ...] = get_args(Backend)
 Bind = Literal["auto", "none"]
-LAUNCHERS: tuple[str, ...] = ("local", "ssh", "slurm")
+LAUNCHERS: tuple[str, ...] = get_args(LauncherKind)
+Precision = Literal["fp32", "bf16", "fp16"]
+CompileMode = Literal["none", "torch_compile", "cuda_graphs"]
+Ideal = Literal["auto", "linear", "independent"]
 
 # Strict patterns: values that end up on a remote command line must match these, and are shlex-quoted
 # as well. A value that does not match is refused before anything runs.
@@ -95,174 +104,28 @@ class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TrainConfig(Frozen):
-    """One rank's training run; the same object every launcher turns into `bench train` flags."""
-
-    workload: Workload
-    data: SafePath | None = None
-    synthetic: bool = False
-    preset: Preset = "tiny"
-    batch_size: int = Field(8, ge=1, le=4096)
-    image_size: int = Field(64, ge=32, le=2048)
-    warmup_steps: int = Field(2, ge=0, le=100_000)
-    steps: int | None = Field(None, ge=1, le=10_000_000)
-    epochs: int | None = Field(None, ge=1, le=10_000)
-    loader: LoaderKind = "dali"
-    loader_threads: int = Field(2, ge=1, le=128)
-    metrics_out: SafePath | None = None
-    seed: int = Field(0, ge=0, le=2**31 - 1)
-    lr: float = Field(0.01, gt=0, le=10)
-    sample_interval_s: float = Field(1.0, gt=0, le=60)
-    # Measured seconds (warm-up excluded) below which a figure is noise: with `steps`, the run goes on
-    # past them until this long has been measured too (bounded by MAX_EXTENSION x min_measure_s).
-    min_measure_s: float = Field(0.0, ge=0, le=24 * 3600)
-    sampler: bool = True
-    # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
-    # cache and no epoch-1 figure is a storage figure.
-    drop_caches: bool = True
-    # Read every dataset file once before epoch 1 (one rank per node): the differential rerun that takes
-    # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
-    warm_cache: bool = False
-    # fp32, bf16 or fp16 autocast (fp16 with a GradScaler, CUDA only); `amp` is the older switch, kept
-    # as an alias that picks bf16 where the device has it, else fp16 (bench.train.precision).
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    amp: bool = False
-    # The scale's ranks as independent single-rank copies on the same slots at the same time: no gradient
-    # collective between them (ranks still meet at epoch edges). Its images/s is the node's ceiling.
-    independent: bool = False
-    # Opt-in for launch-bound steps: torch.compile, or its CUDA-graph mode; warm-up covers the compile.
-    compile: Literal["none", "torch_compile", "cuda_graphs"] = "none"
-    # Horovod or torch DDP; auto: Horovod where it imports, else DDP (the summary's `backend` names what ran).
-    backend: Backend = "auto"
-    # auto: ranks started unpinned by an outside launcher (horovodrun, torchrun, srun) split their
-    # node's allowed cores by local rank themselves; none: they run where they were started.
-    bind: Bind = "none"
-    run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
-
-    @model_validator(mode="after")
-    def _batch_fits(self) -> TrainConfig:
-        batch = self.batch_size * 3 * self.image_size**2 * 4
-        if batch > MAX_INPUT_BATCH_BYTES:
-            raise ValueError(
-                f"batch_size/image_size: a {self.batch_size} x 3 x {self.image_size}^2 float32 input batch is "
-                f"{batch / 2**30:.1f} GiB per rank, above the {MAX_INPUT_BATCH_BYTES / 2**30:.0f} GiB limit "
-                "(no accelerator holds that with its activations)"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _amp_alias(self) -> TrainConfig:
-        if self.amp and "precision" in self.model_fields_set and self.precision == "fp32":
-            raise ValueError("amp/precision: amp asks for mixed precision and precision fp32 for none; give one")
-        return self
-
-    @model_validator(mode="after")
-    def _data_or_synthetic(self) -> TrainConfig:
-        if not self.synthetic and self.data is None:
-            raise ValueError("data: a dataset directory is required unless synthetic is set")
-        if self.steps is None and self.epochs is None:
-            raise ValueError("steps/epochs: give one of them")
-        if self.steps is not None and self.epochs is not None:
-            raise ValueError("steps/epochs: give only one of them")
-        if self.warm_cache and (self.drop_caches or self.synthetic):
-            raise ValueError("warm_cache: a warm-cache run reads the dataset; set drop_caches and synthetic false")
-        return self
-
-    def to_argv(self) -> list[str]:
-        """Flags for `bench train`; values are already validated, callers still quote them."""
-        argv = ["--workload", self.workload, "--preset", self.preset]
-        argv += ["--batch-size", str(self.batch_size), "--image-size", str(self.image_size)]
-        argv += ["--warmup-steps", str(self.warmup_steps), "--seed", str(self.seed)]
-        argv += ["--loader", self.loader, "--loader-threads", str(self.loader_threads)]
-        argv += ["--lr", repr(self.lr), "--sample-interval", repr(self.sample_interval_s)]
-        if self.min_measure_s:
-            argv += ["--min-measure-s", repr(self.min_measure_s)]
-        if self.steps is not None:
-            argv += ["--steps", str(self.steps)]
-        if self.epochs is not None:
-            argv += ["--epochs", str(self.epochs)]
-        if self.synthetic:
-            argv.append("--synthetic")
-        if self.data is not None:
-            argv += ["--data", str(self.data)]
-        if self.metrics_out is not None:
-            argv += ["--metrics-out", str(self.metrics_out)]
-        if not self.sampler:
-            argv.append("--no-sampler")
-        argv.append("--drop-caches" if self.drop_caches else "--no-drop-caches")
-        if self.warm_cache:
-            argv.append("--warm-cache")
-        if self.amp:
-            argv.append("--amp")
-        if self.independent:
-            argv.append("--independent")
-        if self.precision != "fp32":
-            argv += ["--precision", self.precision]
-        if self.compile != "none":
-            argv += ["--compile", self.compile]
-        argv += ["--backend", self.backend, "--bind", self.bind]
-        if self.run_nonce:
-            argv += ["--run-nonce", self.run_nonce]
-        return argv
+def default_of(model: type[BaseModel], name: str):
+    """`model`'s default for field `name` (a default_factory called): what a flag, another model or a
+    test takes instead of writing the value again."""
+    return model.model_fields[name].get_default(call_default_factory=True)
 
 
-class HostSlots(Frozen):
-    host: Host
-    slots: int = Field(1, ge=1, le=64)
-    port: int = Field(22, ge=1, le=65535)
-    user: SlurmName | None = None
+def choices_of(model: type[BaseModel], name: str) -> tuple:
+    """The values field `name`'s Literal allows (inside Optional, tuple or Annotated too): a flag's
+    `choices=`, read from the one type that defines them."""
 
-    @classmethod
-    def parse(cls, text: str) -> HostSlots:
-        """`host[:slots]`, as horovodrun's -H takes it."""
-        host, _, slots = text.partition(":")
-        return cls(host=host, slots=int(slots) if slots else 1)
+    def literal_args(tp) -> tuple:
+        if get_origin(tp) is Literal:
+            return get_args(tp)
+        for arg in get_args(tp):
+            if found := literal_args(arg):
+                return found
+        return ()
 
-
-class RunSpec(Frozen):
-    """What a launcher needs for one multi-rank run."""
-
-    run_id: RunId
-    train: TrainConfig
-    ranks: int = Field(ge=1, le=4096)
-    output_dir: SafePath
-    hosts: tuple[HostSlots, ...] = ()
-    partition: SlurmName | None = None
-    account: SlurmName | None = None
-    gpus_per_node: int = Field(0, ge=0, le=16)
-    ranks_per_node: int | None = Field(None, ge=1, le=256)
-    time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
-    cpus_per_rank: int = Field(1, ge=1, le=256)
-    oversubscribe: bool = False
-    env: dict[str, str] = Field(default_factory=dict)
-    sbatch_directives: tuple[str, ...] = ()
-    rendezvous_addr: Host | None = None  # Slurm: the first node's address to listen on (default its NodeAddr)
-    rendezvous_interface: InterfaceName | None = None  # listen on this interface of the first rank's host
-    python: SafePath | None = None
-    nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{0,64}$"), "nonce")] = ""
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
-        return _unique_hosts(hosts)
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        for key, value in env.items():
-            if not ENV_KEY_RE.fullmatch(key):
-                raise ValueError(f"env key {key!r} does not match {ENV_KEY_RE.pattern}")
-            if not ENV_VALUE_RE.fullmatch(value):
-                raise ValueError(f"env value for {key} does not match {ENV_VALUE_RE.pattern}")
-        return env
-
-    @field_validator("sbatch_directives")
-    @classmethod
-    def _directives(cls, items: tuple[str, ...]) -> tuple[str, ...]:
-        for item in items:
-            if not SBATCH_DIRECTIVE_RE.fullmatch(item):
-                raise ValueError(f"sbatch directive {item!r} does not match {SBATCH_DIRECTIVE_RE.pattern}")
-        return items
+    found = literal_args(model.model_fields[name].annotation)
+    if not found:
+        raise TypeError(f"{model.__name__}.{name} is not a Literal field")
+    return found
 
 
 # Defaults that both the suite's settings (SuiteSettings: Params, suite files, `bench sweep`) and the
@@ -278,166 +141,6 @@ DEFAULT_MAX_STEP_TIME_SPREAD = 1.0
 DEFAULT_REGRESSION_TOLERANCE = 0.1
 DEFAULT_HISTORY_RUNS = 8
 DEFAULT_STRAGGLER_GAP = 0.10
-
-
-class Thresholds(Frozen):
-    min_scaling_efficiency: float = Field(DEFAULT_MIN_SCALING_EFFICIENCY, ge=0, le=1.5)
-    # Per-scale bounds: a scale takes the bound of the smallest listed GPU count at or above it, and the
-    # largest listed one's beyond the table (0.9 up to 16, 0.8 at 32, 0.7 at 64). Empty: one bound for all.
-    min_scaling_efficiency_by_gpus: dict[
-        Annotated[int, Field(ge=1, le=4096)], Annotated[float, Field(ge=0, le=1.5)]
-    ] = Field(default_factory=dict)
-    # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
-    max_step_time_spread: float = Field(DEFAULT_MAX_STEP_TIME_SPREAD, gt=0, le=100)
-    min_bandwidth_efficiency: float = Field(DEFAULT_MIN_BANDWIDTH_EFFICIENCY, ge=0, le=1.5)
-    min_gpu_util: float | None = Field(None, ge=0, le=100)
-    regression_tolerance: float = Field(DEFAULT_REGRESSION_TOLERANCE, ge=0, le=1)
-    history_runs: int = Field(DEFAULT_HISTORY_RUNS, ge=1, le=520)
-    # The cluster's planned size: fail when the storage probe and the measured per-GPU demand say the
-    # storage feeds fewer GPUs than this (None: sizing is reported, not judged).
-    min_supported_gpus: int | None = Field(None, ge=1, le=1_000_000)
-    # Accelerator utilisation (compute / wall) floor per scale, as MLPerf Storage defines it (it uses
-    # 0.9): fails a scale whose ranks stall on input even while its throughput scales. None: not judged.
-    min_au: float | None = Field(None, ge=0, le=1)
-    # A rank working more than this fraction below the ranks' median is named as a straggler.
-    straggler_gap: float = Field(DEFAULT_STRAGGLER_GAP, gt=0, le=1)
-    # Foreign work (processes not the run's) above this share of a rank's slot cores fails the scale.
-    # None: reported and named as a cause, not judged (a 2-core box running Airflow beside its ranks sees
-    # its own scheduler there: 54% of a core in one test run).
-    max_foreign_share: float | None = Field(None, gt=0, le=1)
-    baseline_gpus: int | None = Field(None, ge=1, le=4096)
-
-    def scaling_bound(self, gpus: int) -> float:
-        """The minimum scaling efficiency that applies at `gpus`."""
-        table = self.min_scaling_efficiency_by_gpus
-        if not table:
-            return self.min_scaling_efficiency
-        covering = [n for n in sorted(table) if n >= gpus]
-        return table[covering[0] if covering else max(table)]
-
-
-class AlertTargets(Frozen):
-    slack_conn_id: ConnId | None = None
-    smtp_conn_id: ConnId | None = None
-    email_to: tuple[Email, ...] = ()
-
-
-class SweepConfig(Frozen):
-    """One suite run: the DAG's Params and `bench sweep` flags both become this."""
-
-    workloads: tuple[Workload, ...] = ("ssd", "deeplabv3plus")
-    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = (1, 2)
-    launcher: LauncherKind = "local"
-    conn_id: ConnId | None = None
-    hosts: tuple[HostSlots, ...] = ()
-    rendezvous_interface: InterfaceName | None = None
-    partition: SlurmName | None = None
-    account: SlurmName | None = None
-    gpus_per_node: int = Field(0, ge=0, le=16)
-    ranks_per_node: int | None = Field(None, ge=1, le=256)
-    dataset_path: SafePath
-    dataset_images: int = Field(1536, ge=1, le=100_000_000)
-    stage_from: SafePath | None = None
-    generate: bool = True
-    train: TrainConfig
-    thresholds: Thresholds = Thresholds()
-    alerts: AlertTargets = AlertTargets()
-    output_dir: SafePath
-    cluster: SlurmName = "local"
-    time_limit_s: int = Field(3600, ge=10, le=14 * 24 * 3600)
-    cpus_per_rank: int = Field(1, ge=1, le=256)
-    oversubscribe: bool = False
-    # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
-    # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
-    storage_cache_bytes: ByteSize | None = None
-    # fio's cold-read ceiling of the staged dataset, after the last scale (never beside training).
-    probe_storage: bool = True
-    probe_max_jobs: int = Field(8, ge=1, le=256)
-    probe_seconds: float = Field(3.0, ge=0.5, le=600)
-    # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
-    # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
-    # extra runs per failing workload.
-    confirm_causes: bool = True
-    # Run a scale under its series' regression floor once more, after the last scale; a regression is
-    # called only when both runs fall under it (bench.analysis.history.regression).
-    confirm_regressions: bool = True
-    # Each scale above one rank is followed by its node ceiling: the same ranks as independent copies.
-    ceilings: bool = True
-    # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
-    # (the node ceiling: ranks share cores, memory bandwidth, sibling threads), auto (linear on GPU nodes).
-    ideal: Literal["auto", "linear", "independent"] = "auto"
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
-        return _unique_hosts(hosts)
-
-    def resolved_ideal(self) -> str:
-        """The ideal this suite's verdicts use: `auto` is linear on GPU slots, independent on CPU slots
-        (linear too where no node ceiling is measured)."""
-        if self.ideal != "auto":
-            return self.ideal
-        return "linear" if self.gpus_per_node > 0 or not self.ceilings else "independent"
-
-    @field_validator("workloads", "gpus")
-    @classmethod
-    def _non_empty_unique(cls, items: tuple) -> tuple:
-        if not items:
-            raise ValueError("must list at least one value")
-        if len(set(items)) != len(items):
-            raise ValueError(f"values must be unique, got {list(items)}")
-        return items
-
-    @model_validator(mode="after")
-    def _gpu_only_settings(self) -> SweepConfig:
-        if self.gpus_per_node == 0 and self.train.precision == "fp16":
-            raise ValueError(
-                "precision: fp16 needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
-                "allowed here: fp32, bf16"
-            )
-        if self.gpus_per_node == 0 and self.train.compile == "cuda_graphs":
-            raise ValueError(
-                "compile: cuda_graphs needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
-                "allowed here: none, torch_compile"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _ideal_needs_ceilings(self) -> SweepConfig:
-        if self.ideal == "independent" and not self.ceilings:
-            raise ValueError("ideal: 'independent' judges each scale against its node ceiling; set ceilings true")
-        return self
-
-    @model_validator(mode="after")
-    def _launcher_needs(self) -> SweepConfig:
-        if self.launcher == "ssh" and not self.hosts:
-            raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
-        if self.launcher == "ssh":
-            capacity = sum(h.slots for h in self.hosts)
-            if max(self.gpus) > capacity and not self.oversubscribe:
-                raise ValueError(
-                    f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts "
-                    f"({', '.join(f'{h.host}:{h.slots}' for h in self.hosts)}); set oversubscribe to allow it"
-                )
-        return self
-
-
-def explain(error: ValidationError, prefix: str = "") -> str:
-    """One line per invalid field, naming the field: the message users see."""
-    lines = []
-    for item in error.errors():
-        field = ".".join(str(p) for p in item["loc"]) or "(config)"
-        message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{prefix}{field}: {message}")
-    return "; ".join(lines)
-
-
-def parse(model: type[Frozen], data: dict, prefix: str = ""):
-    """Validate ``data`` into ``model``, raising ConfigError with a field-naming message."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(explain(error, prefix)) from None
 
 
 # --- The suite's settings: the one definition behind the Airflow form, suite files and `bench sweep` ---
@@ -539,7 +242,9 @@ class SuiteSettings(Frozen):
         "History is kept per cluster: runs on different clusters never share a baseline "
         "(default: $SCALEWATCH_CLUSTER, else local).",
     )
-    ranks_per_node: int = _ui(0, S_WHERE, "Ranks per node (0: all on one)", ge=0, le=256)
+    # None (an empty field): every rank on one node. 0 meant the same once and is still taken (see
+    # _ranks_per_node); SweepConfig and RunSpec hold None, as history's config keys always have.
+    ranks_per_node: int | None = _ui(None, S_WHERE, "Ranks per node (empty: all on one)", ge=0, le=256)
     cpus_per_rank: int = _ui(
         1,
         S_WHERE,
@@ -618,21 +323,21 @@ class SuiteSettings(Frozen):
     image_size: int = _ui(128, S_TRAIN, "Image size", ge=32, le=2048)
     loader: LoaderKind = _ui("dali", S_TRAIN, "Input pipeline")
     preset: Preset = _ui("tiny", S_TRAIN, "Model preset")
-    precision: Literal["fp32", "bf16", "fp16"] = _ui(
+    precision: Precision = _ui(
         "fp32",
         S_TRAIN,
         "Precision",
         "Autocast dtype. bf16 on CPUs and GPUs of compute capability 8.0 and up; fp16 runs with a GradScaler and "
         "needs CUDA GPUs (refused before launch on CPU nodes).",
     )
-    backend: Literal["auto", "horovod", "ddp"] = _ui(
+    backend: Backend = _ui(
         "auto",
         S_TRAIN,
         "Data-parallel backend",
         "horovod, or torch DDP (Gloo on CPU, NCCL on GPU); auto: Horovod where it imports, else DDP. The results' "
         "backend column names what ran.",
     )
-    compile: Literal["none", "torch_compile", "cuda_graphs"] = _ui(
+    compile: CompileMode = _ui(
         "none",
         S_TRAIN,
         "Compile the step",
@@ -649,7 +354,7 @@ class SuiteSettings(Frozen):
         ge=0,
         le=1.5,
     )
-    scaling_efficiency_by_gpus: dict[
+    min_scaling_efficiency_by_gpus: dict[
         Annotated[str, _matching(GPU_COUNT_KEY_RE, "GPU count"), _FormPattern(GPU_COUNT_KEY_RE)],
         Annotated[float, Field(ge=0, le=1.5)],
     ] = _ui(
@@ -720,7 +425,7 @@ class SuiteSettings(Frozen):
         le=1,
     )
     history_runs: int = _ui(DEFAULT_HISTORY_RUNS, S_BOUNDS, "History runs (K)", ge=1, le=520)
-    ideal: Literal["auto", "linear", "independent"] = _ui(
+    ideal: Ideal = _ui(
         "auto",
         S_BOUNDS,
         "Ideal the scaling efficiency is judged against",
@@ -757,6 +462,11 @@ class SuiteSettings(Frozen):
     probe_seconds: float = _ui(3.0, S_ADVANCED, "Storage probe: seconds per level", ge=0.5, le=600)
     time_limit_s: int = _ui(3600, S_ADVANCED, "Time limit per scale (s)", ge=10, le=14 * 24 * 3600)
 
+    @field_validator("ranks_per_node")
+    @classmethod
+    def _ranks_per_node(cls, value: int | None) -> int | None:
+        return value or None  # 0, the form's old "all on one", is None's spelling
+
     @field_validator("workloads", "gpus")
     @classmethod
     def _unique(cls, items: tuple) -> tuple:
@@ -788,7 +498,7 @@ class SuiteSettings(Frozen):
             "gpus_per_node": self.gpus_per_node,
             "cpus_per_rank": self.cpus_per_rank,
             "oversubscribe": self.oversubscribe,
-            "ranks_per_node": self.ranks_per_node or None,
+            "ranks_per_node": self.ranks_per_node,
             "dataset_path": dataset,
             "dataset_images": self.dataset_images,
             "stage_from": self.stage_from,
@@ -814,7 +524,7 @@ class SuiteSettings(Frozen):
             "thresholds": {
                 "min_scaling_efficiency": self.min_scaling_efficiency,
                 "max_step_time_spread": self.max_step_time_spread,
-                "min_scaling_efficiency_by_gpus": {int(k): v for k, v in self.scaling_efficiency_by_gpus.items()},
+                "min_scaling_efficiency_by_gpus": {int(k): v for k, v in self.min_scaling_efficiency_by_gpus.items()},
                 "min_bandwidth_efficiency": self.min_bandwidth_efficiency,
                 "min_gpu_util": self.min_gpu_util,
                 "regression_tolerance": self.regression_tolerance,
@@ -840,6 +550,359 @@ class SuiteSettings(Frozen):
             "ceilings": self.ceilings,
             "ideal": self.ideal,
         }
+
+
+def suite_default(setting: str, **limits):
+    """A field of another model whose default is SuiteSettings' `setting`: the value is written once,
+    there; `limits` (ge, le, ...) are the field's own."""
+    return Field(default_of(SuiteSettings, setting), **limits)
+
+
+class TrainConfig(Frozen):
+    """One rank's training run; the same object every launcher turns into `bench train` flags.
+
+    A setting the suite also has takes the suite's default (suite_default). Three keep a default of
+    their own, for `bench train` run by hand and the tests' single ranks; the suite passes its value
+    for each explicitly (SuiteSettings.to_sweep), so a suite run never sees these:
+    - steps: None, since a rank is given steps or epochs and a default step count would clash with
+      --epochs (the suite's 20 is its own measured-steps floor);
+    - image_size: 64, a quick rank on a CPU core (the suite's 128 is the size its history is kept at);
+    - min_measure_s: 0, so `bench train --steps N` runs exactly N steps (the suite's 10 s floor is a
+      verdict rule: figures measured for less are noise);
+    loader_threads (2) is not a suite setting: the suite gives each rank one per core it owns
+    (cpus_per_rank), a rank run by hand is not pinned to any.
+    """
+
+    workload: Workload
+    data: SafePath | None = None
+    synthetic: bool = False
+    preset: Preset = suite_default("preset")
+    batch_size: int = suite_default("batch_size", ge=1, le=4096)
+    image_size: int = Field(64, ge=32, le=2048)
+    warmup_steps: int = suite_default("warmup_steps", ge=0, le=100_000)
+    steps: int | None = Field(None, ge=1, le=10_000_000)
+    epochs: int | None = suite_default("epochs", ge=1, le=10_000)
+    loader: LoaderKind = suite_default("loader")
+    loader_threads: int = Field(2, ge=1, le=128)
+    metrics_out: SafePath | None = None
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    lr: float = Field(0.01, gt=0, le=10)
+    sample_interval_s: float = Field(1.0, gt=0, le=60)
+    # Measured seconds (warm-up excluded) below which a figure is noise: with `steps`, the run goes on
+    # past them until this long has been measured too (bounded by MAX_EXTENSION x min_measure_s).
+    min_measure_s: float = Field(0.0, ge=0, le=24 * 3600)
+    sampler: bool = True
+    # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
+    # cache and no epoch-1 figure is a storage figure (the suite's evict_dataset).
+    drop_caches: bool = suite_default("evict_dataset")
+    # Read every dataset file once before epoch 1 (one rank per node): the differential rerun that takes
+    # storage out of a failing scale (DS-Analyzer's warm-cache run). Its bytes are the page cache's.
+    warm_cache: bool = False
+    # fp32, bf16 or fp16 autocast (fp16 with a GradScaler, CUDA only); `amp` is the older switch, kept
+    # as an alias that picks bf16 where the device has it, else fp16 (bench.train.precision).
+    precision: Precision = suite_default("precision")
+    amp: bool = False
+    # The scale's ranks as independent single-rank copies on the same slots at the same time: no gradient
+    # collective between them (ranks still meet at epoch edges). Its images/s is the node's ceiling.
+    independent: bool = False
+    # Opt-in for launch-bound steps: torch.compile, or its CUDA-graph mode; warm-up covers the compile.
+    compile: CompileMode = suite_default("compile")
+    # Horovod or torch DDP; auto: Horovod where it imports, else DDP (the summary's `backend` names what ran).
+    backend: Backend = suite_default("backend")
+    # auto: ranks started unpinned by an outside launcher (horovodrun, torchrun, srun) split their
+    # node's allowed cores by local rank themselves; none: they run where they were started.
+    bind: Bind = "none"
+    run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> TrainConfig:
+        batch = self.batch_size * 3 * self.image_size**2 * 4
+        if batch > MAX_INPUT_BATCH_BYTES:
+            raise ValueError(
+                f"batch_size/image_size: a {self.batch_size} x 3 x {self.image_size}^2 float32 input batch is "
+                f"{batch / 2**30:.1f} GiB per rank, above the {MAX_INPUT_BATCH_BYTES / 2**30:.0f} GiB limit "
+                "(no accelerator holds that with its activations)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _amp_alias(self) -> TrainConfig:
+        if self.amp and "precision" in self.model_fields_set and self.precision == "fp32":
+            raise ValueError("amp/precision: amp asks for mixed precision and precision fp32 for none; give one")
+        return self
+
+    @model_validator(mode="after")
+    def _data_or_synthetic(self) -> TrainConfig:
+        if not self.synthetic and self.data is None:
+            raise ValueError("data: a dataset directory is required unless synthetic is set")
+        if self.steps is None and self.epochs is None:
+            raise ValueError("steps/epochs: give one of them")
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("steps/epochs: give only one of them")
+        if self.warm_cache and (self.drop_caches or self.synthetic):
+            raise ValueError("warm_cache: a warm-cache run reads the dataset; set drop_caches and synthetic false")
+        return self
+
+    def to_argv(self) -> list[str]:
+        """Flags for `bench train`; values are already validated, callers still quote them."""
+        argv = ["--workload", self.workload, "--preset", self.preset]
+        argv += ["--batch-size", str(self.batch_size), "--image-size", str(self.image_size)]
+        argv += ["--warmup-steps", str(self.warmup_steps), "--seed", str(self.seed)]
+        argv += ["--loader", self.loader, "--loader-threads", str(self.loader_threads)]
+        argv += ["--lr", repr(self.lr), "--sample-interval", repr(self.sample_interval_s)]
+        if self.min_measure_s:
+            argv += ["--min-measure-s", repr(self.min_measure_s)]
+        if self.steps is not None:
+            argv += ["--steps", str(self.steps)]
+        if self.epochs is not None:
+            argv += ["--epochs", str(self.epochs)]
+        if self.synthetic:
+            argv.append("--synthetic")
+        if self.data is not None:
+            argv += ["--data", str(self.data)]
+        if self.metrics_out is not None:
+            argv += ["--metrics-out", str(self.metrics_out)]
+        if not self.sampler:
+            argv.append("--no-sampler")
+        argv.append("--drop-caches" if self.drop_caches else "--no-drop-caches")
+        if self.warm_cache:
+            argv.append("--warm-cache")
+        if self.amp:
+            argv.append("--amp")
+        if self.independent:
+            argv.append("--independent")
+        if self.precision != "fp32":
+            argv += ["--precision", self.precision]
+        if self.compile != "none":
+            argv += ["--compile", self.compile]
+        argv += ["--backend", self.backend, "--bind", self.bind]
+        if self.run_nonce:
+            argv += ["--run-nonce", self.run_nonce]
+        return argv
+
+
+class HostSlots(Frozen):
+    host: Host
+    slots: int = Field(1, ge=1, le=64)
+    port: int = Field(22, ge=1, le=65535)
+    user: SlurmName | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> HostSlots:
+        """`host[:slots]`, as horovodrun's -H takes it."""
+        host, _, slots = text.partition(":")
+        return cls(host=host, slots=int(slots) if slots else 1)
+
+
+class RunSpec(Frozen):
+    """What a launcher needs for one multi-rank run."""
+
+    run_id: RunId
+    train: TrainConfig
+    ranks: int = Field(ge=1, le=4096)
+    output_dir: SafePath
+    hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    partition: SlurmName | None = suite_default("partition")
+    account: SlurmName | None = suite_default("account")
+    gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
+    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1, le=256)
+    time_limit_s: int = suite_default("time_limit_s", ge=10, le=14 * 24 * 3600)
+    cpus_per_rank: int = suite_default("cpus_per_rank", ge=1, le=256)
+    oversubscribe: bool = suite_default("oversubscribe")
+    env: dict[str, str] = Field(default_factory=dict)
+    sbatch_directives: tuple[str, ...] = ()
+    rendezvous_addr: Host | None = None  # Slurm: the first node's address to listen on (default its NodeAddr)
+    rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")  # this interface's address
+    python: SafePath | None = None
+    nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{0,64}$"), "nonce")] = ""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
+        return _unique_hosts(hosts)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key, value in env.items():
+            if not ENV_KEY_RE.fullmatch(key):
+                raise ValueError(f"env key {key!r} does not match {ENV_KEY_RE.pattern}")
+            if not ENV_VALUE_RE.fullmatch(value):
+                raise ValueError(f"env value for {key} does not match {ENV_VALUE_RE.pattern}")
+        return env
+
+    @field_validator("sbatch_directives")
+    @classmethod
+    def _directives(cls, items: tuple[str, ...]) -> tuple[str, ...]:
+        for item in items:
+            if not SBATCH_DIRECTIVE_RE.fullmatch(item):
+                raise ValueError(f"sbatch directive {item!r} does not match {SBATCH_DIRECTIVE_RE.pattern}")
+        return items
+
+
+class Thresholds(Frozen):
+    min_scaling_efficiency: float = Field(DEFAULT_MIN_SCALING_EFFICIENCY, ge=0, le=1.5)
+    # Per-scale bounds: a scale takes the bound of the smallest listed GPU count at or above it, and the
+    # largest listed one's beyond the table (0.9 up to 16, 0.8 at 32, 0.7 at 64). Empty: one bound for all.
+    min_scaling_efficiency_by_gpus: dict[
+        Annotated[int, Field(ge=1, le=4096)], Annotated[float, Field(ge=0, le=1.5)]
+    ] = Field(default_factory=dict)
+    # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
+    max_step_time_spread: float = Field(DEFAULT_MAX_STEP_TIME_SPREAD, gt=0, le=100)
+    min_bandwidth_efficiency: float = Field(DEFAULT_MIN_BANDWIDTH_EFFICIENCY, ge=0, le=1.5)
+    min_gpu_util: float | None = suite_default("min_gpu_util", ge=0, le=100)
+    regression_tolerance: float = Field(DEFAULT_REGRESSION_TOLERANCE, ge=0, le=1)
+    history_runs: int = Field(DEFAULT_HISTORY_RUNS, ge=1, le=520)
+    # The cluster's planned size: fail when the storage probe and the measured per-GPU demand say the
+    # storage feeds fewer GPUs than this (None: sizing is reported, not judged).
+    min_supported_gpus: int | None = suite_default("min_supported_gpus", ge=1, le=1_000_000)
+    # Accelerator utilisation (compute / wall) floor per scale, as MLPerf Storage defines it (it uses
+    # 0.9): fails a scale whose ranks stall on input even while its throughput scales. None: not judged.
+    min_au: float | None = suite_default("min_au", ge=0, le=1)
+    # A rank working more than this fraction below the ranks' median is named as a straggler.
+    straggler_gap: float = Field(DEFAULT_STRAGGLER_GAP, gt=0, le=1)
+    # Foreign work (processes not the run's) above this share of a rank's slot cores fails the scale.
+    # None: reported and named as a cause, not judged (a 2-core box running Airflow beside its ranks sees
+    # its own scheduler there: 54% of a core in one test run).
+    max_foreign_share: float | None = suite_default("max_foreign_share", gt=0, le=1)
+    baseline_gpus: int | None = Field(None, ge=1, le=4096)
+
+    def scaling_bound(self, gpus: int) -> float:
+        """The minimum scaling efficiency that applies at `gpus`."""
+        table = self.min_scaling_efficiency_by_gpus
+        if not table:
+            return self.min_scaling_efficiency
+        covering = [n for n in sorted(table) if n >= gpus]
+        return table[covering[0] if covering else max(table)]
+
+
+class AlertTargets(Frozen):
+    slack_conn_id: ConnId | None = suite_default("slack_conn_id")
+    smtp_conn_id: ConnId | None = suite_default("smtp_conn_id")
+    email_to: tuple[Email, ...] = suite_default("email_to")
+
+
+class SweepConfig(Frozen):
+    """One suite run: the DAG's Params and `bench sweep` flags both become this."""
+
+    workloads: tuple[Workload, ...] = suite_default("workloads")
+    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = suite_default("gpus")
+    launcher: LauncherKind = suite_default("launcher")
+    conn_id: ConnId | None = suite_default("conn_id")
+    hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")
+    partition: SlurmName | None = suite_default("partition")
+    account: SlurmName | None = suite_default("account")
+    gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
+    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1, le=256)
+    dataset_path: SafePath
+    dataset_images: int = suite_default("dataset_images", ge=1, le=100_000_000)
+    stage_from: SafePath | None = suite_default("stage_from")
+    generate: bool = True
+    train: TrainConfig
+    thresholds: Thresholds = Thresholds()
+    alerts: AlertTargets = AlertTargets()
+    output_dir: SafePath
+    cluster: SlurmName = suite_default("cluster")
+    time_limit_s: int = suite_default("time_limit_s", ge=10, le=14 * 24 * 3600)
+    cpus_per_rank: int = suite_default("cpus_per_rank", ge=1, le=256)
+    oversubscribe: bool = suite_default("oversubscribe")
+    # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
+    # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
+    storage_cache_bytes: ByteSize | None = suite_default("storage_cache")
+    # fio's cold-read ceiling of the staged dataset, after the last scale (never beside training).
+    probe_storage: bool = suite_default("probe_storage")
+    probe_max_jobs: int = suite_default("probe_max_jobs", ge=1, le=256)
+    probe_seconds: float = suite_default("probe_seconds", ge=0.5, le=600)
+    # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
+    # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
+    # extra runs per failing workload.
+    confirm_causes: bool = suite_default("confirm_causes")
+    # Run a scale under its series' regression floor once more, after the last scale; a regression is
+    # called only when both runs fall under it (bench.analysis.history.regression).
+    confirm_regressions: bool = suite_default("confirm_regressions")
+    # Each scale above one rank is followed by its node ceiling: the same ranks as independent copies.
+    ceilings: bool = suite_default("ceilings")
+    # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
+    # (the node ceiling: ranks share cores, memory bandwidth, sibling threads), auto (linear on GPU nodes).
+    ideal: Ideal = suite_default("ideal")
+
+    @field_validator("ranks_per_node", mode="before")
+    @classmethod
+    def _all_on_one(cls, value):
+        return value or None  # 0 is SuiteSettings' old spelling of "all on one node"
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
+        return _unique_hosts(hosts)
+
+    def resolved_ideal(self) -> str:
+        """The ideal this suite's verdicts use: `auto` is linear on GPU slots, independent on CPU slots
+        (linear too where no node ceiling is measured)."""
+        if self.ideal != "auto":
+            return self.ideal
+        return "linear" if self.gpus_per_node > 0 or not self.ceilings else "independent"
+
+    @field_validator("workloads", "gpus")
+    @classmethod
+    def _non_empty_unique(cls, items: tuple) -> tuple:
+        if not items:
+            raise ValueError("must list at least one value")
+        if len(set(items)) != len(items):
+            raise ValueError(f"values must be unique, got {list(items)}")
+        return items
+
+    @model_validator(mode="after")
+    def _gpu_only_settings(self) -> SweepConfig:
+        if self.gpus_per_node == 0 and self.train.precision == "fp16":
+            raise ValueError(
+                "precision: fp16 needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
+                "allowed here: fp32, bf16"
+            )
+        if self.gpus_per_node == 0 and self.train.compile == "cuda_graphs":
+            raise ValueError(
+                "compile: cuda_graphs needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
+                "allowed here: none, torch_compile"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _ideal_needs_ceilings(self) -> SweepConfig:
+        if self.ideal == "independent" and not self.ceilings:
+            raise ValueError("ideal: 'independent' judges each scale against its node ceiling; set ceilings true")
+        return self
+
+    @model_validator(mode="after")
+    def _launcher_needs(self) -> SweepConfig:
+        if self.launcher == "ssh" and not self.hosts:
+            raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
+        if self.launcher == "ssh":
+            capacity = sum(h.slots for h in self.hosts)
+            if max(self.gpus) > capacity and not self.oversubscribe:
+                raise ValueError(
+                    f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts "
+                    f"({', '.join(f'{h.host}:{h.slots}' for h in self.hosts)}); set oversubscribe to allow it"
+                )
+        return self
+
+
+def explain(error: ValidationError, prefix: str = "") -> str:
+    """One line per invalid field, naming the field: the message users see."""
+    lines = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "(config)"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{prefix}{field}: {message}")
+    return "; ".join(lines)
+
+
+def parse(model: type[Frozen], data: dict, prefix: str = ""):
+    """Validate ``data`` into ``model``, raising ConfigError with a field-naming message."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(explain(error, prefix)) from None
 
 
 SETTING_NAMES: tuple[str, ...] = tuple(SuiteSettings.model_fields)
@@ -872,9 +935,37 @@ def unknown_settings(keys) -> str | None:
     return "; ".join(parts) + f" (known settings: {', '.join(SETTING_NAMES)})"
 
 
+# Settings renamed since suite files and confs were written: old name -> new. The old name still loads
+# (renamed_settings), with a deprecation naming both; giving both is an error.
+RENAMED_SETTINGS: dict[str, str] = {
+    # Thresholds and `bench evaluate --bounds` always called the table this; the suite now does too.
+    "scaling_efficiency_by_gpus": "min_scaling_efficiency_by_gpus",
+}
+
+
+def renamed_settings(values: dict, prefix: str = "") -> dict:
+    """`values` with each old setting name (RENAMED_SETTINGS) given its new name: a DeprecationWarning
+    and a logged warning name both; both names at once raise ConfigError naming both."""
+    values = dict(values)
+    for old, new in RENAMED_SETTINGS.items():
+        if old not in values:
+            continue
+        if new in values:
+            raise ConfigError(
+                f"{prefix}{old} and {new} are both given: {old} is the old name of {new}; keep {new} only"
+            )
+        message = f"{prefix}setting {old!r} is deprecated, renamed {new!r}: rename the key (its value is taken)"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        logger.warning("%s", message)
+        values[new] = values.pop(old)
+    return values
+
+
 def settings_from(values: dict, prefix: str = "") -> SuiteSettings:
-    """User-given settings (a conf, a suite file, a --config file) validated once: unknown names first,
-    then every value; mapping keys become strings, as JSON has them. Raises ConfigError naming the field."""
+    """User-given settings (a conf, a suite file, a --config file) validated once: old names renamed
+    (renamed_settings), unknown names refused, then every value; mapping keys become strings, as JSON
+    has them. Raises ConfigError naming the field."""
+    values = renamed_settings(values, prefix)
     message = unknown_settings(values)
     if message:
         raise ConfigError(prefix + message)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import get_args
 
 from pydantic import ValidationError
 
-from bench.config import WORKLOADS
+from bench.config import WORKLOADS, Preset
 from bench.errors import ConfigError
 
-PRESETS = ("tiny", "small", "production")
+PRESETS: tuple[str, ...] = get_args(Preset)
 # The spec's fields as the flags that set them, so an error names what the user typed.
 FLAGS = {"bytes_per_rank": "--bytes-per-rank", "writes": "--writes", "reads": "--reads", "mode": "--model"}
 
@@ -27,8 +28,10 @@ def add_parsers(sub) -> None:
     what.add_argument("--model", choices=WORKLOADS, help="torch.save of this model's and its optimizer's state")
     c.add_argument("--preset", choices=PRESETS, help="the model's size (with --model; default tiny)")
     c.add_argument("--ranks", type=int, default=1, help="ranks on this host, one process each (1-64)")
-    c.add_argument("--writes", type=int, default=10, help="checkpoints written, all ranks at once (1-100)")
-    c.add_argument("--reads", type=int, default=10, help="checkpoints read back cold (1-100)")
+    # --writes/--reads left out take CheckpointSpec's defaults (MLPerf Storage's counts), read where the spec is
+    # built: importing bench.data.checkpoint here would load it on every `bench` start
+    c.add_argument("--writes", type=int, help="checkpoints written, all ranks at once (1-100; default: MLPerf's)")
+    c.add_argument("--reads", type=int, help="checkpoints read back cold (1-100; default: MLPerf's)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_checkpoint)
 
@@ -37,7 +40,8 @@ def _spec(args: argparse.Namespace):
     """The flags as a CheckpointSpec; a bad value is refused naming its flag."""
     from bench.data.checkpoint import CheckpointSpec
 
-    data = {"mode": "model" if args.model else "size", "writes": args.writes, "reads": args.reads}
+    data = {"mode": "model" if args.model else "size"}
+    data |= {k: v for k, v in (("writes", args.writes), ("reads", args.reads)) if v is not None}
     if args.bytes_per_rank is not None:
         data["bytes_per_rank"] = args.bytes_per_rank
     try:

@@ -8,20 +8,25 @@ from pathlib import Path
 
 from bench.errors import DatasetError
 
+KINDS = ("coco", "segmentation")
+
 
 def add_parsers(sub) -> None:
     ds = sub.add_parser("dataset", help="generate, stage and verify datasets")
     dsub = ds.add_subparsers(dest="dataset_command", required=True, parser_class=type(ds))
     g = dsub.add_parser("generate", help="write a deterministic synthetic dataset")
-    g.add_argument("--kind", required=True, choices=("coco", "segmentation"))
+    # bench.data.generate.Kind's values, written here because importing that module (numpy, PIL) on every
+    # `bench` start is what the CLI avoids; tests/bench/test_defaults_once.py checks the two agree.
+    g.add_argument("--kind", required=True, choices=KINDS)
     g.add_argument("--out", required=True, type=Path)
     size = g.add_mutually_exclusive_group(required=True)
     size.add_argument("--images", type=int)
     size.add_argument("--total-bytes", type=int)
-    g.add_argument("--min-side", type=int, default=96)
-    g.add_argument("--max-side", type=int, default=160)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--workers", type=int, default=2)
+    # left out: GenerateSpec's own defaults (read when the command runs, for the same reason)
+    g.add_argument("--min-side", type=int, help="default: GenerateSpec's")
+    g.add_argument("--max-side", type=int, help="default: GenerateSpec's")
+    g.add_argument("--seed", type=int, help="default: GenerateSpec's")
+    g.add_argument("--workers", type=int, help="default: GenerateSpec's")
     g.set_defaults(func=_generate)
     s = dsub.add_parser("stage", help="copy onto the storage under test with verification")
     s.add_argument("--from", dest="src", required=True, type=Path)
@@ -41,10 +46,7 @@ def _generate(args: argparse.Namespace) -> int:
         args.out,
         images=args.images,
         total_bytes=args.total_bytes,
-        min_side=args.min_side,
-        max_side=args.max_side,
-        seed=args.seed,
-        workers=args.workers,
+        **{k: getattr(args, k) for k in ("min_side", "max_side", "seed", "workers") if getattr(args, k) is not None},
     )
     print(json.dumps(generate(spec)))
     return 0

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from bench.errors import ConfigError
 
+# bench.analysis.project's Literals ComputeFrom and Algorithm, written here because importing that module
+# (pandas) on every `bench` start is what the CLI avoids; tests/bench/test_defaults_once.py checks they agree.
+COMPUTE_FROM = ("one-rank", "independent")
+ALGORITHMS = ("ring", "tree", "auto")
 MAX_GPUS = 1_000_000  # far past any cluster the model's assumptions (one fabric, flat storage) describe
 
 
@@ -27,22 +31,23 @@ def add_parsers(sub) -> None:
     p.add_argument("--compute-img-s", help="per-GPU images/s (default: the run's 1-rank rate)")
     p.add_argument(
         "--compute-from",
-        choices=("one-rank", "independent"),
-        default="one-rank",
-        help="per-GPU rate: the 1-rank run, or independent_img_s per rank at the largest one-node scale",
+        choices=COMPUTE_FROM,
+        help="per-GPU rate: the 1-rank run (default), or independent_img_s per rank at the largest one-node scale",
     )
     p.add_argument("--batch-size", help="per-rank batch (default: the run's batch_size or config_key)")
     p.add_argument("--allreduce-bytes", help="gradient bytes per step, e.g. 97MB (default: allreduce_bytes)")
     p.add_argument("--allreduce-s", help="a measured allreduce per step, seconds (default: allreduce_s)")
     p.add_argument("--allreduce-gpus", help="the ranks --allreduce-s was measured at")
     p.add_argument("--buckets", help="allreduce buckets per step (default: gradient bytes / --bucket-bytes)")
-    p.add_argument("--bucket-bytes", default="64MiB", help="fusion buffer size (default 64MiB, Horovod's)")
+    p.add_argument(
+        "--bucket-bytes", help="fusion buffer size (default: Horovod's, bench.analysis.project.FUSION_BYTES)"
+    )
     p.add_argument("--link", help="bus bandwidth for every scale, e.g. 100Gbit or 25GB/s (default: measured)")
     p.add_argument("--latency", help="one hop's latency, e.g. 5us (default 0: folded into a measured link)")
     p.add_argument("--storage-ceiling", help="storage read ceiling, e.g. 20GB/s (default: the run's fio ceiling)")
     p.add_argument("--bytes-per-image", help="storage bytes per image (default: per_gpu_read_mb_s / img/s per GPU)")
     p.add_argument("--exposed-fraction", help="share of the allreduce backward does not hide, 0-1 (default: measured)")
-    p.add_argument("--algorithm", choices=("ring", "tree", "auto"), default="auto")
+    p.add_argument("--algorithm", choices=ALGORITHMS, help="default: auto, the faster of ring and tree at each scale")
     p.set_defaults(func=_project)
 
 
@@ -100,23 +105,22 @@ def given_from_args(args: argparse.Namespace):
     if latency is not None and latency < 0:
         raise ConfigError(f"--latency: {args.latency!r} must not be negative")
     bucket_bytes = unit(size_bytes, args.bucket_bytes, "--bucket-bytes")
-    assert bucket_bytes is not None
+    # a flag left out takes Given's default (its one definition)
+    given = {"compute_from": args.compute_from, "bucket_bytes": bucket_bytes, "algorithm": args.algorithm}
     return Given(
+        **{k: v for k, v in given.items() if v is not None},
         workload=args.workload,
         compute_img_s=_positive(args.compute_img_s, "--compute-img-s"),
-        compute_from=args.compute_from,
         batch_size=_positive(args.batch_size, "--batch-size", int),
         allreduce_bytes=unit(size_bytes, args.allreduce_bytes, "--allreduce-bytes"),
         allreduce_s=allreduce_s,
         allreduce_gpus=_positive(args.allreduce_gpus, "--allreduce-gpus", int),
         buckets=_positive(args.buckets, "--buckets", int),
-        bucket_bytes=bucket_bytes,
         link_bytes_s=unit(rate_bytes_s, args.link, "--link"),
         latency_s=latency,
         storage_bytes_s=unit(rate_bytes_s, args.storage_ceiling, "--storage-ceiling"),
         bytes_per_image=unit(size_bytes, args.bytes_per_image, "--bytes-per-image"),
         exposed_fraction=fraction,
-        algorithm=args.algorithm,
     )
 
 

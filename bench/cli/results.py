@@ -12,6 +12,7 @@ from bench.config import (
     DEFAULT_MIN_SCALING_EFFICIENCY,
     Thresholds,
     parse,
+    renamed_settings,
 )
 from bench.errors import ConfigError
 
@@ -65,7 +66,7 @@ def _bounds_file(path: Path) -> dict:
         raise ConfigError(f"--bounds {path}: {error}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"--bounds {path}: must be a mapping such as min_scaling_efficiency_by_gpus: {{16: 0.9}}")
-    return doc
+    return renamed_settings({str(k): v for k, v in doc.items()}, f"--bounds {path}: ")  # a suite file's old key
 
 
 def _evaluate(args: argparse.Namespace) -> int:

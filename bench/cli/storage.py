@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+from bench.config import SuiteSettings, default_of
 from bench.errors import ConfigError
 
 
@@ -15,8 +16,19 @@ def add_parsers(sub) -> None:
     st_sub = st.add_subparsers(dest="storage_command", required=True)
     p = st_sub.add_parser("probe", help="fio cold-read ceiling of a staged dataset (exit 0, 1 fio failed, 2 bad input)")
     p.add_argument("--path", type=Path, action="append", required=True, help="a staged dataset (repeatable)")
-    p.add_argument("--max-jobs", type=int, default=8, help="parallelism climbs 1, 2, 4, ... up to this (1-256)")
-    p.add_argument("--seconds", type=float, default=3.0, help="per level, direct I/O (0.5-600)")
+    # the suite's probe settings (the same fio probe after a sweep's last scale)
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=default_of(SuiteSettings, "probe_max_jobs"),
+        help="parallelism climbs 1, 2, 4, ... up to this (1-256; default %(default)s)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=default_of(SuiteSettings, "probe_seconds"),
+        help="per level, direct I/O (0.5-600; default %(default)s)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_probe)
     s = sub.add_parser("sizing", help="GPUs the storage can feed, from a results table and a ceiling")

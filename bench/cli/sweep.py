@@ -15,6 +15,8 @@ from pathlib import Path
 from bench.config import (
     EMBEDDED_DEFAULT,
     RUN_ID_RE,
+    SuiteSettings,
+    choices_of,
     environment_defaults,
     settings_from,
 )
@@ -40,13 +42,13 @@ def add_parsers(sub) -> None:
     s.add_argument("--config", type=Path, help="YAML or JSON file of suite settings (a suite file's fields)")
     s.add_argument("--workloads", help="comma list of ssd,deeplabv3plus")
     s.add_argument("--gpus", help="comma list of rank counts, e.g. 1,2")
-    s.add_argument("--launcher", choices=("local", "ssh", "slurm"))
+    s.add_argument("--launcher", choices=choices_of(SuiteSettings, "launcher"))
     s.add_argument("--dataset-path", type=Path)
     s.add_argument("--dataset-images", type=int)
     s.add_argument("--steps", type=int)
     s.add_argument("--batch-size", type=int)
     s.add_argument("--image-size", type=int)
-    s.add_argument("--loader", choices=("dali", "torch"))
+    s.add_argument("--loader", choices=choices_of(SuiteSettings, "loader"))
     s.add_argument("--results-url", help="results store (default $SCALEWATCH_RESULTS_URL, then SQLite)")
     s.add_argument("--output-dir", type=Path)
     s.add_argument("--suite-run-id", help="names the run folder and the stored rows (letters, digits, _.:+-)")

@@ -6,27 +6,29 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.config import WORKLOADS, TrainConfig, parse
+from bench.config import TrainConfig, choices_of, default_of, parse
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("train", help="run one training rank (start under horovodrun, srun, or plainly)")
-    p.add_argument("--workload", required=True, choices=WORKLOADS)
-    p.add_argument("--preset", default="tiny", choices=("tiny", "small", "production"))
+    p.add_argument("--workload", required=True, choices=choices_of(TrainConfig, "workload"))
+    p.add_argument("--preset", default=default_of(TrainConfig, "preset"), choices=choices_of(TrainConfig, "preset"))
     p.add_argument("--data", type=Path)
     p.add_argument("--synthetic", action="store_true", help="in-memory tensors: the compute upper bound")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--warmup-steps", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=default_of(TrainConfig, "batch_size"))
+    p.add_argument("--image-size", type=int, default=default_of(TrainConfig, "image_size"))
+    p.add_argument("--warmup-steps", type=int, default=default_of(TrainConfig, "warmup_steps"))
     group = p.add_mutually_exclusive_group()
     group.add_argument("--steps", type=int)
     group.add_argument("--epochs", type=int)
-    p.add_argument("--loader", default="dali", choices=("dali", "torch"))
-    p.add_argument("--loader-threads", type=int, default=2)
+    p.add_argument("--loader", default=default_of(TrainConfig, "loader"), choices=choices_of(TrainConfig, "loader"))
+    p.add_argument("--loader-threads", type=int, default=default_of(TrainConfig, "loader_threads"))
     p.add_argument("--metrics-out", type=Path)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--sample-interval", type=float, default=1.0, dest="sample_interval_s")
+    p.add_argument("--seed", type=int, default=default_of(TrainConfig, "seed"))
+    p.add_argument("--lr", type=float, default=default_of(TrainConfig, "lr"))
+    p.add_argument(
+        "--sample-interval", type=float, default=default_of(TrainConfig, "sample_interval_s"), dest="sample_interval_s"
+    )
     p.add_argument("--no-sampler", action="store_false", dest="sampler")
     p.add_argument(
         "--min-measure-s", type=float, help="with --steps: keep going until this many seconds are measured too"
@@ -34,8 +36,8 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--drop-caches",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="evict the dataset's pages from the node's page cache before epoch 1 (default: on)",
+        default=default_of(TrainConfig, "drop_caches"),
+        help="evict the dataset's pages from the node's page cache before epoch 1 (default: %(default)s)",
     )
     p.add_argument(
         "--warm-cache",
@@ -44,13 +46,14 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--precision",
-        choices=("fp32", "bf16", "fp16"),
-        help="autocast dtype; fp16 runs with a GradScaler and needs a CUDA GPU (default: fp32)",
+        choices=choices_of(TrainConfig, "precision"),
+        help="autocast dtype; fp16 runs with a GradScaler and needs a CUDA GPU (default: "
+        f"{default_of(TrainConfig, 'precision')})",
     )
     p.add_argument("--amp", action="store_true", help="alias: bf16 where the device supports it, else fp16")
     p.add_argument(
         "--compile",
-        choices=("none", "torch_compile", "cuda_graphs"),
+        choices=choices_of(TrainConfig, "compile"),
         help="torch.compile the model, or replay it as CUDA graphs (GPU, fixed shapes); compile time is warm-up",
     )
     p.add_argument(
@@ -60,14 +63,14 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--backend",
-        default="auto",
-        choices=("horovod", "ddp", "auto"),
+        default=default_of(TrainConfig, "backend"),
+        choices=choices_of(TrainConfig, "backend"),
         help="distributed backend; auto: Horovod where it imports (or horovodrun started us), else torch DDP",
     )
     p.add_argument(
         "--bind",
-        default="none",
-        choices=("auto", "none"),
+        default=default_of(TrainConfig, "bind"),
+        choices=choices_of(TrainConfig, "bind"),
         help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
     )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")

@@ -93,7 +93,7 @@ def build(dag_id: str, schedule: str | None, params: dict, description: str = ""
             dag_run = context.get("dag_run")
             conf = dict(getattr(dag_run, "conf", None) or {})
             try:
-                settings = settings_from_params(dict(context["params"]) | conf)
+                settings = settings_from_params(dict(context["params"]), conf)
                 cfg = settings.sweep_config(paths.home(), paths.output_dir())
             except ConfigError as error:
                 raise AirflowFailException(f"invalid params: {error}") from None

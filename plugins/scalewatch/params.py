@@ -12,7 +12,7 @@ import os
 
 from airflow.sdk import Param
 
-from bench.config import SuiteSettings, environment_defaults, settings_from
+from bench.config import RENAMED_SETTINGS, SuiteSettings, environment_defaults, renamed_settings, settings_from
 from scalewatch import paths
 
 
@@ -41,9 +41,12 @@ def _param_schema(schema: dict) -> dict:
     return schema
 
 
-def settings_from_params(values: dict) -> SuiteSettings:
-    """A run's Params (form defaults merged with its conf) as the typed settings; raises ConfigError."""
-    return settings_from(dict(values))
+def settings_from_params(values: dict, conf: dict | None = None) -> SuiteSettings:
+    """A run's Params (form defaults merged with its conf) as the typed settings; raises ConfigError.
+    An old setting name in the conf is renamed there (both names in the conf: an error naming both);
+    Airflow copies unknown conf keys into the Params too, so the old name is dropped from those."""
+    conf = renamed_settings(conf or {}, "conf: ")
+    return settings_from({k: v for k, v in values.items() if k not in RENAMED_SETTINGS} | conf)
 
 
 def check_suite_values(name: str, defaults: dict) -> None:

@@ -77,9 +77,56 @@ def test_a_suite_file_and_a_conf_share_the_rule():
 
 
 def test_a_gpu_table_keyed_by_numbers_is_accepted_as_yaml_writes_it():
-    values = {"scaling_efficiency_by_gpus": {16: 0.9, 32: 0.8}}
+    values = {"min_scaling_efficiency_by_gpus": {16: 0.9, 32: 0.8}}
     check_suite_values("x", values)
-    assert settings_from(values).scaling_efficiency_by_gpus == {"16": 0.9, "32": 0.8}
+    assert settings_from(values).min_scaling_efficiency_by_gpus == {"16": 0.9, "32": 0.8}
+
+
+def test_the_gpu_table_has_the_name_thresholds_and_bench_evaluate_give_it(tmp_path):
+    assert "min_scaling_efficiency_by_gpus" in params() and "scaling_efficiency_by_gpus" not in params()
+    cfg = settings_from({"min_scaling_efficiency_by_gpus": {16: 0.9}}).sweep_config(tmp_path, tmp_path / "runs")
+    assert cfg.thresholds.min_scaling_efficiency_by_gpus == {16: 0.9}
+
+
+def test_the_old_table_name_still_loads_with_a_deprecation_naming_both(caplog):
+    with pytest.warns(
+        DeprecationWarning, match="'scaling_efficiency_by_gpus' is deprecated.*'min_scaling_efficiency_by_gpus'"
+    ):
+        settings = settings_from({"scaling_efficiency_by_gpus": {16: 0.9}})
+    assert settings.min_scaling_efficiency_by_gpus == {"16": 0.9}
+    assert "min_scaling_efficiency_by_gpus" in caplog.text
+
+
+def test_both_table_names_at_once_are_an_error_naming_both():
+    both = {"scaling_efficiency_by_gpus": {16: 0.9}, "min_scaling_efficiency_by_gpus": {16: 0.8}}
+    with pytest.raises(ConfigError, match="scaling_efficiency_by_gpus and min_scaling_efficiency_by_gpus are both"):
+        settings_from(both)
+    with pytest.raises(ConfigError, match="scaling_efficiency_by_gpus and min_scaling_efficiency_by_gpus are both"):
+        check_suite_values("x", both)
+
+
+def test_a_run_conf_with_the_old_table_name_is_taken_with_a_deprecation():
+    """Airflow copies a conf key the form lacks into the run's Params, beside the form's default for the
+    new name: the conf's old name is the user's table, the Params' copy of it is dropped."""
+    from scalewatch.params import settings_from_params
+
+    form = {name: param.value for name, param in params().items()}
+    conf = {"scaling_efficiency_by_gpus": {"16": 0.9}}
+    with pytest.warns(DeprecationWarning, match="conf: setting 'scaling_efficiency_by_gpus' is deprecated"):
+        settings = settings_from_params(form | conf, conf)
+    assert settings.min_scaling_efficiency_by_gpus == {"16": 0.9}
+    both = conf | {"min_scaling_efficiency_by_gpus": {"16": 0.8}}
+    with pytest.raises(ConfigError, match="conf: scaling_efficiency_by_gpus and min_scaling_efficiency_by_gpus"):
+        settings_from_params(form | both, both)
+    assert settings_from_params(form, {}).min_scaling_efficiency_by_gpus == {}  # no conf: the form's values
+
+
+def test_ranks_per_node_is_none_for_all_on_one_node_and_zero_still_means_it(tmp_path):
+    assert SuiteSettings().ranks_per_node is None and params()["ranks_per_node"].value is None
+    assert settings_from({"ranks_per_node": 0}).ranks_per_node is None  # the form's old spelling
+    cfg = settings_from({"ranks_per_node": 4}).sweep_config(tmp_path, tmp_path / "runs")
+    assert cfg.ranks_per_node == 4
+    assert SuiteSettings().sweep_config(tmp_path, tmp_path / "runs").ranks_per_node is None  # config keys as before
 
 
 def test_fp16_and_cuda_graphs_on_cpu_nodes_are_refused_before_launch(tmp_path):

@@ -20,7 +20,7 @@ min_measure_s: 0
 max_step_time_spread: 100
 dataset_images: 24
 probe_seconds: 0.5
-scaling_efficiency_by_gpus: {16: 0.9, 32: 0.8, 64: 0.7}
+min_scaling_efficiency_by_gpus: {16: 0.9, 32: 0.8, 64: 0.7}
 """
 NVME = """
 schedule: null
@@ -129,7 +129,7 @@ def test_two_suite_files_give_two_dags_with_their_own_defaults_and_schedules(air
     assert nas.schedule == "0 5 * * 2" and nvme.schedule is None
     assert nas.params["cluster"] == "nas-a" and nvme.params["cluster"] == "nvme-b"
     assert nas.params["workloads"] == ["ssd"] and nvme.params["workloads"] == ["deeplabv3plus"]
-    assert nas.params["scaling_efficiency_by_gpus"] == {"16": 0.9, "32": 0.8, "64": 0.7}
+    assert nas.params["min_scaling_efficiency_by_gpus"] == {"16": 0.9, "32": 0.8, "64": 0.7}
     assert nvme.params["batch_size"] == 4 and nas.params["batch_size"] == 8  # the form's default where unset
     assert {t.task_id for t in nas.tasks} == {t.task_id for t in b.dags["scaling_regression"].tasks}
     assert "NAS tier" in nas.doc_md
@@ -144,7 +144,14 @@ def test_two_suite_files_give_two_dags_with_their_own_defaults_and_schedules(air
         ("schedule: every monday\n", "schedule: 'every monday' is not a valid cron expression"),
         ("launcher: ssh\nhosts: ['n1:1']\ngpus: [1, 2]\n", "2 ranks exceed the 1 slots of hosts"),
         ("gpus: [1, 2\n", "not valid YAML"),
-        ("scaling_efficiency_by_gpus: {16: high}\n", "scaling_efficiency_by_gpus.16: Input should be a valid number"),
+        (
+            "min_scaling_efficiency_by_gpus: {16: high}\n",
+            "min_scaling_efficiency_by_gpus.16: Input should be a valid number",
+        ),
+        (
+            "scaling_efficiency_by_gpus: {16: 0.9}\nmin_scaling_efficiency_by_gpus: {16: 0.8}\n",
+            "scaling_efficiency_by_gpus and min_scaling_efficiency_by_gpus are both given",
+        ),
     ],
 )
 def test_a_broken_suite_file_is_an_import_error_naming_it_and_the_others_still_load(
@@ -219,7 +226,22 @@ def test_the_shipped_example_suite_is_valid(airflow_home, monkeypatch):
 
     b = DagBag(dag_folder=str(ROOT / "dags"))
     assert b.import_errors == {} and "scaling_regression__example" in b.dag_ids
-    assert b.dags["scaling_regression__example"].params["min_scaling_efficiency"] == 0.7
+    example, embedded = b.dags["scaling_regression__example"].params, b.dags["scaling_regression"].params
+    assert example["cluster"] == "local"  # the file's one setting: its history's name, whatever the environment
+    # a suite confirms a failing scale's cause; the embedded default (the built-in DAG, `bench sweep`) does not
+    assert example["confirm_causes"] is True and embedded["confirm_causes"] is False
+    # every other field is the form's default: the file does not restate them (test_defaults_once checks it)
+    mine = {"cluster", "confirm_causes"}
+    assert {k: example[k] for k in example if k not in mine} == {k: embedded[k] for k in embedded if k not in mine}
+
+
+def test_a_suite_file_with_the_old_table_name_loads_under_the_new_one(airflow_home, suites, monkeypatch, caplog):
+    (suites / "old.yaml").write_text("gpus: [1]\nscaling_efficiency_by_gpus: {16: 0.9}\n")
+    b = bag(monkeypatch, suites)
+    assert b.import_errors == {}
+    params = b.dags["scaling_regression__old"].params
+    assert params["min_scaling_efficiency_by_gpus"] == {"16": 0.9} and "scaling_efficiency_by_gpus" not in params
+    assert "'scaling_efficiency_by_gpus' is deprecated, renamed 'min_scaling_efficiency_by_gpus'" in caplog.text
 
 
 @pytest.mark.slow

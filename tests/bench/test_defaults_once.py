@@ -1,0 +1,192 @@
+"""Every default is defined once (issue 42): a setting's default lives in bench.config.SuiteSettings, and
+the internal models, the CLI's flags and the shipped suite file take it from there instead of writing
+the value again. These tests fail when a literal default or a literal set of choices reappears."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+from typing import Literal, get_args, get_origin
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from bench import config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "bench" / "config.py"
+CLI = sorted((ROOT / "bench" / "cli").glob("*.py"))
+
+# The models that restate SuiteSettings' settings internally, and their fields named otherwise there.
+INTERNAL = ("TrainConfig", "SweepConfig", "RunSpec", "Thresholds", "AlertTargets")
+OTHER_NAME = {("TrainConfig", "drop_caches"): "evict_dataset", ("SweepConfig", "storage_cache_bytes"): "storage_cache"}
+# TrainConfig's own defaults for `bench train` by hand (its docstring says why each differs); the suite
+# passes its value for each explicitly (SuiteSettings.to_sweep), checked below.
+OWN = {("TrainConfig", "steps"), ("TrainConfig", "image_size"), ("TrainConfig", "min_measure_s")}
+
+
+def default(model: type[BaseModel], name: str):
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def shared_fields():
+    """(model name, field, the SuiteSettings setting it shares a default with), for every such field."""
+    settings = config.SuiteSettings.model_fields
+    for model_name in INTERNAL:
+        model = getattr(config, model_name)
+        for name, info in model.model_fields.items():
+            setting = OTHER_NAME.get((model_name, name), name)
+            if setting in settings and not info.is_required():
+                yield model_name, name, setting
+
+
+def class_defaults(path: Path) -> dict[tuple[str, str], ast.expr | None]:
+    """(class, field) -> the expression its default is written as (Field(x, ...)'s x), None for none."""
+    found = {}
+    for node in ast.parse(path.read_text()).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                value = item.value
+                if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "Field":
+                    keywords = {k.arg: k.value for k in value.keywords}
+                    value = value.args[0] if value.args else keywords.get("default")
+                found[(node.name, item.target.id)] = value
+    return found
+
+
+def is_literal(expr: ast.expr | None) -> bool:
+    if expr is None:
+        return False
+    try:
+        ast.literal_eval(expr)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def test_the_internal_models_take_every_shared_default_from_the_settings():
+    suite = config.SuiteSettings
+    pairs = list(shared_fields())
+    assert len(pairs) > 30  # the check sees the fields (SweepConfig alone shares two dozen)
+    wrong = [
+        f"{m}.{n}: {default(getattr(config, m), n)!r}, SuiteSettings.{s}: {default(suite, s)!r}"
+        for m, n, s in pairs
+        if (m, n) not in OWN and default(getattr(config, m), n) != default(suite, s)
+    ]
+    assert not wrong, "defaults that disagree with the suite's: " + "; ".join(wrong)
+
+
+def test_no_shared_default_is_written_as_a_literal_a_second_time():
+    written = class_defaults(CONFIG)
+    literal = [f"{m}.{n}" for m, n, _ in shared_fields() if (m, n) not in OWN and is_literal(written.get((m, n)))]
+    assert not literal, (
+        "written again as a literal (take it with suite_default/default_of from SuiteSettings): " + ", ".join(literal)
+    )
+
+
+def test_train_configs_own_defaults_differ_and_the_suite_passes_its_own(tmp_path):
+    train = config.SuiteSettings().to_sweep(tmp_path, tmp_path / "runs")["train"]
+    for model_name, name in sorted(OWN):
+        assert default(config.TrainConfig, name) != default(config.SuiteSettings, name), (
+            f"{model_name}.{name} equals the suite's default now: take it with suite_default instead"
+        )
+        assert name in train, f"to_sweep must pass {name} explicitly: TrainConfig's own default is not the suite's"
+    assert train["loader_threads"] == config.SuiteSettings().cpus_per_rank  # one loader thread per owned core
+
+
+def test_one_literal_per_set_of_choices_in_the_config():
+    """A Literal written out twice in bench/config.py is two definitions of one set of choices."""
+    seen: dict[str, int] = {}
+    for node in ast.walk(ast.parse(CONFIG.read_text())):
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "Literal":
+            key = ast.dump(node.slice)
+            seen[key] = seen.get(key, 0) + 1
+    twice = [k for k, n in seen.items() if n > 1]
+    assert not twice, f"Literals written more than once in bench/config.py (name one alias each): {twice}"
+
+
+def model_field_names() -> set[str]:
+    """Every field with a default of the models a flag can set, pydantic or dataclass."""
+    from bench.analysis.project import Given
+    from bench.data.checkpoint import CheckpointSpec
+    from bench.data.generate import GenerateSpec
+    from bench.data.probe import ProbeSettings
+
+    names: set[str] = set()
+    for value in vars(config).values():
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            names |= {n for n, info in value.model_fields.items() if not info.is_required()}
+    names |= {n for n, info in CheckpointSpec.model_fields.items() if not info.is_required()}
+    for cls in (GenerateSpec, ProbeSettings, Given):
+        names |= {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    return names
+
+
+def add_arguments(path: Path):
+    """(line, dest, {keyword: expression}) of every parser.add_argument(...) in a CLI module."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            long = next((f for f in flags if f.startswith("--")), flags[0] if flags else "")
+            dest = keywords["dest"].value if isinstance(keywords.get("dest"), ast.Constant) else None
+            yield node.lineno, dest or long.lstrip("-").replace("-", "_"), keywords
+
+
+@pytest.mark.parametrize("path", CLI, ids=[p.name for p in CLI])
+def test_no_flag_restates_a_models_default_or_choices(path):
+    fields = model_field_names()
+    wrong = []
+    for line, dest, keywords in add_arguments(path):
+        value = keywords.get("default")
+        if is_literal(value) and ast.literal_eval(value) is not None and dest in fields:
+            wrong.append(f"line {line} --{dest}: default={ast.unparse(value)} (take it with default_of(Model, ...))")
+        if is_literal(keywords.get("choices")):
+            wrong.append(f"line {line} --{dest}: choices={ast.unparse(keywords['choices'])} (take choices_of(...))")
+    assert not wrong, f"{path.relative_to(ROOT)}: " + "; ".join(wrong)
+
+
+def literal_values(tp) -> tuple:
+    return get_args(tp) if get_origin(tp) is Literal else ()
+
+
+def test_the_clis_own_choice_tuples_are_their_literals():
+    """data.py and project.py name their choices (importing numpy or pandas at every `bench` start to read
+    them is what the CLI avoids): they must stay the Literals' values."""
+    from bench.analysis import project
+    from bench.cli import data as data_cli
+    from bench.cli import project as project_cli
+    from bench.data import generate
+
+    assert literal_values(generate.Kind) == data_cli.KINDS
+    assert literal_values(project.ComputeFrom) == project_cli.COMPUTE_FROM
+    assert literal_values(project.Algorithm) == project_cli.ALGORITHMS
+
+
+def test_flags_left_out_take_the_models_defaults():
+    from bench.cli.main import build_parser
+
+    args = build_parser().parse_args(["train", "--workload", "ssd", "--synthetic", "--steps", "1"])
+    for name in ("preset", "batch_size", "image_size", "warmup_steps", "loader", "loader_threads", "backend", "bind"):
+        assert getattr(args, name) == default(config.TrainConfig, name), name
+    assert args.drop_caches == default(config.TrainConfig, "drop_caches")
+    probe = build_parser().parse_args(["storage", "probe", "--path", "/x"])
+    assert (probe.max_jobs, probe.seconds) == (
+        config.SuiteSettings().probe_max_jobs,
+        config.SuiteSettings().probe_seconds,
+    )
+
+
+def test_the_example_suite_holds_only_what_differs_from_the_defaults():
+    doc = yaml.safe_load((ROOT / "suites" / "example.yaml").read_text())
+    values = {k: v for k, v in doc.items() if k not in ("schedule", "description")}
+    assert not set(values) & set(config.RENAMED_SETTINGS), "the example uses a setting's old name"
+    settings = config.settings_from(values).model_dump(mode="json")
+    defaults = config.SuiteSettings.defaults()
+    environment = set(config.environment_defaults("/x", None))  # defaults that depend on where a suite runs
+    same = [k for k in values if k not in environment and settings[k] == defaults[k]]
+    assert not same, f"suites/example.yaml restates the default of {same}: leave them out"
