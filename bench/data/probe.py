@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.config import SuiteSettings, default_of
 from bench.errors import BenchError
 
 MIN_LEVEL_S = 1.0  # a level measured for less is too short to call a sustained rate
@@ -38,8 +39,8 @@ class ProbeError(BenchError):
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    max_jobs: int = 8
-    seconds: float = 3.0  # per level, direct I/O (time-based, the sample re-read cold)
+    max_jobs: int = default_of(SuiteSettings, "probe_max_jobs")
+    seconds: float = default_of(SuiteSettings, "probe_seconds")  # per level, direct I/O, the sample re-read cold
     max_files: int = 4096  # files sampled across the dataset (evenly spaced in the manifest)
     fio: str = "fio"
 
