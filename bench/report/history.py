@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
 from bench.analysis.history.regression import series_floor
+from bench.analysis.verdict.bounds import scaling_bound
 from bench.config import (
     DEFAULT_HISTORY_RUNS,
     DEFAULT_MIN_SCALING_EFFICIENCY,
@@ -67,15 +68,15 @@ def _config(text) -> dict:
 
 
 def _bound(config: dict, gpus: int) -> float | None:
-    """The bound the verdict held this run's scale to: Thresholds.scaling_bound, the one function that
-    reads the per-GPU table (a table's row covers every scale up to it, not only its own count). A run
+    """The bound the verdict held this run's scale to: bench.analysis.verdict.bounds.scaling_bound, the
+    one function that reads the per-GPU table (a table's row covers every scale up to it, not only its own count). A run
     stored without thresholds draws no bound."""
     th = config.get("thresholds") or {}
     if not th:
         return None
     table = {int(k): float(v) for k, v in (th.get("min_scaling_efficiency_by_gpus") or {}).items()}
     single = float(th.get("min_scaling_efficiency", DEFAULT_MIN_SCALING_EFFICIENCY))
-    return Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table).scaling_bound(int(gpus))
+    return scaling_bound(gpus, Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table))
 
 
 def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
