@@ -114,7 +114,7 @@ class Check:
     bound: str | None
     severity: str  # "critical" fails the suite run; "warning" is reported as inconclusive
     kwargs: dict = field(default_factory=dict)
-    limit: str | None = None  # the bench.analysis.verdict.bounds name a column check takes its limit from
+    limit: str | None = None  # the bench.analysis.verdict.bounds name the figure is held to (None: no threshold)
 
 
 @dataclass(frozen=True)
