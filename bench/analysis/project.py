@@ -399,6 +399,41 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
     where_w = f"{where} (workload {workload})"
     one = rows[rows["gpus"] == 1]
     measured_one = float(one["throughput_img_s"].iloc[-1]) if len(one) else None
+    one_rank, compute, basis = _compute_rate(rows, where_w, given, measured_one)
+    if given.allreduce_bytes is not None:
+        nbytes = given.allreduce_bytes
+    else:
+        values = _column(rows, "allreduce_bytes", where_w, "--allreduce-bytes")
+        nbytes = float(values.dropna().iloc[-1])
+    batch = _batch_size(rows, where_w, given)
+    buckets = given.buckets if given.buckets is not None else max(1, math.ceil(nbytes / given.bucket_bytes))
+    # The measured allreduce: this machine's link (unless --link) and how much of it backward hid.
+    seconds, at = _measured_allreduce(rows, where_w, given)
+    flat = _flat_link(given, nbytes, seconds, at, buckets)
+    fraction, source = _exposed_fraction(rows, where_w, given, batch, seconds, at)
+    per_image = _bytes_per_image(rows, where_w, given)
+    storage, storage_source = _storage_ceiling(rows, where_w, given)
+    ceilings = Ceilings(
+        workload=workload,
+        one_rank_img_s=one_rank,
+        compute_img_s=compute,
+        compute_basis=basis,
+        batch_size=batch,
+        allreduce_bytes=nbytes,
+        buckets=buckets,
+        bytes_per_image=per_image,
+        exposed_fraction=fraction,
+        exposed_source=source,
+    )
+    machine = Fabric(flat=flat, storage_bytes_s=storage, storage_source=storage_source, name="this machine")
+    detail = "has no value at 2+ ranks" if "allreduce_s" in rows else "missing"
+    return WorkloadInputs(ceilings, machine, tuple(_measured_scales(rows, measured_one)), detail)
+
+
+def _compute_rate(
+    rows: pd.DataFrame, where_w: str, given: Given, measured_one: float | None
+) -> tuple[float, float, str]:
+    """(one-rank images/s, compute images/s per rank, where the compute rate came from)."""
     if given.compute_img_s is not None:  # the GPU described: its own rate is the efficiency reference too
         one_rank = compute = given.compute_img_s
         basis = "given (--compute-img-s)"
@@ -415,16 +450,11 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
         top = max(fit, key=lambda i: rows.at[i, "gpus"])
         compute = float(values[top]) / int(rows.at[top, "gpus"])
         basis = f"independent ceiling per rank at {int(rows.at[top, 'gpus'])} ranks"
+    return one_rank, compute, basis
 
-    if given.allreduce_bytes is not None:
-        nbytes = given.allreduce_bytes
-    else:
-        values = _column(rows, "allreduce_bytes", where_w, "--allreduce-bytes")
-        nbytes = float(values.dropna().iloc[-1])
-    batch = _batch_size(rows, where_w, given)
-    buckets = given.buckets if given.buckets is not None else max(1, math.ceil(nbytes / given.bucket_bytes))
 
-    # The measured allreduce: this machine's link (unless --link) and how much of it backward hid.
+def _measured_allreduce(rows: pd.DataFrame, where_w: str, given: Given) -> tuple[float | None, int | None]:
+    """(allreduce seconds, the ranks it was measured at): the flags', else the largest multi-rank scale's."""
     seconds, at = given.allreduce_s, given.allreduce_gpus
     if seconds is None and "allreduce_s" in rows:
         values = _ceiling(rows, "allreduce_s", where_w)
@@ -439,14 +469,23 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
         if multi.empty:
             raise ConfigError("--allreduce-gpus: the run has no multi-rank scale; name the ranks --allreduce-s was at")
         at = int(multi["gpus"].max())
+    return seconds, at
+
+
+def _flat_link(given: Given, nbytes: float, seconds: float | None, at: int | None, buckets: int) -> Link | None:
+    """The flat link: --link's, else the one the measured allreduce implies, else none."""
     latency = given.latency_s if given.latency_s is not None else 0.0
     if given.link_bytes_s is not None:
-        flat: Link | None = Link(given.link_bytes_s, latency, "flat", "given (--link)")
-    elif seconds is not None and at is not None:
-        flat = measured_link(nbytes, at, seconds, latency, buckets, given.algorithm)
-    else:
-        flat = None
+        return Link(given.link_bytes_s, latency, "flat", "given (--link)")
+    if seconds is not None and at is not None:
+        return measured_link(nbytes, at, seconds, latency, buckets, given.algorithm)
+    return None
 
+
+def _exposed_fraction(
+    rows: pd.DataFrame, where_w: str, given: Given, batch: int, seconds: float | None, at: int | None
+) -> tuple[float, str]:
+    """(share of the allreduce backward does not hide, where it came from)."""
     fraction, source = DEFAULT_EXPOSED_FRACTION, "default: backward hides none (no overlap measured)"
     if given.exposed_fraction is not None:
         fraction, source = given.exposed_fraction, "given (--exposed-fraction)"
@@ -458,34 +497,31 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
             step = batch * at / float(rows.at[i, "throughput_img_s"])  # one rank's step: batch / its share
             fraction = min(1.0, float(shares[i]) * step / seconds)
             source = f"measured at {at} ranks (comm_share x step / allreduce_s)"
+    return fraction, source
 
+
+def _bytes_per_image(rows: pd.DataFrame, where_w: str, given: Given) -> float:
     if given.bytes_per_image is not None:
-        per_image = given.bytes_per_image
-    else:
-        demand = _column(rows, "per_gpu_read_mb_s", where_w, "--bytes-per-image")
-        top = int(np.nanargmax(demand.to_numpy()))  # the most demanding scale per GPU, as sizing takes it
-        per_gpu_img_s = float(rows["throughput_img_s"].iloc[top]) / int(rows["gpus"].iloc[top])
-        per_image = float(demand.iloc[top]) * MB / per_gpu_img_s
-    if given.storage_bytes_s is not None:
-        storage, storage_source = given.storage_bytes_s, "given (--storage-ceiling)"
-    elif "storage_ceiling_mb_s" in rows and np.isfinite(_ceiling(rows, "storage_ceiling_mb_s", where_w)).any():
-        storage = float(_ceiling(rows, "storage_ceiling_mb_s", where_w).dropna().iloc[-1]) * MB
-        storage_source = "measured (fio, storage_ceiling_mb_s)"
-    else:
-        storage, storage_source = None, ""
+        return given.bytes_per_image
+    demand = _column(rows, "per_gpu_read_mb_s", where_w, "--bytes-per-image")
+    top = int(np.nanargmax(demand.to_numpy()))  # the most demanding scale per GPU, as sizing takes it
+    per_gpu_img_s = float(rows["throughput_img_s"].iloc[top]) / int(rows["gpus"].iloc[top])
+    return float(demand.iloc[top]) * MB / per_gpu_img_s
 
-    ceilings = Ceilings(
-        workload=workload,
-        one_rank_img_s=one_rank,
-        compute_img_s=compute,
-        compute_basis=basis,
-        batch_size=batch,
-        allreduce_bytes=nbytes,
-        buckets=buckets,
-        bytes_per_image=per_image,
-        exposed_fraction=fraction,
-        exposed_source=source,
-    )
+
+def _storage_ceiling(rows: pd.DataFrame, where_w: str, given: Given) -> tuple[float | None, str]:
+    """(storage read ceiling in bytes/s, where it came from): --storage-ceiling's, else fio's, else none."""
+    if given.storage_bytes_s is not None:
+        return given.storage_bytes_s, "given (--storage-ceiling)"
+    if "storage_ceiling_mb_s" in rows and np.isfinite(_ceiling(rows, "storage_ceiling_mb_s", where_w)).any():
+        storage = float(_ceiling(rows, "storage_ceiling_mb_s", where_w).dropna().iloc[-1]) * MB
+        return storage, "measured (fio, storage_ceiling_mb_s)"
+    return None, ""
+
+
+def _measured_scales(rows: pd.DataFrame, measured_one: float | None) -> list[dict]:
+    """Each scale as measured: images/s, efficiency against the run's own 1-rank rate, its bottleneck
+    and its measured allreduce."""
     measured = []
     for _, r in rows.iterrows():
         entry = {"gpus": int(r["gpus"]), "images_per_s": float(r["throughput_img_s"])}
@@ -496,9 +532,7 @@ def ceilings_from_rows(workload: str, rows: pd.DataFrame, where: str, given: Giv
         if "allreduce_s" in rows and pd.to_numeric(r["allreduce_s"], errors="coerce") > 0:
             entry["allreduce_s_measured"] = float(r["allreduce_s"])
         measured.append(entry)
-    machine = Fabric(flat=flat, storage_bytes_s=storage, storage_source=storage_source, name="this machine")
-    detail = "has no value at 2+ ranks" if "allreduce_s" in rows else "missing"
-    return WorkloadInputs(ceilings, machine, tuple(measured), detail)
+    return measured
 
 
 def inputs_from_run(frame: pd.DataFrame, where: str, given: Given) -> list[WorkloadInputs]:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
 from bench.analysis.history.regression import series_floor
+from bench.analysis.verdict.bounds import scaling_bound
 from bench.config import (
     DEFAULT_HISTORY_RUNS,
     DEFAULT_MIN_SCALING_EFFICIENCY,
@@ -67,15 +68,15 @@ def _config(text) -> dict:
 
 
 def _bound(config: dict, gpus: int) -> float | None:
-    """The bound the verdict held this run's scale to: Thresholds.scaling_bound, the one function that
-    reads the per-GPU table (a table's row covers every scale up to it, not only its own count). A run
+    """The bound the verdict held this run's scale to: bench.analysis.verdict.bounds.scaling_bound, the
+    one function that reads the per-GPU table (a table's row covers every scale up to it, not only its own count). A run
     stored without thresholds draws no bound."""
     th = config.get("thresholds") or {}
     if not th:
         return None
     table = {int(k): float(v) for k, v in (th.get("min_scaling_efficiency_by_gpus") or {}).items()}
     single = float(th.get("min_scaling_efficiency", DEFAULT_MIN_SCALING_EFFICIENCY))
-    return Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table).scaling_bound(int(gpus))
+    return scaling_bound(gpus, Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table))
 
 
 def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
@@ -102,23 +103,8 @@ def series_panels(
 ) -> list[dict]:
     """One panel per series: its key, counts, the four trend charts (SVG), and its change points with
     their annotations and what differed in the environment across each."""
-    from bench.env.fingerprint import across_change, describe
-
-    notes = {}
-    if annotations is not None and not annotations.empty:
-        notes = {
-            (a.cluster, a.workload, int(a.gpus), a.config_key, a.metric, a.changed_at): a
-            for a in annotations.itertuples()
-        }
+    notes = _notes_by_change(annotations)
     environments = environments or {}
-
-    def note_of(c, cluster, workload, gpus, config_key):
-        return notes.get((cluster, workload, int(gpus), config_key, c.metric, c.changed_at))
-
-    def what_changed(series: pd.DataFrame, c) -> str:
-        ids = series["suite_run_id"].astype(str).tolist()
-        return describe(across_change(ids, str(getattr(c, "changed_in", "") or ""), environments))
-
     configs = {r.suite_run_id: _config(r.config) for r in suite_runs.itertuples()}
     rows = filters.apply(results).sort_values("started_at")
     panels = []
@@ -126,51 +112,16 @@ def series_panels(
     for (cluster, workload, gpus, config_key), series in list(keys)[:MAX_SERIES]:
         series = series.reset_index(drop=True)
         accepted = series["accepted"].fillna(False).astype(bool)
-        labels = [str(t)[:10] for t in series["started_at"]]
         marks = changes[
             (changes["cluster"] == cluster)
             & (changes["workload"] == workload)
             & (changes["gpus"] == gpus)
             & (changes["config_key"] == config_key)
         ]
-        position = {t: i for i, t in enumerate(series["started_at"].astype(str))}
-        charts = []
-        for metric, label in FIGURES:
-            if metric not in series:
-                continue
-            shown = metric_values(series[accepted], metric) if metric in WATCHED else series[accepted]
-            ys = [shown[metric].get(i) if i in shown.index else None for i in series.index]
-            others = series[~accepted & series[metric].notna()]
-            markers = [
-                Marker(
-                    position[c.changed_at],
-                    step_size(c.size, c.change),
-                    n.kind if (n := note_of(c, cluster, workload, gpus, config_key)) is not None else c.state,
-                )
-                for c in marks[marks["metric"] == metric].itertuples()
-                if c.changed_at in position
-            ]
-            band = _band(series, configs) if metric == "throughput_img_s" else None
-            bound = (
-                [_bound(configs.get(s, {}), gpus) for s in series["suite_run_id"]]
-                if metric == "scaling_efficiency"
-                else None
-            )
-            aside = series_outliers(series[accepted], metric) if metric in WATCHED else series.iloc[0:0]
-            charts.append(
-                trend_chart(
-                    f"{workload} @ {gpus} GPUs: {label}",
-                    list(series.index),
-                    ys,
-                    labels,
-                    label,
-                    band=band,
-                    bound=bound,
-                    markers=markers,
-                    rejected=(list(others.index), others[metric].astype(float).tolist()),
-                    outliers=(list(aside.index), aside[metric].astype(float).tolist()),
-                )
-            )
+
+        def note_of(c, key=(cluster, workload, int(gpus), config_key)):
+            return notes.get((*key, c.metric, c.changed_at))
+
         panels.append(
             {
                 "cluster": cluster,
@@ -179,30 +130,97 @@ def series_panels(
                 "config_key": config_key,
                 "runs": len(series),
                 "accepted": int(accepted.sum()),
-                "charts": charts,
-                "changes": [
-                    {
-                        "metric": WATCHED.get(c.metric, c.metric),
-                        "metric_key": c.metric,
-                        "changed_at": str(c.changed_at)[:10],
-                        "changed_at_key": str(c.changed_at),
-                        "size": step_size(c.size, c.change),
-                        "before": float(c.before),
-                        "after": float(c.after),
-                        "pvalue": float(c.pvalue),
-                        "state": c.state,
-                        "what_changed": what_changed(series, c),
-                        "annotation": (
-                            {"kind": n.kind, "note": n.note, "author": n.author or "", "at": str(n.created_at)[:10]}
-                            if (n := note_of(c, cluster, workload, gpus, config_key)) is not None
-                            else None
-                        ),
-                    }
-                    for c in marks.itertuples()
-                ],
+                "charts": _trend_charts(series, accepted, marks, configs, note_of, workload, gpus),
+                "changes": [_change_item(c, series, note_of, environments) for c in marks.itertuples()],
             }
         )
     return panels
+
+
+def _notes_by_change(annotations: pd.DataFrame | None) -> dict:
+    """Each annotation by the change point it explains: (cluster, workload, gpus, config, metric, changed_at)."""
+    if annotations is None or annotations.empty:
+        return {}
+    return {
+        (a.cluster, a.workload, int(a.gpus), a.config_key, a.metric, a.changed_at): a for a in annotations.itertuples()
+    }
+
+
+def _trend_charts(
+    series: pd.DataFrame,
+    accepted: pd.Series,
+    marks: pd.DataFrame,
+    configs: dict[str, dict],
+    note_of: Callable,
+    workload: str,
+    gpus: int,
+) -> list[str]:
+    """The series' trend chart per figure it has: accepted runs as points, others hollow, outliers aside,
+    change points marked; images/s with its regression band, scaling efficiency with its bound."""
+    labels = [str(t)[:10] for t in series["started_at"]]
+    position = {t: i for i, t in enumerate(series["started_at"].astype(str))}
+    charts = []
+    for metric, label in FIGURES:
+        if metric not in series:
+            continue
+        shown = metric_values(series[accepted], metric) if metric in WATCHED else series[accepted]
+        ys = [shown[metric].get(i) if i in shown.index else None for i in series.index]
+        others = series[~accepted & series[metric].notna()]
+        markers = [
+            Marker(
+                position[c.changed_at],
+                step_size(c.size, c.change),
+                n.kind if (n := note_of(c)) is not None else c.state,
+            )
+            for c in marks[marks["metric"] == metric].itertuples()
+            if c.changed_at in position
+        ]
+        band = _band(series, configs) if metric == "throughput_img_s" else None
+        bound = None
+        if metric == "scaling_efficiency":
+            bound = [_bound(configs.get(s, {}), gpus) for s in series["suite_run_id"]]
+        aside = series_outliers(series[accepted], metric) if metric in WATCHED else series.iloc[0:0]
+        charts.append(
+            trend_chart(
+                f"{workload} @ {gpus} GPUs: {label}",
+                list(series.index),
+                ys,
+                labels,
+                label,
+                band=band,
+                bound=bound,
+                markers=markers,
+                rejected=(list(others.index), others[metric].astype(float).tolist()),
+                outliers=(list(aside.index), aside[metric].astype(float).tolist()),
+            )
+        )
+    return charts
+
+
+def _change_item(c, series: pd.DataFrame, note_of: Callable, environments: dict[str, dict[str, str]]) -> dict:
+    """One change point as the page lists it: figure, when, size, levels, state, what differed in the
+    environment across it, and its annotation."""
+    from bench.env.fingerprint import across_change, describe
+
+    ids = series["suite_run_id"].astype(str).tolist()
+    n = note_of(c)
+    return {
+        "metric": WATCHED.get(c.metric, c.metric),
+        "metric_key": c.metric,
+        "changed_at": str(c.changed_at)[:10],
+        "changed_at_key": str(c.changed_at),
+        "size": step_size(c.size, c.change),
+        "before": float(c.before),
+        "after": float(c.after),
+        "pvalue": float(c.pvalue),
+        "state": c.state,
+        "what_changed": describe(across_change(ids, str(getattr(c, "changed_in", "") or ""), environments)),
+        "annotation": (
+            {"kind": n.kind, "note": n.note, "author": n.author or "", "at": str(n.created_at)[:10]}
+            if n is not None
+            else None
+        ),
+    }
 
 
 def runs_table(

@@ -68,161 +68,207 @@ def _same_shapes(
     return now
 
 
-def train(cfg: TrainConfig) -> dict | None:
-    """Run one rank; rank 0 returns (and writes) the run summary, other ranks return None."""
-    dist = init(cfg.backend, cfg.bind)
-    started = datetime.now(UTC).isoformat()
-    torch.manual_seed(cfg.seed)
-    built = build(cfg.workload, cfg.preset, cfg.image_size)
-    # Horovod allreduces only contiguous gradients: channels_last weights need a backend that takes
-    # strided ones (torch DDP).
-    tuned = setup(cfg, dist.device, built.conv, dense_gradients=dist.backend == "horovod")
-    model = prepare_model(built.model, tuned)
-    optimizer = make_optimizer(model.parameters(), cfg.lr * dist.size, dist.device)
-    # Independent copies (the node-ceiling run) train alone: no gradient collective, no exposed wait.
-    collective = not cfg.independent
-    # trained: the module the step's forward runs through (DDP's wrapper); the loader reads the model's own
-    trained, optimizer = dist.wrap(model, optimizer) if collective else (model, optimizer)
-    loader = build_loader(cfg, model, Shard(dist.rank, dist.size), dist.device)
-    step_model = compiled(trained, tuned.compile)
-    warmup = cfg.warmup_steps + tuned.warmup_extra  # compiling happens in the first calls, never measured
-    out = cfg.metrics_out
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    data = None if cfg.synthetic else cfg.data
-    sources = build_sources(data, dist.device.index if dist.device.type == "cuda" else None, dist.local_rank == 0)
-    sampler = Sampler(
-        sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank
-    )
-    if cfg.warm_cache:
-        drop = warm_page_cache(dist, cfg.data)
-    else:
-        drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
+class _Rank:
+    """What one rank trains with, set up once: the model, its step, the loader and the samplers."""
 
-    per_epoch = loader.steps_per_epoch
-    if cfg.steps is not None:
-        total_steps = warmup + cfg.steps
-        epochs = MAX_EPOCHS
-    else:
-        epochs = cfg.epochs or 1
-        total_steps = epochs * per_epoch
-    extensions = 0
-    step_times: list[float] = []
-    losses: list[float] = []
-    epoch_marks: list[dict] = []
-    step = 0
-    timer = StepTimer(dist.device)
-    # GPU kernel time over a few measured steps (CUPTI); on a CPU node nothing runs and the figure is null
-    busy = GpuBusyWindow(dist.device, busy_window(warmup, total_steps - warmup, window_steps()))
-    sampler.start() if cfg.sampler else sampler.sample_now()
-    shapes: dict[str, tuple[int, ...]] | None = None
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.dist = dist = init(cfg.backend, cfg.bind)
+        self.started = datetime.now(UTC).isoformat()
+        torch.manual_seed(cfg.seed)
+        self.built = build(cfg.workload, cfg.preset, cfg.image_size)
+        # Horovod allreduces only contiguous gradients: channels_last weights need a backend that takes
+        # strided ones (torch DDP).
+        self.tuned = setup(cfg, dist.device, self.built.conv, dense_gradients=dist.backend == "horovod")
+        self.model = prepare_model(self.built.model, self.tuned)
+        optimizer = make_optimizer(self.model.parameters(), cfg.lr * dist.size, dist.device)
+        # Independent copies (the node-ceiling run) train alone: no gradient collective, no exposed wait.
+        self.collective = not cfg.independent
+        # trained: the module the step's forward runs through (DDP's wrapper); the loader reads the model's own
+        trained, self.optimizer = dist.wrap(self.model, optimizer) if self.collective else (self.model, optimizer)
+        self.loader = build_loader(cfg, self.model, Shard(dist.rank, dist.size), dist.device)
+        self.step_model = compiled(trained, self.tuned.compile)
+        self.warmup = cfg.warmup_steps + self.tuned.warmup_extra  # compiling happens in the first calls, never measured
+        self.out = out = cfg.metrics_out
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+        self.data = None if cfg.synthetic else cfg.data
+        gpu = dist.device.index if dist.device.type == "cuda" else None
+        self.sources = build_sources(self.data, gpu, dist.local_rank == 0)
+        self.sampler = Sampler(
+            self.sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank
+        )
+        if cfg.warm_cache:
+            self.drop = warm_page_cache(dist, cfg.data)
+        else:
+            self.drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
 
-    def train_step(batch: dict[str, torch.Tensor], mark) -> torch.Tensor:
+    def train_step(self, batch: dict[str, torch.Tensor], mark) -> torch.Tensor:
         """One step: forward under autocast, backward (scaled under fp16), the gradient sync's exposed
         part on its own, then the optimizer step. `mark` ends each phase (the step timer's)."""
+        tuned, optimizer = self.tuned, self.optimizer
         with tuned.autocast():
-            loss = built.loss(step_model, batch)
+            loss = self.built.loss(self.step_model, batch)
         optimizer.zero_grad()  # set_to_none, torch's default
         tuned.backward(loss)
         mark("compute")
-        if collective:
+        if self.collective:
             optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
         mark("comm")
-        with optimizer.skip_synchronize() if collective else contextlib.nullcontext():
+        with optimizer.skip_synchronize() if self.collective else contextlib.nullcontext():
             tuned.step(optimizer)
         return loss
 
-    model.train()
-    for epoch in range(1, epochs + 1):
-        dist.barrier()
-        sampler.phase = {"epoch": epoch, "phase": "train"}
-        before = sampler.sample_now(settle=True)
-        consumed_before = loader.stats.bytes_consumed
-        images_before = loader.stats.samples
-        ids_before = len(loader.stats.sample_ids)
-        t_epoch = time.perf_counter()
-        wall_start = time.time()
-        t_prev = t_epoch
-        batches = iter(loader.epoch())
-        while True:
-            if busy.begin(step):  # the profiler started: every rank meets, then the step's clock starts
-                dist.barrier()
-                t_prev = time.perf_counter()
-            timer.start(t_prev)
-            try:
-                batch = next(batches, None)
-            except Exception as error:  # the loader's own error, unless the storage itself is gone
-                lost = storage_lost(cfg.data)
-                if lost is None:
-                    raise
-                raise StorageLost(
-                    f"--data {cfg.data}: the dataset became unreachable in epoch {epoch} after {step} step(s) "
-                    f"({lost}): the mount or storage server holding it went away"
-                ) from error
-            if batch is None:
-                break
-            batch = tuned.layout(batch)
-            if tuned.compile == "cuda_graphs":
-                shapes = _same_shapes(shapes, batch, step)
-            timer.mark("data_wait")
-            loss = train_step(batch, timer.mark)
-            _sync(dist.device)
-            loss_value = float(loss.detach())
-            now = time.perf_counter()
-            timer.finish(now, measured=step >= warmup)
-            if step >= warmup:
-                step_times.append(now - t_prev)
-            if busy.end(step, now - t_prev):  # the profiler stopped and was read: not the next step's time
-                dist.barrier()
-                now = time.perf_counter()
-            losses.append(loss_value)
-            if not math.isfinite(loss_value):
-                raise FloatingPointError(f"loss became {loss_value} at step {step}")
-            t_prev = now
-            step += 1
-            if step == total_steps and cfg.steps is not None and cfg.min_measure_s > 0:
-                total_steps += _extension(dist, step_times, cfg.min_measure_s, extensions)
-                extensions += 1
-            if step >= total_steps:
-                break
-        _sync(dist.device)
-        seconds = time.perf_counter() - t_epoch
-        dist.barrier()
-        after = sampler.sample_now(settle=True)
-        epoch_marks.append(
-            {
-                "epoch": epoch,
-                "start": wall_start,
-                "end": time.time(),
-                "seconds": seconds,
-                "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
-                "consumed": loader.stats.bytes_consumed - consumed_before,
-                "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
-                "sample_ids": loader.stats.sample_ids[ids_before:],
-            }
+
+class _Progress:
+    """Where the run stands: steps taken and planned, measured step times, losses and each epoch's marks."""
+
+    def __init__(self, cfg: TrainConfig, rank: _Rank) -> None:
+        per_epoch = rank.loader.steps_per_epoch
+        if cfg.steps is not None:
+            self.total_steps = rank.warmup + cfg.steps
+            self.epochs = MAX_EPOCHS
+        else:
+            self.epochs = cfg.epochs or 1
+            self.total_steps = self.epochs * per_epoch
+        self.extensions = 0
+        self.step_times: list[float] = []
+        self.losses: list[float] = []
+        self.epoch_marks: list[dict] = []
+        self.step = 0
+        self.shapes: dict[str, tuple[int, ...]] | None = None
+        self.timer = StepTimer(rank.dist.device)
+        # GPU kernel time over a few measured steps (CUPTI); on a CPU node nothing runs and the figure is null
+        self.busy = GpuBusyWindow(
+            rank.dist.device, busy_window(rank.warmup, self.total_steps - rank.warmup, window_steps())
         )
-        if step >= total_steps:
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.total_steps
+
+
+def train(cfg: TrainConfig) -> dict | None:
+    """Run one rank; rank 0 returns (and writes) the run summary, other ranks return None."""
+    rank = _Rank(cfg)
+    progress = _Progress(cfg, rank)
+    sampler = rank.sampler
+    sampler.start() if cfg.sampler else sampler.sample_now()
+    rank.model.train()
+    for epoch in range(1, progress.epochs + 1):
+        _run_epoch(cfg, rank, progress, epoch)
+        if progress.done:
             break
     sampler.phase = {"epoch": epoch, "phase": "done"}
     sampler.stop()
-    loader.close()
-
-    measured = len(step_times)
-    if measured == 0:
-        extra = f" + {tuned.warmup_extra} to compile" if tuned.warmup_extra else ""
+    rank.loader.close()
+    if not progress.step_times:
+        extra = f" + {rank.tuned.warmup_extra} to compile" if rank.tuned.warmup_extra else ""
         raise MeasurementError(
-            f"no measured step: the run ended after {step} step(s), all of them warm-up "
+            f"no measured step: the run ended after {progress.step} step(s), all of them warm-up "
             f"(--warmup-steps {cfg.warmup_steps}{extra}); give more steps or fewer warm-up steps"
         )
-    gpu_busy = busy.close(step_times)
+    return _gather_summary(cfg, rank, _rank_report(cfg, rank, progress), progress.epoch_marks)
+
+
+def _run_epoch(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int) -> None:
+    """One epoch's steps (until the epoch or the planned steps end), then its mark: seconds, images,
+    bytes consumed and read from storage, and the sample ids it read."""
+    dist, loader, sampler = rank.dist, rank.loader, rank.sampler
+    dist.barrier()
+    sampler.phase = {"epoch": epoch, "phase": "train"}
+    before = sampler.sample_now(settle=True)
+    consumed_before = loader.stats.bytes_consumed
+    images_before = loader.stats.samples
+    ids_before = len(loader.stats.sample_ids)
+    t_epoch = time.perf_counter()
+    wall_start = time.time()
+    _run_steps(cfg, rank, progress, epoch, t_epoch)
+    _sync(dist.device)
+    seconds = time.perf_counter() - t_epoch
+    dist.barrier()
+    after = sampler.sample_now(settle=True)
+    progress.epoch_marks.append(
+        {
+            "epoch": epoch,
+            "start": wall_start,
+            "end": time.time(),
+            "seconds": seconds,
+            "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
+            "consumed": loader.stats.bytes_consumed - consumed_before,
+            "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
+            "sample_ids": loader.stats.sample_ids[ids_before:],
+        }
+    )
+
+
+def _next_batch(cfg: TrainConfig, batches, epoch: int, step: int):
+    """The loader's next batch (None at the epoch's end); a loader error with the storage gone is StorageLost."""
+    try:
+        return next(batches, None)
+    except Exception as error:  # the loader's own error, unless the storage itself is gone
+        lost = storage_lost(cfg.data)
+        if lost is None:
+            raise
+        raise StorageLost(
+            f"--data {cfg.data}: the dataset became unreachable in epoch {epoch} after {step} step(s) "
+            f"({lost}): the mount or storage server holding it went away"
+        ) from error
+
+
+def _run_steps(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int, t_prev: float) -> None:
+    """The epoch's timed steps: warm-up ones unmeasured, each measured one device-synced; with --steps
+    and min_measure_s the planned steps are extended until every rank has measured long enough."""
+    dist, tuned, timer, busy, p = rank.dist, rank.tuned, progress.timer, progress.busy, progress
+    batches = iter(rank.loader.epoch())
+    while True:
+        if busy.begin(p.step):  # the profiler started: every rank meets, then the step's clock starts
+            dist.barrier()
+            t_prev = time.perf_counter()
+        timer.start(t_prev)
+        batch = _next_batch(cfg, batches, epoch, p.step)
+        if batch is None:
+            break
+        batch = tuned.layout(batch)
+        if tuned.compile == "cuda_graphs":
+            p.shapes = _same_shapes(p.shapes, batch, p.step)
+        timer.mark("data_wait")
+        loss = rank.train_step(batch, timer.mark)
+        _sync(dist.device)
+        loss_value = float(loss.detach())
+        now = time.perf_counter()
+        timer.finish(now, measured=p.step >= rank.warmup)
+        if p.step >= rank.warmup:
+            p.step_times.append(now - t_prev)
+        if busy.end(p.step, now - t_prev):  # the profiler stopped and was read: not the next step's time
+            dist.barrier()
+            now = time.perf_counter()
+        p.losses.append(loss_value)
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(f"loss became {loss_value} at step {p.step}")
+        t_prev = now
+        p.step += 1
+        if p.step == p.total_steps and cfg.steps is not None and cfg.min_measure_s > 0:
+            p.total_steps += _extension(dist, p.step_times, cfg.min_measure_s, p.extensions)
+            p.extensions += 1
+        if p.done:
+            break
+
+
+def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
+    """This rank's figures for the summary: images/s, step times, GPU busy share, bytes, samples, the
+    step breakdown, the allreduce probe and (on a node's first rank) the node's fingerprint."""
+    dist, tuned, loader, sampler, data = rank.dist, rank.tuned, rank.loader, rank.sampler, rank.data
+    step_times, epoch_marks = progress.step_times, progress.epoch_marks
+    measured = len(step_times)
+    gpu_busy = progress.busy.close(step_times)
     # The scale's network ceiling, on its own ranks and process group, right after its measured steps
-    allreduce = probe_allreduce(dist, gradient_bytes(model)) if collective else None
-    images_per_s = cfg.batch_size * measured / sum(step_times)
-    rank_report = {
+    allreduce = probe_allreduce(dist, gradient_bytes(rank.model)) if rank.collective else None
+    training = [x for x in sampler.samples if x.get("phase") == "train"]
+    return {
         "rank": dist.rank,
         "host": dist.host,
         "images": cfg.batch_size * measured,
-        "images_per_s": images_per_s,
+        "images_per_s": cfg.batch_size * measured / sum(step_times),
         "step_time_median_s": statistics.median(step_times) if step_times else 0.0,
         "gpu_busy_s": gpu_busy.busy_s,
         "gpu_busy_share": gpu_busy.share,
@@ -240,26 +286,32 @@ def train(cfg: TrainConfig) -> dict | None:
         "slot": dist.slot,
         "cache_domain": cache_domain(data) if data is not None else None,
         "node_sampler": dist.local_rank == 0,
-        "pagecache_method": next((x.method for x in sources if x.name == "pagecache"), None),
+        "pagecache_method": next((x.method for x in rank.sources if x.name == "pagecache"), None),
         "breakdown": {
-            **timer.summary(skip_first=warmup == 0),
-            "slot_cpu_util": mean([x.get("slot_cpu_util") for x in sampler.samples if x.get("phase") == "train"]),
-            **interference_of([x for x in sampler.samples if x.get("phase") == "train"]),
+            **progress.timer.summary(skip_first=rank.warmup == 0),
+            "slot_cpu_util": mean([x.get("slot_cpu_util") for x in training]),
+            **interference_of(training),
         },
         "precision": tuned.precision,
         "allreduce": allreduce,
-        "losses": losses,
+        "losses": progress.losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
         "node_fingerprint": node_fingerprint(dist.host, data) if dist.local_rank == 0 else None,
     }
+
+
+def _gather_summary(cfg: TrainConfig, rank: _Rank, report: dict, epoch_marks: list[dict]) -> dict | None:
+    """Write this rank's shard (the sample ids each epoch read), gather every rank's report, close the
+    process group; rank 0 then validates, writes and returns the run summary."""
+    dist, out = rank.dist, rank.out
     shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
     if out is not None:
         (out / f"shard-rank{dist.rank}.json").write_text(json.dumps(shard))
-    reports = dist.allgather(rank_report)
+    reports = dist.allgather(report)
     dist.close()  # the last collective: a process group left to the interpreter's exit can abort it
     if dist.rank != 0:
         return None
-    summary = summarise(cfg, dist, reports, drop, started)
+    summary = summarise(cfg, dist, reports, rank.drop, rank.started)
     validate_summary(summary)
     if out is not None:
         tmp = out / ".summary.json.tmp"

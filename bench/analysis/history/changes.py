@@ -126,49 +126,16 @@ def watch_series(
     rows: list[dict] = []
     notices: list[Notice] = []
     latest = len(values) - 1
-
-    def stats(step: Step) -> dict:
-        return {
-            "before": step.before,
-            "after": step.after,
-            "change": step.change,
-            "pvalue": step.pvalue,
-            "size": step.size,
-        }
-
     for step in steps:
-        same = [
-            r
-            for r in stored
-            if same_change(_index_of(stamps, r["changed_at"]), _size(r), step.index, step.size, match_runs)
-        ]
-        if same:  # found again: refine its numbers, keep its key and state
-            old = min(same, key=lambda r: abs(_index_of(stamps, r["changed_at"]) - step.index))
-            rows.append({**old, **stats(step)})
+        old = _stored_match(stored, stamps, step, match_runs)
+        if old is not None:  # found again: refine its numbers, keep its key and state
+            rows.append({**old, **_step_stats(step)})
             continue
-        recovers = [
-            r
-            for r in stored
-            if r["state"] in NEWS
-            and _size(r) < 0
-            and _index_of(stamps, r["changed_at"]) < step.index
-            and step.size > 0
-            and step.after >= r["before"] * (1 - settings.min_change)
-        ]
+        recovers = _recovered_by(step, stored, stamps, settings)
         state = RECOVERY if recovers else PENDING if is_news(step.index, len(values), settings) else RECORDED
-        row = (
-            key
-            | stats(step)
-            | {
-                "changed_at": stamps[step.index],
-                "changed_in": ids[step.index],
-                "detected_at": stamps[latest],
-                "detected_in": suite_run_id,
-                "state": state,
-                "recovered_at": None,
-                "recovered_in": None,
-            }
-        )
+        found = {"changed_at": stamps[step.index], "changed_in": ids[step.index]}
+        detected = {"detected_at": stamps[latest], "detected_in": suite_run_id}
+        row = key | _step_stats(step) | found | detected | {"state": state, "recovered_at": None, "recovered_in": None}
         rows.append(row)
         stored.append(row)
         if state == PENDING:
@@ -178,6 +145,33 @@ def watch_series(
             rows.append(done)
             notices.append(Notice("recovered", done | {"recovered_level": step.after}))
     return rows, notices
+
+
+def _step_stats(step: Step) -> dict:
+    return {"before": step.before, "after": step.after, "change": step.change, "pvalue": step.pvalue, "size": step.size}
+
+
+def _stored_match(stored: list[dict], stamps: list[str], step: Step, match_runs: int) -> dict | None:
+    """The stored change this step is (the nearest one within `match_runs` with the same sign), or None."""
+    at = [_index_of(stamps, r["changed_at"]) for r in stored]
+    same = [r for r, i in zip(stored, at, strict=True) if same_change(i, _size(r), step.index, step.size, match_runs)]
+    if not same:
+        return None
+    return min(same, key=lambda r: abs(_index_of(stamps, r["changed_at"]) - step.index))
+
+
+def _recovered_by(step: Step, stored: list[dict], stamps: list[str], settings: DetectorSettings) -> list[dict]:
+    """The sent regressions before this step that it recovers: a rise back to within min_change of the level
+    before the drop."""
+    return [
+        r
+        for r in stored
+        if r["state"] in NEWS
+        and _size(r) < 0
+        and _index_of(stamps, r["changed_at"]) < step.index
+        and step.size > 0
+        and step.after >= r["before"] * (1 - settings.min_change)
+    ]
 
 
 def run_notices(known: pd.DataFrame, suite_run_id: str) -> list[Notice]:

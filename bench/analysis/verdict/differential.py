@@ -36,7 +36,9 @@ def scales_to_confirm(frame: pd.DataFrame, bound_at) -> list[tuple[str, int, int
     """(workload, gpus, baseline gpus) of each measured scale below its bound (`bound_at(gpus)`).
 
     Oversubscribed scales are contended by design (no rerun can say more) and a baseline has no
-    efficiency of its own."""
+    efficiency of its own. The comparison is bench.analysis.verdict.bounds' (at the bound passes)."""
+    from bench.analysis.verdict import bounds
+
     out = []
     for _, r in frame.iterrows():
         eff = r.get("scaling_efficiency")
@@ -45,7 +47,7 @@ def scales_to_confirm(frame: pd.DataFrame, bound_at) -> list[tuple[str, int, int
         gpus, base = int(r["gpus"]), int(r["baseline_gpus"])
         if gpus == base or bool(r.get("oversubscribed")):
             continue
-        if float(eff) < bound_at(gpus):
+        if bounds.fails(bounds.SCALING_EFFICIENCY, float(eff), bound_at(gpus)):
             out.append((str(r["workload"]), gpus, base))
     return out
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.history.regression import REPEAT, series_floor
+from bench.analysis.verdict import bounds
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
 from bench.config import SweepConfig
@@ -93,7 +94,8 @@ def suspected_regressions(cfg: SweepConfig, frame: pd.DataFrame, store, suite_ru
 
     floor, _ = regression_floor(history_for(cfg, frame, store, suite_run_id), cfg.thresholds.regression_tolerance)
     conclusive = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
-    below = conclusive & floor.notna() & (frame["throughput_img_s"] < floor)
+    under = [bounds.fails(bounds.REGRESSION, v, f) for v, f in zip(frame["throughput_img_s"], floor, strict=True)]
+    below = conclusive & pd.Series(under, index=frame.index, dtype=bool)
     return [(str(w), int(g)) for w, g in zip(frame.loc[below, "workload"], frame.loc[below, "gpus"], strict=True)]
 
 
@@ -128,74 +130,16 @@ def evaluate(
     probe: dict | None = None,
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
-    from bench.analysis.verdict.bottleneck import add_bottlenecks, without_input_side
-    from bench.analysis.verdict.ceilings import add_expected, cross_check
-    from bench.analysis.verdict.differential import add_differential
-    from bench.analysis.verdict.expectations import prepare, validate
-    from bench.analysis.verdict.rules import (
-        INCONCLUSIVE,
-        PASS,
-        measurement_problems,
-        oversubscription_note,
-        row_verdicts,
-        suite_verdict,
-        with_baseline_problems,
-    )
-    from bench.analysis.verdict.sizing import add_sizing
+    from bench.analysis.verdict.expectations import validate
+    from bench.analysis.verdict.rules import suite_verdict
 
-    reruns = [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS]
-    repeats = [r for r in runs if r.get("variant") == REPEAT]
     ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
-    frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
-    frame = add_expected(frame, cfg.train.batch_size, ceiling)
-    problems = measurement_problems(frame, cfg.thresholds)
-    frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
-    frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
-    history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
-    frame["repeat_img_s"] = repeat_rates(frame, rerun_frame(cfg, suite_run_id, repeats, started_at))
-    prepared = prepare(frame, cfg.thresholds, history)
+    prepared = judged_frame(cfg, suite_run_id, runs, started_at, store, ceiling)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
-    critical = {
-        k: [n for n in found if n != names.BANDWIDTH_NOT_CACHE_DISTORTED] for k, found in verdict.per_row.items()
-    }
-    # Whether each row's own figures pass, whatever the storage sizing says: that decides history.
-    own = {k: [n for n in found if n != names.STORAGE_FEEDS_PLANNED_GPUS] for k, found in critical.items()}
-    own_pass = row_verdicts(prepared, own)["verdict"] == PASS
-    prepared = row_verdicts(prepared, critical)
-    prepared["passed"] = prepared["verdict"] == PASS
-    au_failed = {k for k, found in critical.items() if names.ACCELERATOR_UTILISATION_AT_LEAST in found}
-    prepared = cross_check(add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed))
-    prepared = add_differential(
-        prepared,
-        rerun_frame(cfg, suite_run_id, reruns, started_at),
-        cfg.thresholds.scaling_bound,
-        without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
-    )
-    prepared["failed_expectations"] = [
-        json.dumps(verdict.per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
-    ]
-    # History learns only from conclusive, passing rows on their own slots: a regression, a short window
-    # or a contended (oversubscribed) figure must never become the norm.
-    prepared["accepted"] = prepared["valid"].astype(bool) & own_pass & ~prepared["oversubscribed"].astype(bool)
-    by_key = {(r["workload"], int(r["gpus"])): r for _, r in prepared.iterrows()}
-    failures = []
-    for f in verdict.failures:
-        row = by_key[(f["workload"], int(f["gpus"]))]
-        if f["expectation"] == names.SCALING_EFFICIENCY_AT_LEAST_BOUND:
-            f = {**f, "metric": f"{f['metric']} (vs {row.get('ideal') or 'linear'})"}
-        if f["expectation"] == names.STORAGE_FEEDS_PLANNED_GPUS:
-            f = {**f, "reason": shortfall_text(row)}
-        if f["expectation"] == names.THROUGHPUT_NOT_REGRESSED:
-            f = {**f, "reason": regression_text(row)}
-        if row.get("bottleneck"):
-            f = {**f, "bottleneck": row["bottleneck"], "evidence": row["bottleneck_evidence"]}
-        note = oversubscription_note(row)
-        failures.append({**f, "reason": "; ".join(x for x in (f.get("reason", ""), note) if x)} if note else f)
-    inconclusive = [
-        {"workload": r["workload"], "gpus": int(r["gpus"]), "reason": r["inconclusive_reason"]}
-        for _, r in prepared.iterrows()
-        if r["verdict"] == INCONCLUSIVE
-    ]
+    reruns = rerun_frame(cfg, suite_run_id, [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS], started_at)
+    prepared = with_verdicts(cfg, prepared, verdict.per_row, reruns, ceiling)
+    failures = failure_items(verdict.failures, prepared)
+    inconclusive = inconclusive_rows(prepared)
     outcome = suite_verdict(prepared)
     storage_failures, storage_inconclusive, probe = storage_checks(cfg, suite_run_id, prepared, probe, store)
     failures += storage_failures
@@ -207,6 +151,96 @@ def evaluate(
     return Evaluation(
         prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive, probe
     )
+
+
+def judged_frame(
+    cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, store, ceiling: float | None
+) -> pd.DataFrame:
+    """The scales' frame as the GX suite reads it: expected throughput, what is conclusive and why not,
+    storage sizing, history and second runs, and the bound columns (expectations.prepare)."""
+    from bench.analysis.verdict.ceilings import add_expected
+    from bench.analysis.verdict.expectations import prepare
+    from bench.analysis.verdict.rules import measurement_problems, with_baseline_problems
+    from bench.analysis.verdict.sizing import add_sizing
+
+    repeats = [r for r in runs if r.get("variant") == REPEAT]
+    frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
+    frame = add_expected(frame, cfg.train.batch_size, ceiling)
+    problems = measurement_problems(frame, cfg.thresholds)
+    frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
+    frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
+    history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
+    frame["repeat_img_s"] = repeat_rates(frame, rerun_frame(cfg, suite_run_id, repeats, started_at))
+    return prepare(frame, cfg.thresholds, history)
+
+
+def with_verdicts(
+    cfg: SweepConfig,
+    prepared: pd.DataFrame,
+    per_row: dict[tuple[str, int], list[str]],
+    reruns: pd.DataFrame,
+    ceiling: float | None,
+) -> pd.DataFrame:
+    """Each row's verdict from its failed expectations, its cause (confirmed by the differential
+    reruns), and whether history accepts it."""
+    from bench.analysis.verdict.bottleneck import add_bottlenecks, without_input_side
+    from bench.analysis.verdict.ceilings import cross_check
+    from bench.analysis.verdict.differential import add_differential
+    from bench.analysis.verdict.rules import PASS, row_verdicts
+
+    critical = {k: [n for n in found if n != names.BANDWIDTH_NOT_CACHE_DISTORTED] for k, found in per_row.items()}
+    # Whether each row's own figures pass, whatever the storage sizing says: that decides history.
+    own = {k: [n for n in found if n != names.STORAGE_FEEDS_PLANNED_GPUS] for k, found in critical.items()}
+    own_pass = row_verdicts(prepared, own)["verdict"] == PASS
+    prepared = row_verdicts(prepared, critical)
+    prepared["passed"] = prepared["verdict"] == PASS
+    au_failed = {k for k, found in critical.items() if names.ACCELERATOR_UTILISATION_AT_LEAST in found}
+    prepared = cross_check(add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed))
+    prepared = add_differential(
+        prepared,
+        reruns,
+        bounds.bound_at(bounds.SCALING_EFFICIENCY, cfg.thresholds),
+        without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
+    )
+    prepared["failed_expectations"] = [
+        json.dumps(per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
+    ]
+    # History learns only from conclusive, passing rows on their own slots: a regression, a short window
+    # or a contended (oversubscribed) figure must never become the norm.
+    prepared["accepted"] = prepared["valid"].astype(bool) & own_pass & ~prepared["oversubscribed"].astype(bool)
+    return prepared
+
+
+def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
+    """The suite's failures as alerts read them: the ideal judged against, why a sizing or regression
+    check failed, the named cause and its evidence, and an oversubscription note."""
+    from bench.analysis.verdict.rules import oversubscription_note
+
+    by_key = {(r["workload"], int(r["gpus"])): r for _, r in prepared.iterrows()}
+    out = []
+    for f in failures:
+        row = by_key[(f["workload"], int(f["gpus"]))]
+        if f["expectation"] == names.SCALING_EFFICIENCY_AT_LEAST_BOUND:
+            f = {**f, "metric": f"{f['metric']} (vs {row.get('ideal') or 'linear'})"}
+        if f["expectation"] == names.STORAGE_FEEDS_PLANNED_GPUS:
+            f = {**f, "reason": shortfall_text(row)}
+        if f["expectation"] == names.THROUGHPUT_NOT_REGRESSED:
+            f = {**f, "reason": regression_text(row)}
+        if row.get("bottleneck"):
+            f = {**f, "bottleneck": row["bottleneck"], "evidence": row["bottleneck_evidence"]}
+        note = oversubscription_note(row)
+        out.append({**f, "reason": "; ".join(x for x in (f.get("reason", ""), note) if x)} if note else f)
+    return out
+
+
+def inconclusive_rows(prepared: pd.DataFrame) -> list[dict]:
+    from bench.analysis.verdict.rules import INCONCLUSIVE
+
+    return [
+        {"workload": r["workload"], "gpus": int(r["gpus"]), "reason": r["inconclusive_reason"]}
+        for _, r in prepared.iterrows()
+        if r["verdict"] == INCONCLUSIVE
+    ]
 
 
 def shortfall_text(row) -> str:
@@ -258,7 +292,7 @@ def storage_checks(
     probe["regression_floor_mb_s"], probe["regression_tolerance_used"] = floor, used
     # The same noise-aware floor as the training figures: a 3-second fio level on a small dataset
     # moves more than 10% run to run, and a fixed tolerance called that noise a regression.
-    regressed = bool(probe["conclusive"] and floor is not None and probe["ceiling_mb_s"] < floor)
+    regressed = bool(probe["conclusive"] and bounds.fails(bounds.REGRESSION, probe["ceiling_mb_s"], floor))
     if regressed:
         failures.append(
             {

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.analysis.verdict import bounds
 from bench.config import Thresholds
 
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
@@ -113,127 +114,115 @@ class Check:
     bound: str | None
     severity: str  # "critical" fails the suite run; "warning" is reported as inconclusive
     kwargs: dict = field(default_factory=dict)
+    limit: str | None = None  # the bench.analysis.verdict.bounds name the figure is held to (None: no threshold)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One row of CHECKS: an expectation over `column`, held to bounds.`limit` (a per-row bound column for
+    a pair check, the threshold itself for a column check); `when` says when the suite includes it."""
+
+    name: str
+    metric: str
+    value: str
+    column: str
+    limit: str | None = None
+    bound_column: str | None = None
+    severity: str = "critical"
+    when: str = "always"  # "always", "set" (its threshold is set) or "history" (a regression floor exists)
+    fixed: dict = field(default_factory=dict)  # the kwargs of a check that holds no threshold
+
+
+# In suite order (the order failures are listed in).
+CHECKS: tuple[_Judged, ...] = (
+    _Judged(RUNS_TO_COMPLETE, "state", "state", "state", fixed={"value_set": ["COMPLETED"]}),
+    _Judged(
+        MEASURED_THROUGHPUT_POSITIVE,
+        "throughput_img_s",
+        "throughput_img_s",
+        "throughput_checked",
+        fixed={"min_value": 0, "strict_min": True},
+    ),
+    _Judged(
+        SCALING_EFFICIENCY_AT_LEAST_BOUND,
+        "scaling_efficiency",
+        "scaling_efficiency",
+        "scaling_efficiency",
+        bounds.SCALING_EFFICIENCY,
+        "min_scaling_efficiency",
+    ),
+    _Judged(
+        BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND,
+        "bandwidth_efficiency",
+        "bandwidth_efficiency_checked",
+        "bandwidth_efficiency_checked",
+        bounds.BANDWIDTH_EFFICIENCY,
+        "min_bandwidth_efficiency",
+    ),
+    _Judged(
+        BANDWIDTH_NOT_CACHE_DISTORTED,
+        "bandwidth_valid",
+        "bandwidth_valid",
+        "bandwidth_valid_checked",
+        severity="warning",
+        fixed={"value_set": [True]},
+    ),
+    _Judged(GPU_UTILISATION_AT_LEAST_FLOOR, "gpu_util", "gpu_util", "gpu_util", bounds.GPU_UTIL, when="set"),
+    _Judged(
+        NO_FOREIGN_WORK_ON_SLOTS,
+        "foreign_cpu_share",
+        "foreign_cpu_share",
+        "foreign_cpu_share_checked",
+        bounds.FOREIGN_SHARE,
+        when="set",
+    ),
+    _Judged(ACCELERATOR_UTILISATION_AT_LEAST, "au", "au", "au_checked", bounds.AU, when="set"),
+    _Judged(
+        STORAGE_FEEDS_PLANNED_GPUS,
+        "supported_gpus",
+        "supported_gpus_checked",
+        "supported_gpus_checked",
+        bounds.SUPPORTED_GPUS,
+        "min_supported_gpus_checked",
+        when="set",
+    ),
+    _Judged(
+        THROUGHPUT_NOT_REGRESSED,
+        "throughput_img_s",
+        "regression_checked_img_s",
+        "regression_checked_img_s",
+        bounds.REGRESSION,
+        "regression_floor",
+        when="history",
+    ),
+)
+
+
+def _included(row: _Judged, thresholds: Thresholds, has_history: bool) -> bool:
+    if row.when == "history":
+        return has_history
+    if row.when == "set":
+        return getattr(thresholds, bounds.BOUNDS[row.limit].setting) is not None
+    return True
+
+
+def _check(row: _Judged, thresholds: Thresholds) -> Check:
+    """The row as an expectation: a pair check against its bound column, a column check against the
+    threshold (its min_value or max_value from bounds.gx_column), or a fixed one."""
+    if row.bound_column is not None:
+        kwargs = bounds.gx_pair(row.limit, row.column, row.bound_column)
+        return Check(row.name, row.metric, row.value, row.bound_column, row.severity, kwargs, row.limit)
+    if row.limit is not None:
+        kwargs = {"column": row.column, **bounds.gx_column(row.limit, thresholds)}
+        setting = bounds.BOUNDS[row.limit].setting
+        return Check(row.name, row.metric, row.value, setting, row.severity, kwargs, row.limit)
+    return Check(row.name, row.metric, row.value, None, row.severity, {"column": row.column, **row.fixed})
 
 
 def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
-    out = [
-        Check(
-            RUNS_TO_COMPLETE,
-            "state",
-            "state",
-            None,
-            "critical",
-            {"column": "state", "value_set": ["COMPLETED"]},
-        ),
-        Check(
-            MEASURED_THROUGHPUT_POSITIVE,
-            "throughput_img_s",
-            "throughput_img_s",
-            None,
-            "critical",
-            {"column": "throughput_checked", "min_value": 0, "strict_min": True},
-        ),
-        Check(
-            SCALING_EFFICIENCY_AT_LEAST_BOUND,
-            "scaling_efficiency",
-            "scaling_efficiency",
-            "min_scaling_efficiency",
-            "critical",
-            {
-                "column_A": "scaling_efficiency",
-                "column_B": "min_scaling_efficiency",
-                "or_equal": True,
-                "ignore_row_if": "either_value_is_missing",
-            },
-        ),
-        Check(
-            BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND,
-            "bandwidth_efficiency",
-            "bandwidth_efficiency_checked",
-            "min_bandwidth_efficiency",
-            "critical",
-            {
-                "column_A": "bandwidth_efficiency_checked",
-                "column_B": "min_bandwidth_efficiency",
-                "or_equal": True,
-                "ignore_row_if": "either_value_is_missing",
-            },
-        ),
-        Check(
-            BANDWIDTH_NOT_CACHE_DISTORTED,
-            "bandwidth_valid",
-            "bandwidth_valid",
-            None,
-            "warning",
-            {"column": "bandwidth_valid_checked", "value_set": [True]},
-        ),
-    ]
-    if thresholds.min_gpu_util is not None:
-        out.append(
-            Check(
-                GPU_UTILISATION_AT_LEAST_FLOOR,
-                "gpu_util",
-                "gpu_util",
-                "min_gpu_util",
-                "critical",
-                {"column": "gpu_util", "min_value": thresholds.min_gpu_util},
-            )
-        )
-    if thresholds.max_foreign_share is not None:
-        out.append(
-            Check(
-                NO_FOREIGN_WORK_ON_SLOTS,
-                "foreign_cpu_share",
-                "foreign_cpu_share",
-                "max_foreign_share",
-                "critical",
-                {"column": "foreign_cpu_share_checked", "max_value": thresholds.max_foreign_share},
-            )
-        )
-    if thresholds.min_au is not None:
-        out.append(
-            Check(
-                ACCELERATOR_UTILISATION_AT_LEAST,
-                "au",
-                "au",
-                "min_au",
-                "critical",
-                {"column": "au_checked", "min_value": thresholds.min_au},
-            )
-        )
-    if thresholds.min_supported_gpus is not None:
-        out.append(
-            Check(
-                STORAGE_FEEDS_PLANNED_GPUS,
-                "supported_gpus",
-                "supported_gpus_checked",
-                "min_supported_gpus_checked",
-                "critical",
-                {
-                    "column_A": "supported_gpus_checked",
-                    "column_B": "min_supported_gpus_checked",
-                    "or_equal": True,
-                    "ignore_row_if": "either_value_is_missing",
-                },
-            )
-        )
-    if has_history:
-        out.append(
-            Check(
-                THROUGHPUT_NOT_REGRESSED,
-                "throughput_img_s",
-                "regression_checked_img_s",
-                "regression_floor",
-                "critical",
-                {
-                    "column_A": "regression_checked_img_s",
-                    "column_B": "regression_floor",
-                    "or_equal": True,
-                    "ignore_row_if": "either_value_is_missing",
-                },
-            )
-        )
-    return out
+    """The suite's expectations, in CHECKS order: those whose threshold is set, and the regression
+    check where a floor exists."""
+    return [_check(row, thresholds) for row in CHECKS if _included(row, thresholds, has_history)]
 
 
 def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -243,9 +232,10 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame |
     f = frame.copy()
     reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
     judged = (f["gpus"] != f["baseline_gpus"]) & (reasons.fillna("") == "")
-    bound = f["gpus"].map(lambda n: thresholds.scaling_bound(int(n)))
-    f["min_scaling_efficiency"] = np.where(judged, bound, np.nan)
-    f["min_bandwidth_efficiency"] = np.where(judged, thresholds.min_bandwidth_efficiency, np.nan)
+    scaling = f["gpus"].map(bounds.bound_at(bounds.SCALING_EFFICIENCY, thresholds)).astype(float)
+    bandwidth = f["gpus"].map(bounds.bound_at(bounds.BANDWIDTH_EFFICIENCY, thresholds)).astype(float)
+    f["min_scaling_efficiency"] = np.where(judged, scaling, np.nan)
+    f["min_bandwidth_efficiency"] = np.where(judged, bandwidth, np.nan)
     f["throughput_checked"] = np.where(f["valid"].astype(bool), f["throughput_img_s"], np.nan)
     foreign = f["foreign_cpu_share"] if "foreign_cpu_share" in f else pd.Series(np.nan, index=f.index)
     f["foreign_cpu_share_checked"] = np.where(f["valid"].astype(bool), foreign, np.nan)
@@ -291,10 +281,25 @@ def validate(
     suite_name: str = "scaling",
 ) -> Verdict:
     """Run the suite over `frame` (already `prepare`d); failing rows named with value and bound."""
-    gx = _gx()
-    cls = classes()
     has_history = "regression_floor" in frame.columns and frame["regression_floor"].notna().any()
     plan = checks(thresholds, has_history)
+    context, definition = _suite_definition(plan, suite_name)
+    data = frame.reset_index(drop=True)
+    result_format = {"result_format": "COMPLETE", "unexpected_index_column_names": ["workload", "gpus"]}
+    docs_index = None
+    if data_docs_dir is not None:
+        results = _run_with_data_docs(context, definition, data, result_format, data_docs_dir, suite_name)
+        docs_index = str(data_docs_dir / "index.html")
+    else:
+        results = definition.run(batch_parameters={"dataframe": data}, result_format=result_format).results
+    failures, warnings, per_row = _failed_rows(plan, results, data, thresholds)
+    return Verdict(not failures, failures, warnings, per_row, docs_index)
+
+
+def _suite_definition(plan: list[Check], suite_name: str):
+    """(context, validation definition): an ephemeral GX context whose suite holds `plan`'s expectations."""
+    gx = _gx()
+    cls = classes()
     context = gx.get_context(mode="ephemeral")
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -308,42 +313,46 @@ def validate(
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=suite_name, data=batch_def, suite=suite)
     )
-    data = frame.reset_index(drop=True)
-    result_format = {"result_format": "COMPLETE", "unexpected_index_column_names": ["workload", "gpus"]}
-    docs_index = None
-    if data_docs_dir is not None:
-        data_docs_dir.mkdir(parents=True, exist_ok=True)
-        context.add_data_docs_site(
-            site_name="scalewatch",
-            site_config={
-                "class_name": "SiteBuilder",
-                "store_backend": {
-                    "class_name": "TupleFilesystemStoreBackend",
-                    "base_directory": str(data_docs_dir),
-                },
-                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+    return context, definition
+
+
+def _run_with_data_docs(context, definition, data: pd.DataFrame, result_format: dict, docs_dir: Path, suite_name: str):
+    """The suite run through a checkpoint that writes Data Docs to `docs_dir` (made to work offline)."""
+    gx = _gx()
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    context.add_data_docs_site(
+        site_name="scalewatch",
+        site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {
+                "class_name": "TupleFilesystemStoreBackend",
+                "base_directory": str(docs_dir),
             },
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        },
+    )
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=f"{suite_name}-checkpoint",
+            validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["scalewatch"])],
+            result_format=result_format,
         )
-        checkpoint = context.checkpoints.add(
-            gx.Checkpoint(
-                name=f"{suite_name}-checkpoint",
-                validation_definitions=[definition],
-                actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["scalewatch"])],
-                result_format=result_format,
-            )
-        )
-        run = checkpoint.run(batch_parameters={"dataframe": data})
-        results = next(iter(run.run_results.values())).results
-        docs_index = str(data_docs_dir / "index.html")
-        from bench.analysis.verdict.data_docs_offline import make_offline
+    )
+    run = checkpoint.run(batch_parameters={"dataframe": data})
+    results = next(iter(run.run_results.values())).results
+    from bench.analysis.verdict.data_docs_offline import make_offline
 
-        still_remote = make_offline(data_docs_dir)
-        if still_remote:  # a GX upgrade added a CDN file the bundle lacks: the pages still work online
-            import logging
+    still_remote = make_offline(docs_dir)
+    if still_remote:  # a GX upgrade added a CDN file the bundle lacks: the pages still work online
+        logging.getLogger(__name__).warning("Data Docs still load from the network: %s", ", ".join(still_remote))
+    return results
 
-            logging.getLogger(__name__).warning("Data Docs still load from the network: %s", ", ".join(still_remote))
-    else:
-        results = definition.run(batch_parameters={"dataframe": data}, result_format=result_format).results
+
+def _failed_rows(
+    plan: list[Check], results, data: pd.DataFrame, thresholds: Thresholds
+) -> tuple[list[dict], list[dict], dict[tuple[str, int], list[str]]]:
+    """(failures, warnings, each row's failed expectations), in plan order."""
     failures, warnings = [], []
     per_row: dict[tuple[str, int], list[str]] = {
         (w, int(g)): [] for w, g in zip(data["workload"], data["gpus"], strict=True)
@@ -368,7 +377,7 @@ def validate(
                 item["reason"] = str(row.get("reason", ""))
             (failures if check.severity == "critical" else warnings).append(item)
             per_row[key].append(check.name)
-    return Verdict(not failures, failures, warnings, per_row, docs_index)
+    return failures, warnings, per_row
 
 
 def _snake(name: str) -> str:
@@ -391,10 +400,6 @@ def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
             RUNS_TO_COMPLETE: "COMPLETED",
             MEASURED_THROUGHPUT_POSITIVE: "> 0",
         }.get(check.name, "cache-free 1st epoch")
-    if check.bound == "min_gpu_util":
-        return thresholds.min_gpu_util
-    if check.bound == "min_au":
-        return thresholds.min_au
-    if check.bound == "max_foreign_share":
-        return thresholds.max_foreign_share
+    if check.limit is not None and "column" in check.kwargs:  # a column check: the threshold itself
+        return bounds.bound(check.limit, int(row["gpus"]), thresholds)
     return _plain(row.get(check.bound))

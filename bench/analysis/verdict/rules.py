@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from bench.analysis.verdict import bounds
 from bench.config import Thresholds
 from bench.slots import contention_summary
 
@@ -38,6 +39,7 @@ def contention_note(slots_json) -> str:
 def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
     """Why each valid row's own measurement cannot be trusted ("" where it can)."""
     reasons = []
+    spread_limit = bounds.bound(bounds.STEP_TIME_SPREAD, 0, thresholds)
     for r in frame.to_dict("records"):
         why = ""
         if bool(r.get("valid", False)):
@@ -50,10 +52,10 @@ def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Seri
                 why = "no positive measured throughput"
             elif _finite(measured) and _finite(wanted) and measured < WINDOW_SLACK * wanted:
                 why = f"measured {measured:.1f}s, shorter than min_measure_s {wanted:g}s"
-            elif _finite(spread) and spread > thresholds.max_step_time_spread:
+            elif bounds.fails(bounds.STEP_TIME_SPREAD, spread, spread_limit):
                 why = (
                     f"step times too unstable: spread (p90-p10)/median {spread:.2f} > "
-                    f"max_step_time_spread {thresholds.max_step_time_spread:g}"
+                    f"max_step_time_spread {spread_limit:g}"
                 )
         reasons.append(why)
     return pd.Series(reasons, index=frame.index, dtype=object)
@@ -94,7 +96,7 @@ def row_verdicts(frame: pd.DataFrame, failed: dict[tuple[str, int], list[str]]) 
             r.get("scaling_efficiency_ci_high"),
             r.get("min_scaling_efficiency"),
         )
-        borderline.append(bool(_finite(lo) and _finite(hi) and _finite(bound) and lo < bound <= hi))
+        borderline.append(bounds.straddles(bounds.SCALING_EFFICIENCY, lo, hi, bound))
     f["verdict"], f["borderline"] = verdicts, borderline
     return f
 
