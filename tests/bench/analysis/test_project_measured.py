@@ -9,7 +9,7 @@ import pytest
 
 from tests.infra.projection_check import SCALES, SHORT, check_projection
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
 
 def test_projection_from_one_rank_names_the_store_then_the_link_from_what_was_measured(tmp_path, ssh_hosts):

@@ -18,7 +18,7 @@ from bench.data.generate import GenerateSpec, generate
 from tests.infra.faults import cpu_quota, train_pids, wait_for
 from tests.infra.knee_check import Knee, run_knee, sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
 
 def config(data: Path, **over) -> dict:

@@ -18,7 +18,7 @@ from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
 from tests.infra.ssh_hosts import SshHosts, link_rate_limit
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
 
 @pytest.fixture
