@@ -1,4 +1,6 @@
-"""The plan's config flows one way: validated once by validate_config, decoded (never validated) downstream."""
+"""The plan's config flows one way: validated once by validate_config, decoded (never validated) downstream.
+
+scalewatch imports Airflow: imported inside the tests, after the DAG tests' fixture has set AIRFLOW_HOME."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from bench.config import AlertTargets, HostSlots, SweepConfig, Thresholds, TrainConfig
-from scalewatch.tasks.plan import from_validated, sweep_config
 
 
 def _every_kind_of_field(tmp_path: Path) -> SweepConfig:
@@ -29,6 +30,8 @@ def _every_kind_of_field(tmp_path: Path) -> SweepConfig:
 
 
 def test_a_dumped_config_decodes_to_the_config_that_validated(tmp_path):
+    from scalewatch.tasks.plan import sweep_config
+
     cfg = _every_kind_of_field(tmp_path)
     back = sweep_config({"sweep": cfg.model_dump(mode="json")})
     assert back == cfg and back == SweepConfig.model_validate(cfg.model_dump(mode="json"))
@@ -40,6 +43,8 @@ def test_a_dumped_config_decodes_to_the_config_that_validated(tmp_path):
 
 def test_decoding_runs_no_validator(tmp_path):
     """amp without precision validates; a second validation of its dump (precision now given) would not."""
+    from scalewatch.tasks.plan import from_validated
+
     data = str(tmp_path / "data")
     cfg = SweepConfig(
         dataset_path=data, output_dir=str(tmp_path), train=TrainConfig(workload="ssd", data=data, steps=2, amp=True)
@@ -51,6 +56,8 @@ def test_decoding_runs_no_validator(tmp_path):
 
 
 def test_a_dump_missing_a_field_is_refused_never_defaulted(tmp_path):
+    from scalewatch.tasks.plan import from_validated
+
     dump = _every_kind_of_field(tmp_path).model_dump(mode="json")
     del dump["time_limit_s"]
     with pytest.raises(ValueError, match=r"missing \['time_limit_s'\]"):
