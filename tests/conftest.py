@@ -15,6 +15,18 @@ BENCH = str(Path(PY).with_name("bench"))
 HOROVODRUN = str(Path(PY).with_name("horovodrun"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.dags.conftest import set_session_airflow_home
+
+    set_session_airflow_home(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.dags.conftest import remove_session_airflow_home
+
+    remove_session_airflow_home(config)
+
+
 def oversubscribed_ranks() -> int:
     """Three ranks per core this process may use: a scale that cannot be near-linear on this machine."""
     return 3 * len(os.sched_getaffinity(0))

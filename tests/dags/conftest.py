@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,9 +26,23 @@ def airflow_env(home: Path) -> dict[str, str]:
     }
 
 
+AIRFLOW_HOME_KEY = pytest.StashKey[Path]()
+
+
+def set_session_airflow_home(config: pytest.Config) -> None:
+    """Point this process's Airflow at a fresh home before anything imports Airflow (tests/conftest.py's
+    pytest_configure). Airflow reads AIRFLOW_HOME once, at its first import: a test module importing it at
+    collection, before a fixture set the home, left every later DAG test on an unmigrated database
+    ("no such table: dag"), depending on which tests ran first."""
+    home = Path(tempfile.mkdtemp(prefix="scalewatch-airflow-"))
+    os.environ.update(airflow_env(home))
+    config.stash[AIRFLOW_HOME_KEY] = home
+
+
 @pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("airflow")
+def airflow_home(pytestconfig) -> Path:
+    """The session's Airflow home (set at configure time), migrated once when a test first needs it."""
+    home = pytestconfig.stash[AIRFLOW_HOME_KEY]
     env = airflow_env(home)
     os.environ.update(env)
     done = subprocess.run(
@@ -38,3 +54,7 @@ def airflow_home(tmp_path_factory) -> Path:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return home
+
+
+def remove_session_airflow_home(config: pytest.Config) -> None:
+    shutil.rmtree(config.stash[AIRFLOW_HOME_KEY], ignore_errors=True)

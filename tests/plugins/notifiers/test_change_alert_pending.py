@@ -82,7 +82,7 @@ def test_a_slack_outage_still_delivers_the_change_by_email_and_the_retry_sends_s
     monkeypatch, tmp_path, store
 ):
     from scalewatch.notifiers.registry import AlertDeliveryError
-    from scalewatch.suite import send_alerts
+    from scalewatch.tasks.alert import send_alerts
 
     suite, changes = confirmed_change(store)
     assert [c["kind"] for c in changes] == ["change"]
@@ -118,7 +118,7 @@ def test_a_change_notice_a_target_got_is_not_sent_to_it_again_when_the_run_is_ev
     """Evaluate and alert cleared together: the outcome lists the run's change again (read back from the
     store), and the target that already got it is not sent it a second time."""
     from bench.suite.record import run_changes
-    from scalewatch.suite import send_alerts
+    from scalewatch.tasks.alert import send_alerts
 
     suite, changes = confirmed_change(store)
     alerts = AlertTargets(slack_conn_id="sw_t_slack")

@@ -9,7 +9,7 @@ from tests.infra.receivers import WebhookReceiver
 
 
 def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_else(monkeypatch, tmp_path):
-    from scalewatch.suite import send_alerts
+    from scalewatch.tasks.alert import send_alerts
 
     data = str(tmp_path / "data")
     cfg = SweepConfig(
@@ -37,7 +37,7 @@ def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_e
 
 
 def test_a_slow_node_is_alerted_in_a_passing_week_and_rides_on_a_failure_alert(monkeypatch, tmp_path):
-    from scalewatch.suite import send_alerts
+    from scalewatch.tasks.alert import send_alerts
 
     data = str(tmp_path / "data")
     cfg = SweepConfig(

@@ -1,77 +1,19 @@
-"""Task bodies for evaluate/store/report and alert: bench does the work, this passes small XComs."""
+"""The alert task: the verdict (or a passing week's slow nodes) and the change notices, to every target."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from airflow.sdk import task
+
 from bench.config import SweepConfig
+from scalewatch.notifiers import ALERT_TASK_TIMEOUT
+from scalewatch.tasks.plan import sweep_config
 
 
-def _summary(result: dict) -> dict:
-    if result.get("state") == "COMPLETED" and result.get("summary") is None and result.get("summary_path"):
-        result = {**result, "summary": json.loads(Path(result["summary_path"]).read_text())}
-    return result
-
-
-def _launcher(cfg: SweepConfig):
-    """The suite's launcher as this task's process builds it (key material resolved here)."""
-    from scalewatch.launchers import from_kwargs, launcher_kwargs
-
-    return from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
-
-
-def cancel_leftover_runs(plan: dict) -> list[str]:
-    """After the last scale: no job of this suite may outlive it (see bench.launch.leftovers)."""
-    from bench.launch.leftovers import cancel_unfinished
-    from bench.suite.plan import suite_dir
-
-    cfg = SweepConfig.model_validate(plan["sweep"])
-    return cancel_unfinished(_launcher(cfg), suite_dir(cfg.output_dir, plan["suite_run_id"]))
-
-
-def _runs(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:
-    """Each planned scale with its train task's result (a missing one is a FAILED run, never skipped)."""
-    from bench.suite.plan import run_spec
-
-    by_run = {(r.get("run_id") or ""): r for r in results if r}
-    runs = []
-    for item in plan["matrix"]:
-        spec = run_spec(cfg, plan["suite_run_id"], item["workload"], item["gpus"], item.get("variant", ""))
-        result = by_run.get(spec.run_id) or {
-            "state": "FAILED",
-            "reason": "training task did not return a result",
-            "output_dir": str(spec.output_dir),
-        }
-        runs.append({**item, "result": _summary(result)})
-    return runs
-
-
-def _started(context) -> str:
-    return context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
-
-
-def confirm_causes(plan: dict, results: list[dict], context) -> list[dict]:
-    """The reruns that check a verdict (a suspected regression's second run, the differential reruns of
-    a failing scale), after every scale has ended; small XComs (the summaries are read back from their
-    paths)."""
-    from bench.suite.run import confirmation_runs
-    from scalewatch.paths import results_url
-
-    cfg = SweepConfig.model_validate(plan["sweep"])
-    runs = _runs(cfg, plan, results)
-    reruns = confirmation_runs(cfg, _launcher(cfg), plan["suite_run_id"], runs, _started(context), results_url())
-    return [{**r, "result": {**r["result"], "summary": None}} for r in reruns]
-
-
-def evaluate_and_report(plan: dict, results: list[dict], reruns: list[dict], context) -> dict:
-    from bench.suite.record import finish
-    from scalewatch.paths import results_url
-
-    cfg = SweepConfig.model_validate(plan["sweep"])
-    runs = _runs(cfg, plan, results) + [{**r, "result": _summary(r["result"])} for r in reruns if r]
-    dag_id = context["dag_run"].dag_id if context.get("dag_run") else None
-    return finish(cfg, plan["suite_run_id"], runs, _started(context), results_url(), dag_id)
+@task(trigger_rule="all_done", execution_timeout=ALERT_TASK_TIMEOUT)  # > every delivery deadline
+def alert(plan: dict, outcome: dict | None, **context) -> list[str]:
+    return send_alerts(plan, outcome, context)
 
 
 def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str | None]:
@@ -189,7 +131,7 @@ def send_alerts(plan: dict | None, outcome: dict | None, context) -> list[str]:
 
     if plan is None:
         return []
-    cfg = SweepConfig.model_validate(plan["sweep"])
+    cfg = sweep_config(plan)
     suite_run_id = plan["suite_run_id"]
     report_url, run_url = links(cfg, suite_run_id, context)
     messages = _messages(cfg, suite_run_id, outcome, (report_url, run_url))

@@ -1,0 +1,27 @@
+"""Evaluate, store and report: every scale and rerun judged once, written to the store and the report."""
+
+from __future__ import annotations
+
+from airflow.sdk import task
+
+from scalewatch.tasks.plan import sweep_config
+from scalewatch.tasks.sweep import scale_results, started, with_summary
+
+
+@task(trigger_rule="all_done")
+def evaluate(plan: dict | None, results: list[dict] | None, reruns: list[dict] | None, **context) -> dict:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    if not plan:  # the settings did not validate: nothing ran, nothing to judge or store
+        raise AirflowFailException("no plan: the run's settings did not validate (see validate_config)")
+    return evaluate_and_report(plan, results or [], reruns or [], context)
+
+
+def evaluate_and_report(plan: dict, results: list[dict], reruns: list[dict], context) -> dict:
+    from bench.suite.record import finish
+    from scalewatch.paths import results_url
+
+    cfg = sweep_config(plan)
+    runs = scale_results(cfg, plan, results) + [{**r, "result": with_summary(r["result"])} for r in reruns if r]
+    dag_id = context["dag_run"].dag_id if context.get("dag_run") else None
+    return finish(cfg, plan["suite_run_id"], runs, started(context), results_url(), dag_id)

@@ -1,0 +1,143 @@
+"""Around the scales (the mapped `train` tasks, `scalewatch.operators`): staging before them, the sweep of
+leftover jobs after them, and the reruns that confirm a failing scale's verdict and cause."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+from airflow.sdk import Asset, task
+
+from bench.config import SweepConfig
+from scalewatch.tasks.plan import sweep_config
+
+# confirm_causes' bound (bench.suite.run.confirmation_runs): at most one second run of each scale (a
+# suspected regression) and a warm and a synthetic run of each scale (differential; its VARIANTS, kept
+# literal here: parsing imports no pandas), one at a time, each waited on for its time limit plus 60 s.
+RERUN_WAIT_SLACK_S = 60
+DIFFERENTIAL_RERUNS_PER_SCALE = 2
+CONFIRM_MARGIN = timedelta(minutes=10)  # reading the store, launching, collecting each rerun's files
+log = logging.getLogger(__name__)
+DATASET = Asset("scalewatch://dataset/under-test")  # what stage_dataset updates
+
+
+@task(outlets=[DATASET])
+def stage_dataset(plan: dict) -> dict:
+    from bench.suite.run import stage_datasets
+
+    cfg = sweep_config(plan)
+    return {} if cfg.train.synthetic else stage_datasets(cfg)
+
+
+@task(trigger_rule="all_done")
+def cancel_leftover_runs(plan: dict | None) -> list[str]:
+    """After the last scale: no job of this suite may outlive it (see bench.launch.leftovers)."""
+    from bench.launch.leftovers import cancel_unfinished
+    from bench.suite.plan import suite_dir
+
+    if not plan:  # nothing was launched
+        return []
+    cfg = sweep_config(plan)
+    return cancel_unfinished(launcher(cfg), suite_dir(cfg.output_dir, plan["suite_run_id"]))
+
+
+def rerun_to_confirm(plan: dict, results: list[dict], context) -> list[dict]:
+    """The reruns that check a verdict (a suspected regression's second run, the differential reruns of
+    a failing scale), after every scale has ended; small XComs (the summaries are read back from their
+    paths)."""
+    from bench.suite.run import confirmation_runs
+    from scalewatch.paths import results_url
+
+    cfg = sweep_config(plan)
+    runs = scale_results(cfg, plan, results)
+    reruns = confirmation_runs(cfg, launcher(cfg), plan["suite_run_id"], runs, started(context), results_url())
+    return [{**r, "result": {**r["result"], "summary": None}} for r in reruns]
+
+
+def confirm_causes_timeout(
+    workloads: int, gpus: int, time_limit_s: int, confirm_regressions: bool, confirm_causes: bool
+) -> timedelta:
+    """The most the confirm_causes task may hold a worker slot: every rerun it could launch at its time
+    limit plus 60 s, and a margin. Without it a hung wait held the slot (and, max_active_runs=1, next
+    week's run) for up to every rerun's time limit and then some, with nothing to stop it."""
+    per_scale = int(confirm_regressions) + DIFFERENTIAL_RERUNS_PER_SCALE * int(confirm_causes)
+    reruns = workloads * gpus * per_scale
+    return timedelta(seconds=reruns * (time_limit_s + RERUN_WAIT_SLACK_S)) + CONFIRM_MARGIN
+
+
+def timeout_of_form(values: dict) -> timedelta:
+    """The parse-time bound, from the DAG's form defaults; a setting the DAG's params leave out (a DAG
+    built with no params) takes the suite's default."""
+    from bench.config import SuiteSettings
+
+    values = SuiteSettings.defaults() | values
+    return confirm_causes_timeout(
+        len(values["workloads"]),
+        len(values["gpus"]),
+        int(values["time_limit_s"]),
+        bool(values["confirm_regressions"]),
+        bool(values["confirm_causes"]),
+    )
+
+
+def timeout_of_sweep(cfg: SweepConfig) -> timedelta:
+    """The bound of what this run will do (synthetic data has no differential reruns)."""
+    causes = cfg.confirm_causes and not cfg.train.synthetic
+    return confirm_causes_timeout(len(cfg.workloads), len(cfg.gpus), cfg.time_limit_s, cfg.confirm_regressions, causes)
+
+
+def bound_to_this_run(context) -> None:
+    """pre_execute of confirm_causes: the bound from this run's own plan (its conf may raise the time limit or
+    widen the matrix past the DAG's defaults, which set the parse-time bound). The task runner reads
+    execution_timeout after this hook, on this task's own copy of the operator."""
+    task_ = context["task"]
+    arguments = inspect.signature(task_.python_callable).bind_partial(*task_.op_args, **task_.op_kwargs).arguments
+    plan = arguments.get("plan")
+    if isinstance(plan, dict) and isinstance(plan.get("sweep"), dict):
+        task_.execution_timeout = timeout_of_sweep(sweep_config(plan))
+        log.info("confirm_causes: execution_timeout %s from this run's settings", task_.execution_timeout)
+
+
+# execution_timeout: the DAG sets the parse-time bound (timeout_of_form of its defaults)
+@task(trigger_rule="all_done", pre_execute=bound_to_this_run)
+def confirm_causes(plan: dict | None, results: list[dict] | None, **context) -> list[dict]:
+    """Warm-cache and synthetic reruns of each failing scale and its baseline (one at a time)."""
+    return rerun_to_confirm(plan, results or [], context) if plan else []
+
+
+def launcher(cfg: SweepConfig):
+    """The suite's launcher as this task's process builds it (key material resolved here)."""
+    from scalewatch.launchers import from_kwargs, launcher_kwargs
+
+    return from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts))
+
+
+def with_summary(result: dict) -> dict:
+    """A completed run's result with its summary read back from summary_path (XComs hold only the path)."""
+    if result.get("state") == "COMPLETED" and result.get("summary") is None and result.get("summary_path"):
+        result = {**result, "summary": json.loads(Path(result["summary_path"]).read_text())}
+    return result
+
+
+def scale_results(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:
+    """Each planned scale with its train task's result (a missing one is a FAILED run, never skipped)."""
+    from bench.suite.plan import run_spec
+
+    by_run = {(r.get("run_id") or ""): r for r in results if r}
+    runs = []
+    for item in plan["matrix"]:
+        spec = run_spec(cfg, plan["suite_run_id"], item["workload"], item["gpus"], item.get("variant", ""))
+        result = by_run.get(spec.run_id) or {
+            "state": "FAILED",
+            "reason": "training task did not return a result",
+            "output_dir": str(spec.output_dir),
+        }
+        runs.append({**item, "result": with_summary(result)})
+    return runs
+
+
+def started(context) -> str:
+    return context["dag_run"].start_date.isoformat() if context.get("dag_run") else ""
