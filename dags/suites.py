@@ -7,7 +7,7 @@ suites still load: nothing one file holds may raise out of this module.
 
 from __future__ import annotations
 
-from bench.suites import SUITE_NAME_RE, SUITE_SUFFIXES, dag_id, load_suites
+from bench.suite_files import SUITE_NAME_RE, SUITE_SUFFIXES, dag_id, load_suites
 from scalewatch import paths
 from scalewatch.dag_factory import InvalidSuiteDag, build
 from scalewatch.params import check_suite_values, params

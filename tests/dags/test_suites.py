@@ -183,7 +183,7 @@ def test_a_hostile_suite_file_is_one_short_import_error_and_never_hangs_the_othe
 def test_an_alias_bomb_is_refused_before_anything_expands_it(suites):
     """The bomb is refused from its node graph (aliases measured, not followed): it never reaches the
     constructor's values or the form's validation, which would walk every one of its 9**9 strings."""
-    from bench.suites import MAX_YAML_NODES, load_suites
+    from bench.suite_files import MAX_YAML_NODES, load_suites
     from scalewatch.params import check_suite_values
 
     validated: list[str] = []
