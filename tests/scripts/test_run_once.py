@@ -12,7 +12,9 @@ import pytest
 
 from tests.dags.conftest import ROOT, airflow_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.rates]
+# Not `rates`: load beside it only lengthens epoch 1 (its 5 s bandwidth window) and lowers its read rate
+# under the probe's ceiling, so what it asserts holds on a busy machine too (scripts/test.sh's lanes).
+pytestmark = pytest.mark.slow
 
 LINE_BUDGET = 60
 
