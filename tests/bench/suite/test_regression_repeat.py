@@ -8,6 +8,7 @@ failure says so with both figures."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -37,11 +38,13 @@ def half_a_core():
         yield group
 
 
-@pytest.fixture
-def history(tmp_path) -> tuple[Path, pd.Series]:
-    """A home whose store holds three accepted weeks of the series, each a copy of a real clean run."""
-    home = tmp_path / "home"
-    outcome, frame = sweep(home, "clean", config(tmp_path / "data"))
+@pytest.fixture(scope="module")
+def clean_history(tmp_path_factory) -> tuple[Path, Path, pd.Series]:
+    """A home whose store holds three accepted weeks of the series, each a copy of one real clean run, made
+    once for the module (a clean run costs ~15 s); each test judges its run against its own copy."""
+    base = tmp_path_factory.mktemp("regression-history")
+    home, data = base / "home", base / "data"
+    outcome, frame = sweep(home, "clean", config(data))
     assert outcome["verdict"] == "PASSED", outcome
     store = ResultsStore(f"sqlite:///{home / 'r.db'}")
     stored = store.frame()
@@ -52,11 +55,21 @@ def history(tmp_path) -> tuple[Path, pd.Series]:
             stored.assign(suite_run_id=suite, started_at=started),
             {"suite_run_id": suite, "started_at": started, "cluster": "local", "passed": True, "config": "{}"},
         )
-    return home, frame.iloc[0]
+    return home, data, frame.iloc[0]
 
 
-def test_a_run_slowed_once_is_run_again_and_no_regression_is_called(tmp_path, history, half_a_core):
-    home, clean = history
+@pytest.fixture
+def history(tmp_path, clean_history) -> tuple[Path, Path, pd.Series]:
+    """This test's copy of the module's history home (the dataset is shared: runs only read it, and the
+    series' key holds its path)."""
+    base, data, clean = clean_history
+    home = tmp_path / "home"
+    shutil.copytree(base, home)
+    return home, data, clean
+
+
+def test_a_run_slowed_once_is_run_again_and_no_regression_is_called(history, half_a_core):
+    home, data, clean = history
     first = home / "scalewatch-home" / "runs" / "dip" / "ssd-1"
 
     def slow_the_first_run():
@@ -65,7 +78,7 @@ def test_a_run_slowed_once_is_run_again_and_no_regression_is_called(tmp_path, hi
 
     mover = threading.Thread(target=slow_the_first_run, daemon=True)
     mover.start()
-    outcome, frame = sweep(home, "dip", config(tmp_path / "data"))
+    outcome, frame = sweep(home, "dip", config(data))
     mover.join(1)
     r = frame.iloc[0]
     assert r["throughput_img_s"] < r["regression_floor"] <= r["repeat_img_s"], r.to_dict()
@@ -75,10 +88,10 @@ def test_a_run_slowed_once_is_run_again_and_no_regression_is_called(tmp_path, hi
     assert r["throughput_img_s"] < 0.75 * clean["throughput_img_s"]  # the quota did slow the first run
 
 
-def test_a_slower_system_is_slow_twice_and_the_regression_names_both_runs(tmp_path, history, half_a_core):
-    home, _ = history
+def test_a_slower_system_is_slow_twice_and_the_regression_names_both_runs(history, half_a_core):
+    home, data, _ = history
     prefix = f"echo $$ > {half_a_core / 'cgroup.procs'}"  # every run of this sweep under the quota
-    outcome, frame = sweep(home, "slower", config(tmp_path / "data"), prefix=prefix)
+    outcome, frame = sweep(home, "slower", config(data), prefix=prefix)
     r = frame.iloc[0]
     assert r["repeat_img_s"] < r["regression_floor"] and r["throughput_img_s"] < r["regression_floor"], r.to_dict()
     failed = [f for f in outcome["failures"] if f["expectation"] == NOT_REGRESSED]
