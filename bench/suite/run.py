@@ -3,7 +3,6 @@ fio's storage probe. Failures become FAILED results (never exceptions past a sca
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 from bench.config import SweepConfig
@@ -43,20 +42,20 @@ def stage_datasets(cfg: SweepConfig) -> dict:
     return out
 
 
-def probe_storage(cfg: SweepConfig, suite_run_id: str) -> dict:
-    """fio's ceiling of the staged datasets, written beside the run's results; raises ProbeError or
-    DatasetError (the task fails; the suite is evaluated without a ceiling, history untouched)."""
-    from bench.data.probe import ProbeSettings, probe
+def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[str, str] | None = None) -> dict:
+    """fio's ceiling of the staged datasets read from the compute nodes, one and then 2, 4, ... at once
+    (bench.suite.probe), written beside the run's results; raises ProbeError or DatasetError naming the
+    node (the task fails; the suite is evaluated without a ceiling, history untouched). `env`: what the
+    nodes' probe processes get (sshd passes none of ours), as a RunSpec's env."""
+    from bench.launch.registry import build_launcher
+    from bench.suite.probe import probe_nodes, suite_nodes, write_probe
 
-    dirs = [dataset_dir(cfg, w) for w in cfg.workloads]
-    result = probe(dirs, ProbeSettings(max_jobs=cfg.probe_max_jobs, seconds=cfg.probe_seconds)).as_dict()
+    launcher = launcher or build_launcher(cfg.launcher)
+    result = probe_nodes(cfg, suite_nodes(cfg, launcher, env))
     result["probed_at"] = datetime.now(UTC).isoformat()
-    out = suite_dir(cfg.output_dir, suite_run_id)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{PROBE_FILE}.tmp"
-    tmp.write_text(json.dumps(result, allow_nan=False))
-    tmp.replace(out / PROBE_FILE)
-    return {k: result[k] for k in ("ceiling_mb_s", "conclusive", "reason", "method")}
+    write_probe(suite_dir(cfg.output_dir, suite_run_id), result, PROBE_FILE)
+    keys = ("ceiling_mb_s", "per_node_mb_s", "aggregate", "bound", "conclusive", "reason", "method")
+    return {k: result[k] for k in keys}
 
 
 def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunResult:

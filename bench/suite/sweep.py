@@ -32,8 +32,9 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
         from bench.errors import BenchError
 
         try:
-            probed = probe_storage(cfg, suite_run_id)
-            log(f"  storage probe: ceiling {probed['ceiling_mb_s']:.1f} MB/s ({probed['method']} reads)")
+            probed = probe_storage(cfg, suite_run_id, launcher)
+            curve = ", ".join(f"{a['nodes']} node(s) {a['mb_s']:.1f}" for a in probed["aggregate"])
+            log(f"  storage probe: one node {probed['per_node_mb_s']:.1f} MB/s; {curve} MB/s; bound {probed['bound']}")
         except BenchError as error:  # the suite is still evaluated; no ceiling, nothing stored for it
             log(f"  storage probe failed: {error}")
     return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started, store_url)}
