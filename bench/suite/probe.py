@@ -180,7 +180,17 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         start_at = time.time() + MIN_LEAD_S + 2 * startup
 
         def argv_for(share: str, start_at=start_at, offset=offset) -> list[str]:
-            return [*base, "--share", share, "--offset", str(offset), "--jobs", str(top_jobs), "--start-at", str(start_at)]
+            return [
+                *base,
+                "--share",
+                share,
+                "--offset",
+                str(offset),
+                "--jobs",
+                str(top_jobs),
+                "--start-at",
+                str(start_at),
+            ]
 
         docs = [_node_doc(out) for out in nodes.run(count, argv_for, limit)]
         level = _aggregate_level(count, docs)
@@ -226,4 +236,3 @@ def write_probe(out: Path, doc: dict, name: str) -> None:
     tmp = out / f".{name}.tmp"
     tmp.write_text(json.dumps(doc, allow_nan=False))
     tmp.replace(out / name)
-
