@@ -54,17 +54,17 @@ class NodeOutput:
     stderr: str
 
 
-def _node_doc(out: NodeOutput) -> dict:
+def node_doc(out: NodeOutput, what: str = "storage probe") -> dict:
     """A node's JSON, or the error naming it: exit 2 is the dataset (unreadable, not staged there)."""
     if out.returncode != 0:
         lines = [x for x in out.stderr.strip().splitlines() if x.strip()]
         why = lines[-1] if lines else f"exit {out.returncode}"
         kind = DatasetError if out.returncode == 2 else ProbeError
-        raise kind(f"storage probe on node {out.node}: {why}")
+        raise kind(f"{what} on node {out.node}: {why}")
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        raise ProbeError(f"storage probe on node {out.node}: no JSON result ({out.stderr.strip()[-300:]})") from None
+        raise ProbeError(f"{what} on node {out.node}: no JSON result ({out.stderr.strip()[-300:]})") from None
 
 
 @dataclass
@@ -169,7 +169,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         base += ["--path", str(d)]
     limit = max(120.0, cfg.probe_seconds * 40)
     launched = time.time()
-    climb = _node_doc(nodes.run(1, lambda share: base, limit)[0])
+    climb = node_doc(nodes.run(1, lambda share: base, limit)[0])
     startup = max(0.0, float(climb.get("extra", {}).get("process_started_at", launched)) - launched)
     per_node = float(climb["ceiling_mb_s"])
     top_jobs = max([*climb["levels"], climb["repeat"]], key=lambda lv: lv["mb_s"])["jobs"]
@@ -192,7 +192,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
                 str(start_at),
             ]
 
-        docs = [_node_doc(out) for out in nodes.run(count, argv_for, limit)]
+        docs = [node_doc(out) for out in nodes.run(count, argv_for, limit)]
         level = _aggregate_level(count, docs)
         aggregate.append({k: level[k] for k in ("nodes", "mb_s", "min_node_mb_s")})
         levels.append(level)

@@ -4,42 +4,51 @@ fio's storage probe. Failures become FAILED results (never exceptions past a sca
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bench.config import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 from bench.suite.plan import DATASET_KIND, PROBE_FILE, dataset_dir, run_spec, suite_dir
 
 
-def stage_datasets(cfg: SweepConfig) -> dict:
-    """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked."""
+def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
+    """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked. `stage_on: node`
+    runs all of it on a compute node through the launcher (bench.suite.stage_node), so the worker need
+    not mount the store; `env` as for probe_storage."""
+    if cfg.resolved_stage_on() == "node":
+        from bench.suite.stage_node import stage_on_node
+
+        return stage_on_node(cfg, launcher, env)
+    return {
+        w: stage_one(DATASET_KIND[w], dataset_dir(cfg, w), cfg.stage_from, cfg.dataset_images, cfg.train.seed)
+        for w in cfg.workloads
+    }
+
+
+def stage_one(kind: str, target: Path, stage_from: Path | None, images: int, seed: int) -> dict:
+    """One dataset, generated (or copied from `stage_from`), staged to `target` and manifest-checked."""
     from bench.data.checks import check_manifest
     from bench.data.generate import GenerateSpec, generate
     from bench.data.stage import stage
+    from bench.errors import DatasetError
 
-    out = {}
-    for workload in cfg.workloads:
-        kind = DATASET_KIND[workload]
-        target = dataset_dir(cfg, workload)
-        if cfg.stage_from is not None:
-            result = stage(cfg.stage_from / kind, target)
-        else:
-            source = cfg.dataset_path / f".source-{kind}"
-            # two copies on the storage under test: the generated source and the staged tree
-            generate(GenerateSpec(kind, source, images=cfg.dataset_images, seed=cfg.train.seed), copies=2)
-            result = stage(source, target)
-        report = check_manifest(target, expect_images=None if cfg.stage_from else cfg.dataset_images)
-        if not report["success"]:
-            from bench.errors import DatasetError
-
-            raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
-        out[workload] = {
-            "path": str(target),
-            "files": result.files,
-            "bytes": result.bytes,
-            "copied": result.copied,
-            "skipped": result.skipped,
-        }
-    return out
+    if stage_from is not None:
+        result = stage(stage_from / kind, target)
+    else:
+        source = target.parent / f".source-{kind}"
+        # two copies on the storage under test: the generated source and the staged tree
+        generate(GenerateSpec(kind, source, images=images, seed=seed), copies=2)
+        result = stage(source, target)
+    report = check_manifest(target, expect_images=None if stage_from else images)
+    if not report["success"]:
+        raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
+    return {
+        "path": str(target),
+        "files": result.files,
+        "bytes": result.bytes,
+        "copied": result.copied,
+        "skipped": result.skipped,
+    }
 
 
 def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[str, str] | None = None) -> dict:

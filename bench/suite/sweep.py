@@ -17,9 +17,9 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
     suite_run_id = suite_run_id or new_suite_run_id()
     started = datetime.now(UTC).isoformat()
     log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path}")
-    if not cfg.train.synthetic:
-        stage_datasets(cfg)
     launcher = build_launcher(cfg.launcher)
+    if not cfg.train.synthetic:
+        stage_datasets(cfg, launcher)
     runs = []
     for item in run_matrix(cfg):
         what = " as independent copies (node ceiling)" if item.get("variant") else ""

@@ -16,10 +16,11 @@ import pytest
 from bench.config import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
 from bench.data.probe import storage_at
-from bench.data.stage import stage
+from bench.data.stage import MANIFEST
 from bench.errors import DatasetError
 from bench.launch.registry import build_launcher
 from bench.suite.probe import probe_nodes, suite_nodes
+from bench.suite.run import stage_datasets
 from tests.infra.ssh_hosts import SshHosts, download_rate_limit, link_rate_limit
 
 pytestmark = [pytest.mark.slow, pytest.mark.rates]
@@ -38,7 +39,6 @@ def cluster(tmp_path_factory):
     point.mkdir()
     # ~6 MB: a cold read of it all takes 2 s at one link, enough for tc's rate to show within 10%
     generate(GenerateSpec("coco", root / "source" / "coco", images=48, min_side=700, max_side=900, seed=6))
-    stage(root / "source" / "coco", export / "coco")
     opts = hosts.options()
     sshfs = (
         f"sshfs root@{hosts.ip(0)}:{export} {point} -o IdentityFile={hosts.client_key},"
@@ -52,10 +52,17 @@ def cluster(tmp_path_factory):
         "launcher": "ssh",
         "hosts": [f"{hosts.ip(1)}:1", f"{hosts.ip(2)}:1"],
         "dataset_path": str(point),
+        "stage_from": str(root / "source"),
         "probe_max_jobs": 2,
         "probe_seconds": 2.0,
     }
     try:
+        # stage_on's default for ssh is node: host1 copies the dataset onto the store through its own
+        # mount and checks the manifest there; the worker (this process) never mounts the store
+        cfg = SuiteSettings(**settings).sweep_config(root, root / "out")
+        staged = stage_datasets(cfg, build_launcher("ssh", ssh=opts), _env())
+        assert cfg.resolved_stage_on() == "node" and staged["ssd"]["files"] == staged["ssd"]["copied"] > 48
+        assert (export / "coco" / MANIFEST).is_file() and not any(point.iterdir())
         yield hosts, settings, root
     finally:
         for i in (1, 2):
@@ -66,8 +73,12 @@ def cluster(tmp_path_factory):
 def _probe(hosts, settings, root, **changes):
     cfg = SuiteSettings(**(settings | changes)).sweep_config(root, root / "out")
     launcher = build_launcher("ssh", ssh=hosts.options())
-    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
-    return probe_nodes(cfg, suite_nodes(cfg, launcher, env))
+    return probe_nodes(cfg, suite_nodes(cfg, launcher, _env()))
+
+
+def _env() -> dict[str, str]:
+    """The nodes run this checkout's code, as ranks in tests/bench/launch/test_ssh.py do (sshd passes no env)."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 
 def test_one_node_reads_its_link_two_read_both_and_a_slower_store_binds(cluster):
