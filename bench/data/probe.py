@@ -296,8 +296,13 @@ def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeR
         conclusive=not reason,
         reason=reason,
         fio_version=version,
-        extra={"next_offset": sample.start, "host": socket.gethostname()},
+        extra={"next_offset": sample.start, "host": node_name()},
     )
+
+
+def node_name() -> str:
+    """This node as its launcher names it: Slurm's node name inside a job step, else the hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def node_share(files: list[tuple[Path, int]], share: int, of: int, offset: int) -> list[tuple[Path, int]]:
@@ -337,7 +342,7 @@ def probe_share(
     consumed = sample.start or len(mine)  # positions in the share; each stands for `of` in the sample
     return {
         **level,
-        "host": socket.gethostname(),
+        "host": node_name(),
         "share": share,
         "of": of,
         "started_at": started,
@@ -429,10 +434,10 @@ def main(argv: list[str] | None = None) -> int:
                 share, of = (int(x) for x in args.share.split("/"))
             doc = probe_share(args.path, settings, share, of, args.offset, args.jobs, args.start_at)
     except DatasetError as error:
-        print(f"{socket.gethostname()}: {error}", file=sys.stderr)
+        print(f"{node_name()}: {error}", file=sys.stderr)
         return 2
     except BenchError as error:
-        print(f"{socket.gethostname()}: {error}", file=sys.stderr)
+        print(f"{node_name()}: {error}", file=sys.stderr)
         return 1
     print(json.dumps(doc, allow_nan=False), flush=True)
     return 0

@@ -119,15 +119,19 @@ class SlurmNodes:
         srun += [f"--account={self.cfg.account}"] if self.cfg.account else []
         done = self.runner.run([*srun, *argv_for("slurm")], check=False, timeout=timeout)  # type: ignore[attr-defined]
         outs = {i: NodeOutput(f"slurm task {i}", 0, "", "") for i in range(count)}
+        general = []  # srun's own words (no task label): every task's failure shows them
         for stream in ("stdout", "stderr"):
             for line in getattr(done, stream).splitlines():
                 label, _, text = line.partition(": ")
                 if label.strip().isdigit() and int(label) in outs:
                     out = outs[int(label)]
                     setattr(out, stream, getattr(out, stream) + text + "\n")
+                elif line.strip():
+                    general.append(line)
         for out in outs.values():
             if not out.stdout.strip():
                 out.returncode = done.returncode or 1
+                out.stderr += "\n".join(general)
         return list(outs.values())
 
 
@@ -207,7 +211,8 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         "bound": bound,
         "bound_rule": BOUND_RULE,
         "node_levels": levels,
-        "nodes": nodes.names,
+        # as the launcher names them (ssh: the suite's hosts); Slurm's node names, as its tasks reported
+        "nodes": nodes.names if cfg.launcher != "slurm" or not levels else [p["host"] for p in levels[-1]["per_node"]],
         "start": "start-at timestamp",
         "conclusive": not reasons,
         "reason": "; ".join(r for r in reasons if r),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -37,6 +36,7 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.data.probe import node_name
     from bench.errors import BenchError
     from bench.suite.run import stage_one
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             for w in args.workload
         }
     except (BenchError, OSError) as error:
-        print(f"{socket.gethostname()}: {error}", file=sys.stderr)
+        print(f"{node_name()}: {error}", file=sys.stderr)
         return 2
     print(json.dumps(out), flush=True)
     return 0
