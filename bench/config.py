@@ -34,6 +34,7 @@ WORKLOADS: tuple[str, ...] = get_args(Workload)
 LoaderKind = Literal["dali", "torch"]
 Preset = Literal["tiny", "small", "production"]
 LauncherKind = Literal["local", "ssh", "slurm"]
+StageOn = Literal["node", "worker"]
 Backend = Literal["horovod", "ddp", "auto"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 Bind = Literal["auto", "none"]
@@ -289,11 +290,20 @@ class SuiteSettings(Frozen):
     stage_from: FormPath | None = _ui(
         None, S_DATA, "Stage from (optional)", "Copy an existing dataset instead of generating one."
     )
+    stage_on: StageOn | None = _ui(
+        None,
+        S_DATA,
+        "Stage on",
+        "node: generation, staging and the manifest check run on a compute node through the launcher "
+        "(the worker need not mount the store); worker: on the Airflow worker. Empty: node for ssh and "
+        "Slurm, worker for local.",
+    )
     probe_storage: bool = _ui(
         True,
         S_DATA,
         "Probe the storage's read ceiling (fio)",
-        "After the last scale: fio reads the staged files cold at 1, 2, 4, ... jobs.",
+        "After the last scale: fio on the compute nodes reads the staged files cold, one node at 1, 2, 4, "
+        "... jobs, then 2, 4, ... nodes at once.",
     )
     steps: int = _ui(
         20,
@@ -502,6 +512,7 @@ class SuiteSettings(Frozen):
             "dataset_path": dataset,
             "dataset_images": self.dataset_images,
             "stage_from": self.stage_from,
+            "stage_on": self.stage_on,
             "time_limit_s": self.time_limit_s,
             "train": {
                 "workload": self.workloads[0],
@@ -798,6 +809,8 @@ class SweepConfig(Frozen):
     dataset_path: SafePath
     dataset_images: int = suite_default("dataset_images", ge=1, le=100_000_000)
     stage_from: SafePath | None = suite_default("stage_from")
+    # Where generation, staging and the manifest check run; empty: by launcher (resolved_stage_on).
+    stage_on: StageOn | None = suite_default("stage_on")
     generate: bool = True
     train: TrainConfig
     thresholds: Thresholds = Thresholds()
@@ -836,6 +849,11 @@ class SweepConfig(Frozen):
     @classmethod
     def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
         return _unique_hosts(hosts)
+
+    def resolved_stage_on(self) -> StageOn:
+        """stage_on, an empty one resolved by launcher: node for ssh and Slurm (where the store is mounted
+        on the compute nodes, perhaps not on the worker), worker for local (the worker is the node)."""
+        return self.stage_on or ("worker" if self.launcher == "local" else "node")
 
     def resolved_ideal(self) -> str:
         """The ideal this suite's verdicts use: `auto` is linear on GPU slots, independent on CPU slots

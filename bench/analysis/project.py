@@ -126,6 +126,22 @@ class Fabric:
     storage_bytes_s: float | None = None
     storage_source: str = ""
     name: str = "this machine"
+    # One compute node's own read ceiling (the probe's per_node_mb_s) and what binds storage_bytes_s
+    # ('client' or 'store', the probe's bound): with both, a scale on n nodes reads at most n x one node.
+    storage_per_node_bytes_s: float | None = None
+    storage_bound: str = ""
+
+    def storage_at(self, gpus: int) -> tuple[float | None, str]:
+        """(bytes/s the storage gives the nodes `gpus` GPUs train on, what binds it): n x one node's
+        ceiling while that is under the store's figure; the store's figure (and its bound) above, and
+        where the node count is unknown (no cluster described)."""
+        if self.storage_bytes_s is None:
+            return None, ""
+        nodes = self.nodes(gpus)  # unknown without a cluster: the store's figure, as measured
+        per_node = self.storage_per_node_bytes_s
+        if nodes is not None and per_node is not None and nodes * per_node < self.storage_bytes_s:
+            return nodes * per_node, "client"
+        return self.storage_bytes_s, self.storage_bound
 
     def link(self, gpus: int) -> Link | None:
         if self.flat is not None or gpus == 1:
@@ -190,7 +206,8 @@ def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: Algorithm =
     exposed = c.exposed_fraction * total
     step = compute_s + exposed
     compute_bound = gpus * c.batch_size / step
-    storage_bound = math.inf if fabric.storage_bytes_s is None else fabric.storage_bytes_s / c.bytes_per_image
+    storage, storage_binds = fabric.storage_at(gpus)
+    storage_bound = math.inf if storage is None else storage / c.bytes_per_image
     images = min(compute_bound, storage_bound)
     if storage_bound < compute_bound:
         bound_by = "storage"
@@ -198,7 +215,6 @@ def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: Algorithm =
         bound_by = "communication"
     else:
         bound_by = "compute"
-    storage = fabric.storage_bytes_s
     return {
         "workload": c.workload,
         "gpus": gpus,
@@ -226,6 +242,7 @@ def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: Algorithm =
         "storage_ceiling_mb_s": None if storage is None else storage / MB,
         "storage_utilisation": None if storage is None else images * c.bytes_per_image / storage,
         "storage_source": fabric.storage_source or None,
+        "storage_binds": storage_binds or None,
         "compute_img_s_per_gpu": c.compute_img_s if gpus > 1 else c.one_rank_img_s,
         "compute_basis": c.compute_basis if gpus > 1 else "one-rank",
         "exposed_fraction": c.exposed_fraction,
@@ -594,7 +611,16 @@ def target_fabric(inputs: WorkloadInputs, cluster: Cluster | None, given: Given,
     else:
         raise _no_ceiling(where, "storage_ceiling_mb_s", "--storage-ceiling (or storage_ceiling in --cluster)")
     name = cluster.name if cluster is not None else "this machine's ceilings"
-    return Fabric(flat=flat, cluster=cluster, storage_bytes_s=storage, storage_source=source, name=name)
+    measured = storage == machine.storage_bytes_s and source == machine.storage_source  # the probe's curve
+    return Fabric(
+        flat=flat,
+        cluster=cluster,
+        storage_bytes_s=storage,
+        storage_source=source,
+        name=name,
+        storage_per_node_bytes_s=machine.storage_per_node_bytes_s if measured else None,
+        storage_bound=machine.storage_bound if measured else "",
+    )
 
 
 def _machine_at(item: WorkloadInputs, measured: dict, given: Given) -> Fabric:

@@ -135,13 +135,32 @@ def _project(args: argparse.Namespace) -> int:
         inputs, where = [inputs_from_flags(given)], "the command line"
     else:
         frame, where = read_results(args.run_dir)
-        inputs = inputs_from_run(frame, where, given)
+        inputs = with_probe_curve(inputs_from_run(frame, where, given), args.run_dir)
     rows = project(inputs, gpus, cluster, given, where)
     if args.json:
         print(json.dumps({"projections": [_plain(r) for r in rows]}, allow_nan=False))
     else:
         print(render(rows))
     return 0
+
+
+def with_probe_curve(inputs: list, run_dir: Path) -> list:
+    """The run's probe.json (bench/suite/probe.py), where it has one: one node's ceiling and the bound, so
+    a projected scale reads at most its nodes x one node, and says whether the client or the store binds."""
+    from dataclasses import replace
+
+    try:
+        probe = json.loads((Path(run_dir) / "probe.json").read_text())
+        per_node = float(probe["per_node_mb_s"]) * 1e6
+        bound = str(probe["bound"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return inputs
+    return [
+        replace(i, machine=replace(i.machine, storage_per_node_bytes_s=per_node, storage_bound=bound))
+        if i.machine.storage_bytes_s is not None
+        else i
+        for i in inputs
+    ]
 
 
 def _plain(row: dict) -> dict:

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -131,9 +132,12 @@ def _root(files: list[tuple[Path, int]]) -> Path:
     return Path(os.path.commonpath([str(p.parent) for p, _ in files]))
 
 
-def _jobfile(files: list[tuple[Path, int]], shares: list[list[int]], bs: int, direct: bool, seconds: float) -> str:
+def _jobfile(
+    files: list[tuple[Path, int]], shares: list[list[int]], bs: int, direct: bool, seconds: float, cap: bool = False
+) -> str:
     """One fio job per share, each reading its files one after another (as a loader's worker reads whole
-    files), named relative to the sample's common folder."""
+    files), named relative to the sample's common folder. `cap`: a buffered read stops after `seconds`
+    too (nodes reading together must read over the same window, not each its whole share)."""
     root = _root(files)
     lines = [
         "[global]",
@@ -148,6 +152,8 @@ def _jobfile(files: list[tuple[Path, int]], shares: list[list[int]], bs: int, di
     ]
     if direct:
         lines += ["time_based=1", f"runtime={max(1, round(seconds))}"]
+    elif cap:
+        lines += [f"runtime={max(1, round(seconds))}"]
     for j, share in enumerate(shares):
         names = [_escape(str(files[i][0].relative_to(root))) for i in share]
         lines += [f"[reader{j}]", "filename=" + ":".join(names)]
@@ -213,10 +219,12 @@ class _Sample:
         return fresh
 
 
-def _read(settings: ProbeSettings, sample: _Sample, jobs: int, bs: int, direct: bool, dirs: list[Path]):
+def _read(
+    settings: ProbeSettings, sample: _Sample, jobs: int, bs: int, direct: bool, dirs: list[Path], cap: bool = False
+):
     """(fio's finished process, the level) for one read at `jobs` parallel readers."""
     shares = sample.shares(jobs)
-    done = _run_fio(settings, _jobfile(sample.files, shares, bs, direct, settings.seconds))
+    done = _run_fio(settings, _jobfile(sample.files, shares, bs, direct, settings.seconds, cap))
     if done.returncode != 0:
         return done, None
     job_bytes, seconds = _read_figures(done)
@@ -288,4 +296,152 @@ def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeR
         conclusive=not reason,
         reason=reason,
         fio_version=version,
+        extra={"next_offset": sample.start, "host": node_name()},
     )
+
+
+def node_name() -> str:
+    """This node as its launcher names it: Slurm's node name inside a job step, else the hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def node_share(files: list[tuple[Path, int]], share: int, of: int, offset: int) -> list[tuple[Path, int]]:
+    """Node `share` of `of`: every `of`-th file of the sample from `offset` on. The nodes' shares are
+    disjoint (no node reads what another's read just brought into a storage server's cache), and each
+    spans the whole tree, as the loader's shards do."""
+    rotated = files[offset % len(files) :] + files[: offset % len(files)]
+    return rotated[share::of]
+
+
+def probe_share(
+    dirs: list[Path], settings: ProbeSettings, share: int, of: int, offset: int, jobs: int, start_at: float | None
+) -> dict:
+    """One node's part of a multi-node level: `jobs` readers over this node's disjoint share, started at
+    `start_at` (seconds since the epoch, the same for every node) and capped at `settings.seconds`, so
+    the nodes read over one window. `next_offset`: where in the sample the next level starts fresh."""
+    import time
+
+    if shutil.which(settings.fio) is None:
+        raise ProbeError(f"fio not found ({settings.fio!r}): scripts/install.sh installs it (apt package fio)")
+    files = sample_files(dirs, settings.max_files)
+    mine = node_share(files, share, of, offset)
+    if not mine:
+        raise ProbeError(f"share {share} of {of}: no files left in a sample of {len(files)}")
+    bs = fitted_block_size([s for _, s in files])
+    direct = bs >= MIN_DIRECT_BLOCK
+    sample = _Sample(mine)
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    started = time.time()
+    done, level = _read(settings, sample, jobs, bs, direct, dirs, cap=True)
+    if level is None and direct and "Invalid argument" in (done.stderr + done.stdout):
+        direct = False
+        done, level = _read(settings, sample, jobs, bs, direct, dirs, cap=True)
+    if level is None:
+        raise _failed(done, jobs)
+    consumed = sample.start or len(mine)  # positions in the share; each stands for `of` in the sample
+    return {
+        **level,
+        "host": node_name(),
+        "share": share,
+        "of": of,
+        "started_at": started,
+        "late_s": 0.0 if start_at is None else max(0.0, started - start_at),
+        "method": "direct" if direct else "buffered, evicted",
+        "next_offset": (offset + consumed * of) % len(files),
+    }
+
+
+# The climb is judged stopped by the store when the most nodes read less than this share short of
+# nodes x one node's ceiling (a level reads within ~10% of a tc-limited link; 15% keeps noise out).
+BOUND_TOLERANCE = 0.15
+BOUND_RULE = (
+    "store: the aggregate at the most nodes probed is below (1 - 0.15) x nodes x per_node_mb_s "
+    "(adding nodes no longer adds their reads: the store stops the climb); client otherwise (the "
+    "aggregate still rises with nodes: each client's own read path is the limit; one node probed "
+    "is client)"
+)
+
+
+def aggregate_bound(aggregate: list[dict], per_node_mb_s: float) -> str:
+    """'client' or 'store' by BOUND_RULE, from the aggregate curve and one node's ceiling."""
+    top = max(aggregate, key=lambda a: a["nodes"])
+    if top["nodes"] <= 1:
+        return "client"
+    return "store" if top["mb_s"] < (1 - BOUND_TOLERANCE) * top["nodes"] * per_node_mb_s else "client"
+
+
+def storage_at(probe: dict, nodes: int) -> tuple[float, str]:
+    """(MB/s the storage gives `nodes` nodes reading at once, what binds it: 'client' or 'store').
+
+    `nodes` x one node's ceiling while that is under the store's figure, the store's figure (the
+    largest aggregate measured) above it. Where the probe saw no store limit (bound 'client'), the
+    largest aggregate is all that is known: more nodes are not credited with more than was measured.
+    A probe written before the multi-node curve is one node's ceiling (client)."""
+    per_node = float(probe.get("per_node_mb_s") or probe["ceiling_mb_s"])
+    aggregate = probe.get("aggregate") or [{"nodes": 1, "mb_s": per_node, "min_node_mb_s": per_node}]
+    store = max(float(a["mb_s"]) for a in aggregate)
+    clients = max(1, nodes) * per_node
+    if clients < store:
+        return clients, "client"
+    return store, probe.get("bound") or "client"
+
+
+def nodes_for(launcher: str, hosts: list[tuple[str, int]], ranks_per_node: int | None, gpus: int) -> int:
+    """The nodes a scale of `gpus` ranks trains on: local one; ssh the hosts its ranks fill in order
+    (slots first, as bench.launch.rendezvous.rank_plan places them); Slurm ranks_per_node a node."""
+    if launcher == "local" or gpus <= 1:
+        return 1
+    if launcher == "ssh" and hosts:
+        left, used = gpus, 0
+        for _, slots in hosts:
+            if left <= 0:
+                break
+            left, used = left - max(1, slots), used + 1
+        return max(1, used)
+    return max(1, math.ceil(gpus / ranks_per_node)) if ranks_per_node else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One node's probe, as bench.suite.probe starts it on each node: JSON on stdout; on bad input or a
+    failed read, one line on stderr and exit 2 (not a staged dataset, unreadable) or 1 (fio failed)."""
+    import argparse
+    import sys
+    import time
+
+    from bench.errors import DatasetError
+
+    began = time.time()  # after the imports: the lead time the suite gives nodes before a start-at
+
+    p = argparse.ArgumentParser(prog="python -m bench.data.probe")
+    p.add_argument("--path", type=Path, action="append", required=True)
+    p.add_argument("--max-jobs", type=int, default=default_of(SuiteSettings, "probe_max_jobs"))
+    p.add_argument("--seconds", type=float, default=default_of(SuiteSettings, "probe_seconds"))
+    p.add_argument("--share", help="I/N: this node's disjoint share; 'slurm' takes it from SLURM_PROCID/NTASKS")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--start-at", type=float)
+    args = p.parse_args(argv)
+    settings = ProbeSettings(max_jobs=args.max_jobs, seconds=args.seconds)
+    try:
+        if args.share is None:
+            doc = probe(args.path, settings).as_dict()
+            doc["extra"]["process_started_at"] = began
+        else:
+            if args.share == "slurm":
+                share, of = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+            else:
+                share, of = (int(x) for x in args.share.split("/"))
+            doc = probe_share(args.path, settings, share, of, args.offset, args.jobs, args.start_at)
+    except DatasetError as error:
+        print(f"{node_name()}: {error}", file=sys.stderr)
+        return 2
+    except BenchError as error:
+        print(f"{node_name()}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(doc, allow_nan=False), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

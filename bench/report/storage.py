@@ -34,6 +34,39 @@ def _probe_chart(probe: dict) -> str:
     )
 
 
+def _scale_nodes(row: dict) -> int:
+    """The nodes a scale's ranks ran on (distinct hosts of its per-rank breakdown; one where unknown)."""
+    try:
+        ranks = json.loads(row.get("rank_breakdown") or "[]")
+    except (TypeError, ValueError):
+        ranks = []
+    return max(1, len({r.get("host") for r in ranks if isinstance(r, dict)}))
+
+
+def _nodes_chart(probe: dict, frame: pd.DataFrame) -> str:
+    """The probe's aggregate MB/s against nodes reading at once (and its slowest node), beside each scale's
+    epoch-1 read MB/s at the nodes it trained on: how far the training's demand sits under what the
+    nodes can read together, and whether the store or each node's own path stops the climb."""
+    curve = probe["aggregate"]
+    xs = [a["nodes"] for a in curve]
+    series = [
+        Series(f"fio aggregate ({probe['bound']} bound)", xs, [a["mb_s"] for a in curve]),
+        Series("slowest node", xs, [a["min_node_mb_s"] for a in curve], dashed=True),
+    ]
+    usable = frame[pd.to_numeric(frame.get("avg_read_mb_s"), errors="coerce").notna()] if len(frame) else frame
+    for workload, rows in usable.groupby("workload", sort=False) if len(usable) else []:
+        points = sorted((_scale_nodes(r), float(r["avg_read_mb_s"]), int(r["gpus"])) for r in rows.to_dict("records"))
+        label = f"{workload} epoch 1 ({', '.join(f'{g} GPU(s)' for _, _, g in points)})"
+        series.append(Series(label, [n for n, _, _ in points], [m for _, m, _ in points]))
+    return line_chart(
+        f"storage read from {max(xs)} node(s) at once: one node {probe['per_node_mb_s']:.1f} MB/s",
+        series,
+        "nodes reading at once",
+        "MB/s",
+        integer_x=True,
+    )
+
+
 def _projection_chart(sized: list[dict], ceiling: float) -> str:
     counts = [2**i for i in range(int(math.log2(PROJECTION_MAX_GPUS)) + 1)]
     xs = list(range(len(counts)))
@@ -95,6 +128,10 @@ def context(frame: pd.DataFrame, probe: dict | None, probes: pd.DataFrame, suite
             "peak": _num(s.get("supported_gpus_peak")),
             "au": _num(s.get("supported_gpus_au")),
             "planned": _num(s.get("min_supported_gpus")),
+            "binds": (
+                f"{s.get('storage_bound') or 'client'} ({_num(s.get('storage_ceiling_mb_s'))} MB/s "
+                f"on {_num(s.get('probe_nodes'))} node(s))"
+            ),
         }
         for s in sized_rows
     ]
@@ -107,6 +144,8 @@ def context(frame: pd.DataFrame, probe: dict | None, probes: pd.DataFrame, suite
         rereads = sum(1 for lv in reads if lv.get("fresh") is False)
         shown = {**probe, "paths": paths, "rereads": rereads, "reads": len(reads)}
         charts.append(_probe_chart(probe))
+        if probe.get("aggregate"):  # absent from probes written before the multi-node probe
+            charts.append(_nodes_chart(probe, frame))
         if sized_rows:
             charts.append(_projection_chart(sized_rows, probe["ceiling_mb_s"]))
         history = _history_chart(probes, probe, suite_run_id)

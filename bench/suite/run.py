@@ -3,60 +3,68 @@ fio's storage probe. Failures become FAILED results (never exceptions past a sca
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bench.config import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 from bench.suite.plan import DATASET_KIND, PROBE_FILE, dataset_dir, run_spec, suite_dir
 
 
-def stage_datasets(cfg: SweepConfig) -> dict:
-    """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked."""
+def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
+    """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked. `stage_on: node`
+    runs all of it on a compute node through the launcher (bench.suite.stage_node), so the worker need
+    not mount the store; `env` as for probe_storage."""
+    if cfg.resolved_stage_on() == "node":
+        from bench.suite.stage_node import stage_on_node
+
+        return stage_on_node(cfg, launcher, env)
+    return {
+        w: stage_one(DATASET_KIND[w], dataset_dir(cfg, w), cfg.stage_from, cfg.dataset_images, cfg.train.seed)
+        for w in cfg.workloads
+    }
+
+
+def stage_one(kind: str, target: Path, stage_from: Path | None, images: int, seed: int) -> dict:
+    """One dataset, generated (or copied from `stage_from`), staged to `target` and manifest-checked."""
     from bench.data.checks import check_manifest
     from bench.data.generate import GenerateSpec, generate
     from bench.data.stage import stage
+    from bench.errors import DatasetError
 
-    out = {}
-    for workload in cfg.workloads:
-        kind = DATASET_KIND[workload]
-        target = dataset_dir(cfg, workload)
-        if cfg.stage_from is not None:
-            result = stage(cfg.stage_from / kind, target)
-        else:
-            source = cfg.dataset_path / f".source-{kind}"
-            # two copies on the storage under test: the generated source and the staged tree
-            generate(GenerateSpec(kind, source, images=cfg.dataset_images, seed=cfg.train.seed), copies=2)
-            result = stage(source, target)
-        report = check_manifest(target, expect_images=None if cfg.stage_from else cfg.dataset_images)
-        if not report["success"]:
-            from bench.errors import DatasetError
-
-            raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
-        out[workload] = {
-            "path": str(target),
-            "files": result.files,
-            "bytes": result.bytes,
-            "copied": result.copied,
-            "skipped": result.skipped,
-        }
-    return out
+    if stage_from is not None:
+        result = stage(stage_from / kind, target)
+    else:
+        source = target.parent / f".source-{kind}"
+        # two copies on the storage under test: the generated source and the staged tree
+        generate(GenerateSpec(kind, source, images=images, seed=seed), copies=2)
+        result = stage(source, target)
+    report = check_manifest(target, expect_images=None if stage_from else images)
+    if not report["success"]:
+        raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
+    return {
+        "path": str(target),
+        "files": result.files,
+        "bytes": result.bytes,
+        "copied": result.copied,
+        "skipped": result.skipped,
+    }
 
 
-def probe_storage(cfg: SweepConfig, suite_run_id: str) -> dict:
-    """fio's ceiling of the staged datasets, written beside the run's results; raises ProbeError or
-    DatasetError (the task fails; the suite is evaluated without a ceiling, history untouched)."""
-    from bench.data.probe import ProbeSettings, probe
+def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[str, str] | None = None) -> dict:
+    """fio's ceiling of the staged datasets read from the compute nodes, one and then 2, 4, ... at once
+    (bench.suite.probe), written beside the run's results; raises ProbeError or DatasetError naming the
+    node (the task fails; the suite is evaluated without a ceiling, history untouched). `env`: what the
+    nodes' probe processes get (sshd passes none of ours), as a RunSpec's env."""
+    from bench.launch.registry import build_launcher
+    from bench.suite.probe import probe_nodes, suite_nodes, write_probe
 
-    dirs = [dataset_dir(cfg, w) for w in cfg.workloads]
-    result = probe(dirs, ProbeSettings(max_jobs=cfg.probe_max_jobs, seconds=cfg.probe_seconds)).as_dict()
+    launcher = launcher or build_launcher(cfg.launcher)
+    result = probe_nodes(cfg, suite_nodes(cfg, launcher, env))
     result["probed_at"] = datetime.now(UTC).isoformat()
-    out = suite_dir(cfg.output_dir, suite_run_id)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{PROBE_FILE}.tmp"
-    tmp.write_text(json.dumps(result, allow_nan=False))
-    tmp.replace(out / PROBE_FILE)
-    return {k: result[k] for k in ("ceiling_mb_s", "conclusive", "reason", "method")}
+    write_probe(suite_dir(cfg.output_dir, suite_run_id), result, PROBE_FILE)
+    keys = ("ceiling_mb_s", "per_node_mb_s", "aggregate", "bound", "conclusive", "reason", "method")
+    return {k: result[k] for k in keys}
 
 
 def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunResult:

@@ -10,16 +10,25 @@ from bench.suite.record import finish
 from bench.suite.run import confirmation_runs, probe_storage, run_one, stage_datasets
 
 
-def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log=print) -> dict:
-    """The whole suite without Airflow: what the README's first command runs."""
+def sweep(
+    cfg: SweepConfig,
+    store_url: str,
+    suite_run_id: str | None = None,
+    log=print,
+    launcher=None,
+    node_env: dict[str, str] | None = None,
+) -> dict:
+    """The whole suite without Airflow: what the README's first command runs. `launcher`: one built with
+    ssh options of the caller's (default: the suite's, with the user's ssh config); `node_env`: what
+    staging and the probe get on the nodes (sshd passes none of ours)."""
     from bench.launch.registry import build_launcher
 
     suite_run_id = suite_run_id or new_suite_run_id()
     started = datetime.now(UTC).isoformat()
-    log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path}")
+    log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path} on the {cfg.resolved_stage_on()}")
+    launcher = launcher or build_launcher(cfg.launcher)
     if not cfg.train.synthetic:
-        stage_datasets(cfg)
-    launcher = build_launcher(cfg.launcher)
+        stage_datasets(cfg, launcher, node_env)
     runs = []
     for item in run_matrix(cfg):
         what = " as independent copies (node ceiling)" if item.get("variant") else ""
@@ -32,8 +41,9 @@ def sweep(cfg: SweepConfig, store_url: str, suite_run_id: str | None = None, log
         from bench.errors import BenchError
 
         try:
-            probed = probe_storage(cfg, suite_run_id)
-            log(f"  storage probe: ceiling {probed['ceiling_mb_s']:.1f} MB/s ({probed['method']} reads)")
+            probed = probe_storage(cfg, suite_run_id, launcher, node_env)
+            curve = ", ".join(f"{a['nodes']} node(s) {a['mb_s']:.1f}" for a in probed["aggregate"])
+            log(f"  storage probe: one node {probed['per_node_mb_s']:.1f} MB/s; {curve} MB/s; bound {probed['bound']}")
         except BenchError as error:  # the suite is still evaluated; no ceiling, nothing stored for it
             log(f"  storage probe failed: {error}")
     return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started, store_url)}

@@ -35,6 +35,8 @@ def _param_schema(schema: dict) -> dict:
         options = schema.pop("anyOf")
         (inner,) = [o for o in options if o.get("type") != "null"]
         schema |= {k: v for k, v in inner.items() if k != "type"} | {"type": ["null", inner["type"]]}
+        if "enum" in schema:  # a choice that may be left empty (stage_on: resolved by launcher)
+            schema["enum"] = [None, *schema["enum"]]
     if "patternProperties" in schema:  # a table keyed by GPU count: the key pattern and the value schema
         ((pattern, value),) = schema.pop("patternProperties").items()
         schema |= {"propertyNames": {"pattern": pattern}, "additionalProperties": value}

@@ -241,21 +241,39 @@ def link_rate_limit(namespaces: list[str], rate: str) -> Iterator[None]:
     2-rank allreduce once did not end in 15 minutes, stalled by tail drops. With the ACKs first and no
     drops: 2 ranks 0.96 of the line twice, 4 ranks 0.91-0.93 (docs/benchmarks.md, 14). A shallow tbf
     queue starved the link with Horovod's small messages instead."""
-    bps = rate_bytes_s(rate) * 8
     try:
         for ns in namespaces:
-            tc = ("ip", "netns", "exec", ns, "tc")
-            sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
-            burst = ("burst", "64kb", "cburst", "64kb")
-            sh(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", rate, *burst)
-            for leaf, share, prio in (("10", 0.05, "0"), ("20", 0.95, "1")):
-                sh(*tc, "class", "add", "dev", "eth0", "parent", "1:1", "classid", f"1:{leaf}", "htb",
-                   "rate", f"{bps * share / 1e3:.0f}kbit", "ceil", rate, "prio", prio, *burst)  # fmt: skip
-            sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "1:10", "pfifo", "limit", "1000")
-            sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "1:20", "bfifo", "limit", f"{bps / 8 * QUEUE_S:.0f}")
-            sh(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "10", "u32",
-               *_PURE_ACK, "flowid", "1:10")  # fmt: skip
+            shape(("ip", "netns", "exec", ns, "tc"), "eth0", rate)
         yield
     finally:
         for ns in namespaces:
             sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+
+
+def shape(tc: tuple[str, ...], dev: str, rate: str) -> None:
+    """link_rate_limit's qdiscs on `dev` (egress), with `tc` the command that reaches its namespace."""
+    bps = rate_bytes_s(rate) * 8
+    sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
+    burst = ("burst", "64kb", "cburst", "64kb")
+    sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate, *burst)
+    for leaf, share, prio in (("10", 0.05, "0"), ("20", 0.95, "1")):
+        sh(*tc, "class", "add", "dev", dev, "parent", "1:1", "classid", f"1:{leaf}", "htb",
+           "rate", f"{bps * share / 1e3:.0f}kbit", "ceil", rate, "prio", prio, *burst)  # fmt: skip
+    sh(*tc, "qdisc", "add", "dev", dev, "parent", "1:10", "pfifo", "limit", "1000")
+    sh(*tc, "qdisc", "add", "dev", dev, "parent", "1:20", "bfifo", "limit", f"{bps / 8 * QUEUE_S:.0f}")
+    sh(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "10", "u32",
+       *_PURE_ACK, "flowid", "1:10")  # fmt: skip
+
+
+@contextlib.contextmanager
+def download_rate_limit(hosts: SshHosts, indices: list[int], rate: str) -> Iterator[None]:
+    """A rate limit on what each namespace host receives: the bridge side of its veth, egress toward it
+    (a compute node's link as its reads see it; link_rate_limit shapes what a host sends)."""
+    devs = [f"{hosts.namespace(i)}h" for i in indices]
+    try:
+        for dev in devs:
+            shape(("tc",), dev, rate)
+        yield
+    finally:
+        for dev in devs:
+            sh("tc", "qdisc", "del", "dev", dev, "root", check=False)

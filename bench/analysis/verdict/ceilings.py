@@ -75,6 +75,7 @@ def expected(
     allreduce_s: float | None,
     storage_ceiling_mb_s: float | None = None,
     bytes_per_image: float | None = None,
+    storage_binds: str = "",
 ) -> Expected | None:
     """The scale's expected images/s from its ceilings; None where the node ceiling is unknown."""
     if not (_finite(baseline_per_rank_img_s) and gpus >= 1):
@@ -96,7 +97,9 @@ def expected(
         storage = storage_ceiling_mb_s * 1e6 / bytes_per_image
         if storage < best:
             best, bound_by = storage, "storage"
-            evidence += f"; storage ceiling {storage_ceiling_mb_s:.1f} MB/s feeds {storage:.1f} images/s"
+            evidence += f"; storage ceiling {storage_ceiling_mb_s:.1f} MB/s feeds {storage:.1f} images/s" + (
+                f" ({storage_binds} bound)" if storage_binds else ""
+            )
     return Expected(best, best / (gpus * baseline_per_rank_img_s), bound_by, exposed, evidence)
 
 
@@ -192,8 +195,12 @@ def with_interference(frame):
     return f
 
 
-def add_expected(frame, batch_size: int, storage_ceiling_mb_s: float | None):
-    """expected_img_s, expected_efficiency, efficiency_vs_expected and expected_bound_by per row."""
+def add_expected(frame, batch_size: int, storage_ceiling_mb_s: float | None, storage_for=None):
+    """expected_img_s, expected_efficiency, efficiency_vs_expected and expected_bound_by per row.
+
+    `storage_for`: gpus -> (MB/s, 'client' or 'store'), what the storage gives the nodes a scale trains
+    on (the probe's aggregate curve with one node's ceiling: bench.data.probe.storage_at); without it
+    every scale gets `storage_ceiling_mb_s`."""
     import numpy as np
 
     f = frame.copy()
@@ -207,14 +214,16 @@ def add_expected(frame, batch_size: int, storage_ceiling_mb_s: float | None):
             if row.get("bandwidth_valid") is True and _finite(read) and _finite(row.get("throughput_img_s"))
             else None
         )
+        storage, binds = storage_for(int(row["gpus"])) if storage_for else (storage_ceiling_mb_s, "")
         e = expected(
             int(row["gpus"]),
             batch_size,
             per_rank,
             row.get("independent_img_s"),
             row.get("allreduce_s"),
-            storage_ceiling_mb_s,
+            storage,
             per_image,
+            binds,
         )
         measured = row.get("throughput_img_s")
         cols["expected_img_s"].append(e.expected_img_s if e else np.nan)

@@ -133,8 +133,10 @@ def evaluate(
     from bench.analysis.verdict.expectations import validate
     from bench.analysis.verdict.rules import suite_verdict
 
+    # `ceiling` is one node's (what one host's epoch 1 is held against); the curve sizes the storage
     ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
-    prepared = judged_frame(cfg, suite_run_id, runs, started_at, store, ceiling)
+    curve = probe if ceiling is not None else None
+    prepared = judged_frame(cfg, suite_run_id, runs, started_at, store, ceiling, curve)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
     reruns = rerun_frame(cfg, suite_run_id, [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS], started_at)
     prepared = with_verdicts(cfg, prepared, verdict.per_row, reruns, ceiling)
@@ -154,7 +156,13 @@ def evaluate(
 
 
 def judged_frame(
-    cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, store, ceiling: float | None
+    cfg: SweepConfig,
+    suite_run_id: str,
+    runs: list[dict],
+    started_at: str,
+    store,
+    ceiling: float | None,
+    curve: dict | None = None,
 ) -> pd.DataFrame:
     """The scales' frame as the GX suite reads it: expected throughput, what is conclusive and why not,
     storage sizing, history and second runs, and the bound columns (expectations.prepare)."""
@@ -165,10 +173,10 @@ def judged_frame(
 
     repeats = [r for r in runs if r.get("variant") == REPEAT]
     frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
-    frame = add_expected(frame, cfg.train.batch_size, ceiling)
+    frame = add_expected(frame, cfg.train.batch_size, ceiling, storage_for(cfg, curve))
     problems = measurement_problems(frame, cfg.thresholds)
     frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
-    frame = add_sizing(frame, ceiling, cfg.thresholds.min_supported_gpus)
+    frame = add_sizing(frame, *sizing_ceiling(curve), cfg.thresholds.min_supported_gpus)
     history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
     frame["repeat_img_s"] = repeat_rates(frame, rerun_frame(cfg, suite_run_id, repeats, started_at))
     return prepare(frame, cfg.thresholds, history)
@@ -231,6 +239,31 @@ def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
         note = oversubscription_note(row)
         out.append({**f, "reason": "; ".join(x for x in (f.get("reason", ""), note) if x)} if note else f)
     return out
+
+
+def storage_for(cfg: SweepConfig, curve: dict | None):
+    """gpus -> (MB/s the storage gives the nodes a scale of that many ranks trains on, what binds it),
+    from the probe's aggregate curve and one node's ceiling (bench.data.probe.storage_at); None without
+    a conclusive probe."""
+    from bench.data.probe import nodes_for, storage_at
+
+    if curve is None:
+        return None
+    hosts = [(h.host, h.slots) for h in cfg.hosts]
+    per_node = cfg.ranks_per_node or cfg.gpus_per_node or None
+    return lambda gpus: storage_at(curve, nodes_for(cfg.launcher, hosts, per_node, int(gpus)))
+
+
+def sizing_ceiling(curve: dict | None) -> tuple[float | None, int | None, str | None]:
+    """(the storage's figure for sizing, the nodes it was read on, what binds it): the largest aggregate
+    the probe measured, 'store' where adding nodes stopped adding reads, else 'client' (a lower bound:
+    the store's limit was not reached by the nodes probed). One node's ceiling for a probe without a
+    curve (written before it)."""
+    if curve is None:
+        return None, None, None
+    aggregate = curve.get("aggregate") or [{"nodes": 1, "mb_s": curve["ceiling_mb_s"]}]
+    top = max(aggregate, key=lambda a: (a["mb_s"], -a["nodes"]))
+    return float(top["mb_s"]), int(top["nodes"]), str(curve.get("bound") or "client")
 
 
 def inconclusive_rows(prepared: pd.DataFrame) -> list[dict]:

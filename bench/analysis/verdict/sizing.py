@@ -117,17 +117,27 @@ def read_sizing_csv(path) -> pd.DataFrame:
     return frame
 
 
-def add_sizing(frame: pd.DataFrame, ceiling_mb_s: float | None, min_supported_gpus: int | None) -> pd.DataFrame:
+def add_sizing(
+    frame: pd.DataFrame,
+    ceiling_mb_s: float | None,
+    probe_nodes: int | None,
+    storage_bound: str | None,
+    min_supported_gpus: int | None,
+) -> pd.DataFrame:
     """The results frame with per-GPU demand on every usable row, and the supported GPU counts on the row
     whose per-GPU demand is the workload's largest (the figure the storage must keep up with).
 
     Usable: completed, conclusive, cache-free epoch-1 bandwidth, on its own slots. `ceiling_mb_s` is None
-    when no conclusive probe ran: demand is still shown, no count is claimed."""
+    when no conclusive probe ran: demand is still shown, no count is claimed. It is the largest aggregate
+    the probe read, on `probe_nodes` nodes at once; `storage_bound` says what binds it: 'store' (more
+    nodes added no reads: the count is the store's) or 'client' (the aggregate still rose: the count is
+    what the nodes probed could read, a lower bound on the store's)."""
     f = frame.copy()
     for col in SIZING_FLOATS:
         f[col] = np.nan
     for col in SIZING_COUNTS:
         f[col] = pd.array([pd.NA] * len(f), dtype="Int64")
+    f["storage_bound"] = ""
     conclusive = f.get("inconclusive_reason", pd.Series("", index=f.index)).fillna("") == ""
     usable = f[conclusive]
     if usable.empty:
@@ -140,6 +150,8 @@ def add_sizing(frame: pd.DataFrame, ceiling_mb_s: float | None, min_supported_gp
     if ceiling_mb_s is None:
         return f
     f["storage_ceiling_mb_s"] = ceiling_mb_s
+    f["probe_nodes"] = pd.array([probe_nodes or 1] * len(f), dtype="Int64")
+    f["storage_bound"] = storage_bound or "client"
     for _, rows in f.loc[kept].groupby("workload", sort=False):
         top = rows["per_gpu_read_mb_s"].idxmax()
         if not np.isfinite(rows.at[top, "per_gpu_read_mb_s"]):

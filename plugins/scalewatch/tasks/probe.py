@@ -9,11 +9,13 @@ from scalewatch.tasks.plan import sweep_config
 
 @task(trigger_rule="all_done")
 def probe_storage(plan: dict | None) -> dict:
-    """fio's read ceiling of the staged dataset, after every scale has ended (never beside training)."""
+    """fio's read ceiling of the staged dataset from the compute nodes (1, 2, 4, ... at once, through the
+    suite's launcher), after every scale has ended (never beside training)."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from bench.errors import BenchError
     from bench.suite.run import probe_storage
+    from scalewatch.tasks.sweep import launcher
 
     if not plan:
         raise AirflowSkipException("no plan: nothing was staged")
@@ -21,6 +23,6 @@ def probe_storage(plan: dict | None) -> dict:
     if not cfg.probe_storage or cfg.train.synthetic:
         raise AirflowSkipException("storage probe off (probe_storage false or synthetic data)")
     try:
-        return probe_storage(cfg, plan["suite_run_id"])
+        return probe_storage(cfg, plan["suite_run_id"], launcher(cfg))
     except BenchError as error:  # this task fails; the suite is evaluated without a ceiling
         raise AirflowFailException(f"storage probe: {error}") from None

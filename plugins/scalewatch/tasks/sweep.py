@@ -29,7 +29,9 @@ def stage_dataset(plan: dict) -> dict:
     from bench.suite.run import stage_datasets
 
     cfg = sweep_config(plan)
-    return {} if cfg.train.synthetic else stage_datasets(cfg)
+    if cfg.train.synthetic:
+        return {}
+    return stage_datasets(cfg, launcher(cfg) if cfg.resolved_stage_on() == "node" else None)
 
 
 @task(trigger_rule="all_done")

@@ -199,3 +199,23 @@ def test_a_one_node_job_meets_on_loopback(cluster, tmp_path, datasets, backend):
     assert result.ok, (result.reason, result.log_paths)
     assert result.summary["hosts"] == ["node1"]
     assert result.summary["rendezvous"]["host"] == "127.0.0.1"
+
+
+def test_the_storage_probe_runs_on_one_node_then_two_at_once_through_srun(cluster, tmp_path, datasets):
+    """(b) the multi-node probe through Slurm: one srun step per node count, each task its own share
+    (SLURM_PROCID of SLURM_NTASKS), all started at one timestamp; here both nodes read this host's disk."""
+    from bench.config import SuiteSettings
+    from bench.data.stage import stage
+    from bench.suite.probe import probe_nodes, suite_nodes
+
+    stage(datasets["coco"], tmp_path / "data" / "coco")
+    settings = {"workloads": ["ssd"], "gpus": [1, 2], "launcher": "slurm", "partition": "test", "ranks_per_node": 1}
+    settings |= {"dataset_path": str(tmp_path / "data"), "probe_max_jobs": 1, "probe_seconds": 0.5}
+    cfg = SuiteSettings(**settings).sweep_config(tmp_path, tmp_path / "out")
+    nodes = suite_nodes(cfg, build_launcher("slurm", slurm_env=cluster.env))
+    assert len(nodes.names) == 2
+    probe = probe_nodes(cfg, nodes)
+    assert [a["nodes"] for a in probe["aggregate"]] == [1, 2] and probe["bound"] in ("client", "store")
+    level = probe["node_levels"][0]
+    assert len({p["host"] for p in level["per_node"]}) == 2  # one task on each node, named as Slurm names it
+    assert all(p["bytes"] > 0 for p in level["per_node"]) and probe["per_node_mb_s"] > 0

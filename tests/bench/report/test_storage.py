@@ -35,3 +35,26 @@ def test_reads_that_came_back_to_touched_files_are_counted_and_old_probes_are_no
     assert (shown["rereads"], shown["reads"]) == (1, 3)
     old = storage.context(frame, _probe(), NO_HISTORY, "run-1")["probe"]  # written before "fresh" existed
     assert (old["rereads"], old["reads"]) == (0, 3)
+
+
+def test_the_aggregate_curve_is_drawn_against_nodes_beside_each_scales_epoch_1_read():
+    import json
+
+    hosts = [json.dumps([{"host": "a"}]), json.dumps([{"host": "a"}, {"host": "b"}])]
+    frame = pd.DataFrame(
+        {"workload": ["ssd", "ssd"], "gpus": [1, 2], "avg_read_mb_s": [2.5, 4.9], "rank_breakdown": hosts}
+    )
+    probe = _probe() | {
+        "per_node_mb_s": 200.0,
+        "aggregate": [
+            {"nodes": 1, "mb_s": 200.0, "min_node_mb_s": 200.0},
+            {"nodes": 2, "mb_s": 210.0, "min_node_mb_s": 98.0},
+        ],
+        "bound": "store",
+    }
+    charts = [str(c) for c in storage.context(frame, probe, NO_HISTORY, "run-1")["storage_charts"]]
+    drawn = [c for c in charts if "nodes reading at once" in c]
+    assert len(drawn) == 1 and "store bound" in drawn[0] and "ssd epoch 1 (1 GPU(s), 2 GPU(s))" in drawn[0]
+    assert not any(
+        "nodes reading at once" in str(c) for c in storage.context(frame, _probe(), NO_HISTORY, "r")["storage_charts"]
+    )

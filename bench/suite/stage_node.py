@@ -1,0 +1,63 @@
+"""Staging where the storage is (`stage_on: node`): generation, staging and the manifest check run on a
+compute node through the suite's launcher, as its ranks and probe do, so the Airflow worker need not
+mount the store under test. The node runs `python -m bench.suite.stage_node` and prints what was
+staged as JSON; an error there fails the task naming the node."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bench.config import SweepConfig
+from bench.suite.plan import DATASET_KIND
+
+
+def node_argv(cfg: SweepConfig, python: str) -> list[str]:
+    """The node's command: the datasets' settings only (no alert targets or keys in a node's argv)."""
+    argv = [python, "-m", "bench.suite.stage_node", "--dataset-path", str(cfg.dataset_path)]
+    argv += ["--images", str(cfg.dataset_images), "--seed", str(cfg.train.seed)]
+    for workload in cfg.workloads:
+        argv += ["--workload", workload]
+    return argv + (["--stage-from", str(cfg.stage_from)] if cfg.stage_from else [])
+
+
+def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
+    """Each workload's dataset staged on the suite's first node; raises DatasetError (or ProbeError, for a
+    node that printed no result) naming the node."""
+    from bench.launch.registry import build_launcher
+    from bench.suite.probe import node_doc, suite_nodes
+
+    nodes = suite_nodes(cfg, launcher or build_launcher(cfg.launcher), env)
+    argv = node_argv(cfg, sys.executable)
+    out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
+    return node_doc(out, "staging")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.data.probe import node_name
+    from bench.errors import BenchError
+    from bench.suite.run import stage_one
+
+    p = argparse.ArgumentParser(prog="python -m bench.suite.stage_node")
+    p.add_argument("--dataset-path", type=Path, required=True)
+    p.add_argument("--workload", action="append", required=True, choices=sorted(DATASET_KIND))
+    p.add_argument("--images", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--stage-from", type=Path)
+    args = p.parse_args(argv)
+    try:
+        out = {
+            w: stage_one(DATASET_KIND[w], args.dataset_path / DATASET_KIND[w], args.stage_from, args.images, args.seed)
+            for w in args.workload
+        }
+    except (BenchError, OSError) as error:
+        print(f"{node_name()}: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
