@@ -39,11 +39,9 @@ import secrets
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any, Protocol
 
-from pydantic import ByteSize, Field, model_validator
-
-from bench.config import Frozen, parse
+from bench.config import MAX_BYTES_PER_RANK, MIN_BYTES_PER_RANK, CheckpointSpec, parse_setting
 from bench.data.checkpoint_files import (
     KINDS,
     CheckpointError,
@@ -62,47 +60,12 @@ from bench.data.checkpoint_files import (
 from bench.errors import ConfigError
 from bench.metrics.sources.pagecache import cache_domain
 
-MIN_BYTES_PER_RANK = 1 << 20
-MAX_BYTES_PER_RANK = 1 << 40
 FILE_OVERHEAD = 64 << 10  # a file's metadata and block rounding, and torch.save's zip records
 MB = 1e6
 
 
 class CheckpointSpaceError(ConfigError):
     """The checkpoint cannot fit on the store: refused before anything is written; names the sizes."""
-
-
-class CheckpointSpec(Frozen):
-    """One scale's checkpoint phase. `size`: shards of `bytes_per_rank` per rank and checkpoint, laid
-    out as DLIO lays them out; `model`: torch.save of the model's and optimizer's state. MLPerf Storage
-    writes 10 checkpoints, then reads 10: the defaults."""
-
-    mode: Literal["size", "model"]
-    bytes_per_rank: Annotated[ByteSize, Field(ge=MIN_BYTES_PER_RANK, le=MAX_BYTES_PER_RANK)] | None = None
-    writes: int = Field(10, ge=1, le=100)
-    reads: int = Field(10, ge=1, le=100)
-
-    @model_validator(mode="after")
-    def _size_matches_mode(self) -> CheckpointSpec:
-        if self.mode == "size" and self.bytes_per_rank is None:
-            raise ValueError("bytes_per_rank: required when checkpoint is a size (1 MiB to 1 TiB per rank)")
-        if self.mode == "model" and self.bytes_per_rank is not None:
-            raise ValueError("bytes_per_rank: a model checkpoint is as large as its state; give one or the other")
-        return self
-
-
-def parse_setting(value: Any) -> CheckpointSpec | None:
-    """The suite's `checkpoint` setting: `off` (None), `model`, or {bytes_per_rank, writes, reads}
-    (a dict with `mode: model` takes writes and reads for a model checkpoint)."""
-    if value is None or value is False or value == "off":
-        return None
-    if value == "model":
-        return CheckpointSpec(mode="model")
-    if isinstance(value, Mapping):
-        data = dict(value)
-        data.setdefault("mode", "size")
-        return parse(CheckpointSpec, data, prefix="checkpoint.")
-    raise ConfigError(f"checkpoint: {value!r} is not one of off, model, {{bytes_per_rank, writes, reads}}")
 
 
 class Sync(Protocol):
@@ -315,6 +278,11 @@ def aggregate(records: list[dict]) -> dict:
             }
         )
     return {
+        # the CLI's contract (issue 40): aggregate write and read MB/s, bytes written, the phase's duration
+        "write_mb_s": write["mb_s"],
+        "read_mb_s": read["mb_s"],
+        "bytes": write["bytes"],
+        "duration_s": write["seconds"] + read["seconds"],
         "ranks": len(ranked),
         "nodes": len({r["domain"] for r in ranked}),
         "residency": next((r["residency"] for r in ranked if r["residency"]), None),
@@ -328,4 +296,7 @@ def aggregate(records: list[dict]) -> dict:
     }
 
 
-__all__ = ["CheckpointError", "CheckpointSpaceError", "CheckpointSpec", "aggregate", "parse_setting", "run_rank"]
+__all__ = [
+    "MAX_BYTES_PER_RANK",
+    "MIN_BYTES_PER_RANK",
+    "CheckpointError", "CheckpointSpaceError", "CheckpointSpec", "aggregate", "parse_setting", "run_rank"]
