@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
@@ -259,9 +259,7 @@ def _checkpoint_setting(value: Any):
 CheckpointSetting = Annotated[
     Any,
     BeforeValidator(_checkpoint_setting),
-    WithJsonSchema(
-        {"type": ["string", "object"], "description": "off, model, or {bytes_per_rank, writes, reads}"}
-    ),
+    WithJsonSchema({"type": ["string", "object"], "description": "off, model, or {bytes_per_rank, writes, reads}"}),
 ]
 
 
@@ -750,7 +748,7 @@ class TrainConfig(Frozen):
     @model_validator(mode="after")
     def _checkpoint_needs_a_folder(self) -> TrainConfig:
         if (self.checkpoint is not None or self.checkpoint_every_steps) and self.checkpoint_dir is None:
-            raise ValueError("checkpoint_dir: the checkpoint phase and checkpoint_every_steps need a folder to write to")
+            raise ValueError("checkpoint_dir: the checkpoint phase and checkpoint_every_steps need a folder")
         return self
 
     def checkpoint_argv(self) -> list[str]:
@@ -760,7 +758,8 @@ class TrainConfig(Frozen):
             argv += ["--checkpoint-mode", self.checkpoint.mode]
             if self.checkpoint.bytes_per_rank is not None:
                 argv += ["--checkpoint-bytes", str(int(self.checkpoint.bytes_per_rank))]
-            argv += ["--checkpoint-writes", str(self.checkpoint.writes), "--checkpoint-reads", str(self.checkpoint.reads)]
+            argv += ["--checkpoint-writes", str(self.checkpoint.writes)]
+            argv += ["--checkpoint-reads", str(self.checkpoint.reads)]
         if self.checkpoint_every_steps:
             argv += ["--checkpoint-every-steps", str(self.checkpoint_every_steps)]
         if self.checkpoint_dir is not None and argv:

@@ -117,6 +117,8 @@ def row_from_result(
         precision="",
         versions="{}",
         schema_version=FRAME_SCHEMA_VERSION,
+        ckpt_state="",
+        ckpt_note="",
     )
     if s is not None:
         epoch1 = s["epochs"][0]
@@ -146,6 +148,7 @@ def row_from_result(
         )
         row.update(_measurement(s))
         row.update(breakdown_columns(s))
+        row.update(checkpoint_columns(s))
     return {k: (np.nan if v is None else v) for k, v in row.items()}
 
 
@@ -167,6 +170,29 @@ def _measurement(s: dict) -> dict:
         "oversubscribed": any(slot["oversubscribed"] for slot in slots),
         "slots": json.dumps(slots),
     }
+
+
+def checkpoint_columns(s: dict) -> dict:
+    """The summary's `checkpoint` as columns: the phase's aggregate write and read MB/s and bytes
+    written where it completed (empty, with the phase's error in ckpt_note, where it failed: the scale's
+    training figures stay as they are), and the stall share of the saves during training."""
+    c = s.get("checkpoint")
+    if not c:
+        return {}
+    out: dict = {"ckpt_state": "" if c["status"] == "off" else c["status"]}
+    if c["status"] == "done":
+        out |= {"ckpt_write_mb_s": c["write_mb_s"], "ckpt_read_mb_s": c["read_mb_s"], "ckpt_bytes": c["bytes"]}
+        if not c["read"]["cold"]:  # the read figure is the page cache's: shown, never judged
+            out["ckpt_state"] = "not_cold"
+            out["ckpt_note"] = (
+                f"{len(c['read']['not_cold'])} checkpoint read(s) started with their file in the page cache "
+                "(a tmpfs, or eviction refused): read MB/s not judged"
+            )
+    elif c["status"] == "failed":
+        out["ckpt_note"] = f"checkpoint phase failed: {c['error']}"
+    if c.get("stall") and c["stall"].get("share") is not None:
+        out["ckpt_stall_share"] = c["stall"]["share"]
+    return out
 
 
 def breakdown_columns(s: dict) -> dict:

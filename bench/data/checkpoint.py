@@ -299,4 +299,10 @@ def aggregate(records: list[dict]) -> dict:
 __all__ = [
     "MAX_BYTES_PER_RANK",
     "MIN_BYTES_PER_RANK",
-    "CheckpointError", "CheckpointSpaceError", "CheckpointSpec", "aggregate", "parse_setting", "run_rank"]
+    "CheckpointError",
+    "CheckpointSpaceError",
+    "CheckpointSpec",
+    "aggregate",
+    "parse_setting",
+    "run_rank",
+]
