@@ -711,9 +711,15 @@ class TrainConfig(Frozen):
     bind: Bind = "none"
     # The checkpoint phase after the measured steps and the saves during them (bench.train.checkpointing),
     # both on `checkpoint_dir` (the store under test). Off unless the suite sets them for a scale's run.
-    checkpoint: CheckpointSpec | None = None
+    checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
     checkpoint_every_steps: int = suite_default("checkpoint_every_steps", ge=0, le=1_000_000)
     checkpoint_dir: SafePath | None = None
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _checkpoint(cls, value) -> CheckpointSpec | None:
+        return parse_setting(value)
+
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.config import TrainConfig, choices_of, default_of, parse
+from bench.config import CheckpointSpec, TrainConfig, choices_of, default_of, parse
 
 
 def add_parsers(sub) -> None:
@@ -75,7 +75,11 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
     c = p.add_argument_group("checkpoint phase (after the measured steps) and saves during them")
-    c.add_argument("--checkpoint-mode", choices=("size", "model"), help="each rank writes a shard, then reads one back")
+    c.add_argument(
+        "--checkpoint-mode",
+        choices=choices_of(CheckpointSpec, "mode"),
+        help="each rank writes a shard, then reads one back",
+    )
     c.add_argument("--checkpoint-bytes", help="size mode: each rank's shard per checkpoint (1 MiB-1 TiB)")
     c.add_argument("--checkpoint-writes", type=int, help="checkpoints written (default: MLPerf's)")
     c.add_argument("--checkpoint-reads", type=int, help="checkpoints read back cold (default: MLPerf's)")

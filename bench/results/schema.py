@@ -260,6 +260,8 @@ SERIES_KEY: tuple[str, ...] = ("cluster", "workload", "gpus", "config_key")
 # The checkpoint figures from the run's summary (floats; NaN where the phase or the saves did not run).
 CHECKPOINT_FIGURES: tuple[str, ...] = tuple(n for n in _names("checkpoint", dtype="float") if BY_NAME[n].stored)
 CHECKPOINT_LABELS: tuple[str, ...] = _names("checkpoint", dtype="text")
+# The checkpoint rates (MB/s): judged for scaling and against history.
+CHECKPOINT_RATES: tuple[str, ...] = tuple(n for n in CHECKPOINT_FIGURES if BY_NAME[n].unit == "MB/s")
 # The run's figures from its summary (floats; NaN where the run did not complete).
 METRICS: tuple[str, ...] = _names("metric") + CHECKPOINT_FIGURES
 # The frame `bench.analysis.frame.build_frame` makes, in order (the phase's labels too, never stored).

@@ -15,10 +15,10 @@ from bench.analysis.verdict import bounds
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
 from bench.config import SweepConfig
-from bench.results.schema import CHECKPOINT_FIGURES
+from bench.results.schema import CHECKPOINT_RATES
 
 # The figures a second run of a scale gives its scale (the better of the two is checked).
-RERUN_FIGURES = ("throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s")
+RERUN_FIGURES = ("throughput_img_s", *CHECKPOINT_RATES)
 CHECKPOINT_REGRESSIONS = {
     names.CHECKPOINT_WRITE_NOT_REGRESSED: "ckpt_write_mb_s",
     names.CHECKPOINT_READ_NOT_REGRESSED: "ckpt_read_mb_s",
@@ -105,7 +105,7 @@ def checkpoint_history(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_i
     """Each checkpoint figure this run measured: its series' history (as `history_for`); {} without one."""
     return {
         figure: history_for(cfg, frame, store, suite_run_id, figure)
-        for figure in CHECKPOINT_FIGURES
+        for figure in CHECKPOINT_RATES
         if figure in frame and frame[figure].notna().any()
     }
 
@@ -203,7 +203,7 @@ def judged_frame(
     ckpt_history = checkpoint_history(cfg, frame, store, suite_run_id) if store is not None else {}
     second = rerun_frame(cfg, suite_run_id, repeats, started_at)
     frame["repeat_img_s"] = repeat_rates(frame, second)
-    for figure in CHECKPOINT_FIGURES:  # the better of the two runs, as for images/s
+    for figure in CHECKPOINT_RATES:  # the better of the two runs, as for images/s
         first = frame[figure].astype(float)
         frame[figure.replace("_mb_s", "_checked")] = np.fmax(first, repeat_rates(frame, second, figure))
     return prepare(frame, cfg.thresholds, history, ckpt_history)
