@@ -250,7 +250,9 @@ def _checkpoint_setting(value: Any):
     try:
         spec = parse_setting(value)
     except ConfigError as error:
-        raise ValueError(str(error).removeprefix("checkpoint: ").replace("checkpoint.", "")) from None
+        # "checkpoint.writes: ..." (a field) or "checkpoint.(config): ..." (the whole spec) as "writes: ..."
+        message = str(error).removeprefix("checkpoint: ").replace("checkpoint.(config): ", "")
+        raise ValueError(message.replace("checkpoint.", "")) from None
     if spec is None:
         return "off"
     return "model" if spec == CheckpointSpec(mode="model") else spec.model_dump(mode="json")
