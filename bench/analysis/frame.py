@@ -38,6 +38,7 @@ CONFIG_KEY_FIELDS = (
 # Settings added later: in the digest only where they differ from their default, so the runs made
 # before them keep their key (and their history) and a bf16 or compiled run never shares it.
 CONFIG_KEY_ADDED = {"train.precision": "fp32", "train.compile": "none", "train.backend": "auto"}
+CONFIG_KEY_CHECKPOINT = {"checkpoint": None, "checkpoint_every_steps": 0}
 
 
 def config_key(cfg) -> str:
@@ -61,6 +62,11 @@ def config_key(cfg) -> str:
     ideal = cfg.resolved_ideal() if hasattr(cfg, "resolved_ideal") else "linear"
     if ideal != "linear":
         values["ideal"] = ideal
+    # The checkpoint phase's size and counts move its MB/s, and saves during training cost step time: in
+    # the digest only where set, so the series of runs without them keep their keys.
+    for name, off in CONFIG_KEY_CHECKPOINT.items():
+        if doc.get(name, off) != off:
+            values[name] = doc[name]
     for name, default in CONFIG_KEY_ADDED.items():
         value = doc.get("train", {}).get(name.split(".", 1)[1], default)
         if value != default:
