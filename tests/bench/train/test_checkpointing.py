@@ -52,7 +52,7 @@ def test_two_ranks_write_and_read_each_others_shards(tmp_path):
     assert [r["read_from"] for r in block["per_rank"]] == [1, 0] and block["cleanup"]["left"] == []
     assert list(store.iterdir()) == []
     model = ranks([store, store], "model")  # torch.save of each rank's model and SGD state, torch.load back
-    assert [p["phase"]["record"]["writes"][0]["bytes"] > 64 * 64 * 4 * 2 for p in model] == [True, True]
+    assert [p["phase"]["record"]["writes"][0]["bytes"] > 64 * 64 * 4 for p in model] == [True, True]
     assert list(store.iterdir()) == []
 
 
