@@ -66,3 +66,18 @@ def test_a_rank_failing_alone_stops_every_rank_at_the_next_meeting_and_is_the_on
     block = summary_block(cfg, phases)
     assert block["status"] == "failed" and block["error"] == phases[1]["phase"]["error"]
     assert list(store.iterdir()) == []  # rank 0 stopped before it made anything
+
+
+def test_reads_the_page_cache_served_are_shown_but_labelled_not_cold():
+    """On tmpfs no page can be evicted: every restore is served from memory, and the scale's row says so."""
+    from bench.analysis.frame import checkpoint_columns
+
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        store = Path(shm)
+        cfg = TrainConfig(workload="ssd", synthetic=True, steps=1, checkpoint=SPEC, checkpoint_dir=store)
+        block = summary_block(cfg, ranks([store, store]))
+        assert block["status"] == "done" and block["read"]["cold"] is False and len(block["read"]["not_cold"]) == 2
+        assert list(store.iterdir()) == []
+    row = checkpoint_columns({"checkpoint": block})
+    assert row["ckpt_state"] == "not_cold" and row["ckpt_note"].startswith("2 checkpoint read(s) started with")
+    assert row["ckpt_read_mb_s"] == block["read_mb_s"] > 0  # shown, with the label; judged nowhere
