@@ -153,3 +153,29 @@ def test_without_the_phase_no_checkpoint_check_runs(measured):
 
 def _without_checkpoint(summary: dict) -> dict:
     return json.loads(json.dumps({k: v for k, v in summary.items() if k != "checkpoint"}))
+
+
+def test_a_checkpoint_rate_under_its_history_floor_is_run_again_then_called_naming_it(measured, tmp_path):
+    """History: three accepted weeks copied from this real run's stored rows, their checkpoint write MB/s
+    three times this run's (a store that wrote faster before). The scale is suspected (run again), and with
+    no faster second run the regression is called on the write figure, named with its floor; the read
+    figure, as fast as its history, is not."""
+    from bench.analysis.verdict.evaluate import suspected_regressions
+
+    cfg, runs, started, _, recorded = measured
+    store = ResultsStore(f"sqlite:///{tmp_path / 'history.db'}")
+    rows = ResultsStore(recorded).frame()
+    for week in range(3):
+        suite_id = f"week-{week}"
+        at = (pd.Timestamp("2026-11-01T03:00:00", tz="UTC") + pd.Timedelta(weeks=week)).isoformat()
+        faster = rows.assign(suite_run_id=suite_id, started_at=at, ckpt_write_mb_s=rows["ckpt_write_mb_s"] * 3)
+        store.upsert(faster, {"suite_run_id": suite_id, "started_at": at, "cluster": "local", "passed": True})
+    ev = evaluate(cfg, "ckpt", runs, started, store)
+    frame = ev.frame.sort_values("gpus")
+    assert (frame["ckpt_write_checked"] < frame["ckpt_write_floor"]).all(), frame[["ckpt_write_floor"]]
+    assert (frame["ckpt_read_checked"] >= frame["ckpt_read_floor"]).all()
+    called = [f for f in ev.failures if f["expectation"] == "ExpectCheckpointWriteNotRegressed"]
+    assert sorted(f["gpus"] for f in called) == [1, 2] and "under its regression floor" in called[0]["reason"]
+    assert not [f for f in ev.failures if f["expectation"] == "ExpectCheckpointReadNotRegressed"]
+    judged = ev.frame.drop(columns=[c for c in ev.frame if c.endswith(("_floor", "_checked"))])
+    assert sorted(g for _, g in suspected_regressions(cfg, judged, store, "ckpt")) == [1, 2]
