@@ -158,6 +158,11 @@ STORAGE_COLUMNS = [
 ]
 
 
+def _text(value) -> str:
+    """A label column's value: "" where the frame holds none (NaN from a frame read back)."""
+    return value if isinstance(value, str) else ""
+
+
 def _gb_s(mb_s) -> float | None:
     return None if mb_s is None or pd.isna(mb_s) else float(mb_s) / 1e3
 
@@ -191,7 +196,7 @@ def checkpoint_table(records: list[dict], intervals: dict) -> dict | None:
     """Per scale: write and read GB/s (with their range over checkpoints), their efficiency against the
     ideal and the bound, the bytes written, the stall share of training and the phase's outcome; None
     when no scale ran a checkpoint phase or saved during training."""
-    shown = [r for r in records if (r.get("ckpt_state") or "") or pd.notna(r.get("ckpt_stall_share"))]
+    shown = [r for r in records if _text(r.get("ckpt_state")) or pd.notna(r.get("ckpt_stall_share"))]
     if not shown:
         return None
 
@@ -214,7 +219,10 @@ def checkpoint_table(records: list[dict], intervals: dict) -> dict | None:
         ("bound", lambda r: _num(r.get("min_checkpoint_efficiency"))),
         ("GB written", lambda r: _num((r.get("ckpt_bytes") or float("nan")) / 1e9)),
         ("stall share", lambda r: _num(r.get("ckpt_stall_share"))),
-        ("phase", lambda r: (r.get("ckpt_state") or "off") + (f": {r['ckpt_note']}" if r.get("ckpt_note") else "")),
+        (
+            "phase",
+            lambda r: ": ".join(x for x in (_text(r.get("ckpt_state")) or "off", _text(r.get("ckpt_note"))) if x),
+        ),
     ]
     return _table(shown, columns)
 
