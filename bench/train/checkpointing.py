@@ -106,7 +106,8 @@ class Stall:
         return time.perf_counter()
 
     def close(self) -> None:
-        for leftover in self.folder.glob("step*.pt"):  # a save interrupted between write and unlink
+        """Remove this rank's save folder (a save interrupted between its write and its removal included)."""
+        for leftover in self.folder.glob("step*.pt"):
             leftover.unlink(missing_ok=True)
         self.folder.rmdir()
 

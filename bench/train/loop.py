@@ -159,10 +159,14 @@ def train(cfg: TrainConfig) -> dict | None:
     sampler = rank.sampler
     sampler.start() if cfg.sampler else sampler.sample_now()
     rank.model.train()
-    for epoch in range(1, progress.epochs + 1):
-        _run_epoch(cfg, rank, progress, epoch)
-        if progress.done:
-            break
+    try:
+        for epoch in range(1, progress.epochs + 1):
+            _run_epoch(cfg, rank, progress, epoch)
+            if progress.done:
+                break
+    finally:
+        if rank.stall is not None:  # a failing rank still removes its save folder from the store
+            rank.stall.close()
     sampler.phase = {"epoch": epoch, "phase": "done"}
     sampler.stop()
     rank.loader.close()
@@ -184,7 +188,6 @@ def _checkpoints(cfg: TrainConfig, rank: _Rank, measured_s: float) -> dict:
 
     out: dict = {"stall": None, "phase": None}
     if rank.stall is not None:
-        rank.stall.close()
         out["stall"] = rank.stall.report(measured_s)
     if cfg.checkpoint is not None:
         out["phase"] = phase(cfg, rank.dist, rank.model, rank.optimizer)
