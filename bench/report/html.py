@@ -167,19 +167,32 @@ def _gb_s(mb_s) -> float | None:
     return None if mb_s is None or pd.isna(mb_s) else float(mb_s) / 1e3
 
 
+def _rate_interval(checkpoints: list[dict]) -> tuple[float, float]:
+    """95% interval of the phase's GB/s (all bytes over all of the slowest ranks' seconds): a bootstrap
+    over its checkpoints (each one's bytes and seconds resampled together), fixed seed."""
+    import numpy as np
+
+    from bench.analysis.stats import interval
+
+    nbytes = np.array([c["bytes"] for c in checkpoints], dtype=float)
+    seconds = np.array([c["seconds"] for c in checkpoints], dtype=float)
+    pick = np.random.default_rng(0).integers(0, len(checkpoints), (2000, len(checkpoints)))
+    return interval(nbytes[pick].sum(axis=1) / seconds[pick].sum(axis=1) / 1e9)
+
+
 def checkpoint_intervals(runs: list[dict]) -> dict[tuple[str, int], dict]:
-    """Each scale's checkpoint write and read GB/s over its checkpoints (lowest and highest), where the
-    phase wrote or read more than one: the spread the aggregate figure hides."""
+    """Each scale's checkpoint write and read GB/s intervals, where the phase wrote or read more than one
+    checkpoint (one checkpoint has no spread to show)."""
     out = {}
     for r in runs:
         phase = ((r.get("result") or {}).get("summary") or {}).get("checkpoint") or {}
-        if phase.get("status") not in ("done",):
+        if phase.get("status") != "done":
             continue
         spans = {}
         for kind in ("write", "read"):
-            rates = [c["mb_s"] / 1e3 for c in phase[kind]["checkpoints"]]
-            if len(rates) > 1:
-                spans[kind] = (min(rates), max(rates))
+            checkpoints = phase[kind]["checkpoints"]
+            if len(checkpoints) > 1 and all(c["seconds"] > 0 for c in checkpoints):
+                spans[kind] = _rate_interval(checkpoints)
         out[(r["workload"], int(r["gpus"]))] = spans
     return out
 
@@ -193,7 +206,7 @@ def _floor_gb_s(r: dict, figure: str, efficiency: str) -> float | None:
 
 
 def checkpoint_table(records: list[dict], intervals: dict) -> dict | None:
-    """Per scale: write and read GB/s (with their range over checkpoints), their efficiency against the
+    """Per scale: write and read GB/s (with their interval over checkpoints), their efficiency against the
     ideal and the bound, the bytes written, the stall share of training and the phase's outcome; None
     when no scale ran a checkpoint phase or saved during training."""
     shown = [r for r in records if _text(r.get("ckpt_state")) or pd.notna(r.get("ckpt_stall_share"))]
@@ -212,8 +225,8 @@ def checkpoint_table(records: list[dict], intervals: dict) -> dict | None:
     columns = [
         ("workload", lambda r: _num(r["workload"])),
         ("GPUs", lambda r: _num(r["gpus"])),
-        ("write GB/s [range]", lambda r: rate(r, "write")),
-        ("read GB/s [range]", lambda r: rate(r, "read")),
+        ("write GB/s [95% CI]", lambda r: rate(r, "write")),
+        ("read GB/s [95% CI]", lambda r: rate(r, "read")),
         ("write eff.", lambda r: eff(r, "write")),
         ("read eff.", lambda r: eff(r, "read")),
         ("bound", lambda r: _num(r.get("min_checkpoint_efficiency"))),

@@ -21,10 +21,10 @@ from bench.train.checkpointing import phase, summary_block
 SPEC = {"bytes_per_rank": "1MiB", "writes": 1, "reads": 1}
 
 
-def ranks(directories: list[Path], mode: str = "size") -> list[dict]:
+def ranks(directories: list[Path], mode: str = "size", spec: dict = SPEC) -> list[dict]:
     """Each rank's `phase` on its own directory (all of them meet at every round)."""
     barrier, out = threading.Barrier(len(directories)), [None] * len(directories)
-    spec = {"mode": "model", "writes": 1, "reads": 1} if mode == "model" else SPEC
+    spec = {"mode": "model", "writes": 1, "reads": 1} if mode == "model" else spec
 
     def rank(r: int, folder: str) -> None:
         cfg = TrainConfig(workload="ssd", synthetic=True, steps=1, checkpoint=spec, checkpoint_dir=directories[r])
@@ -81,3 +81,17 @@ def test_reads_the_page_cache_served_are_shown_but_labelled_not_cold():
     row = checkpoint_columns({"checkpoint": block})
     assert row["ckpt_state"] == "not_cold" and row["ckpt_note"].startswith("2 checkpoint read(s) started with")
     assert row["ckpt_read_mb_s"] == block["read_mb_s"] > 0  # shown, with the label; judged nowhere
+
+
+def test_the_reports_interval_of_a_phase_of_several_checkpoints_holds_its_rate(tmp_path):
+    """Three checkpoints written and read back: the report's 95% interval (a bootstrap over the checkpoints)
+    holds the phase's own GB/s, as the table prints them side by side."""
+    from bench.report.html import checkpoint_intervals
+
+    store, spec = tmp_path / "store", {"bytes_per_rank": "1MiB", "writes": 3, "reads": 3}
+    cfg = TrainConfig(workload="ssd", synthetic=True, steps=1, checkpoint=spec, checkpoint_dir=store)
+    block = summary_block(cfg, ranks([store, store], spec=spec))
+    spans = checkpoint_intervals([{"workload": "ssd", "gpus": 2, "result": {"summary": {"checkpoint": block}}}])
+    for kind in ("write", "read"):
+        low, high = spans[("ssd", 2)][kind]
+        assert 0 < low <= block[f"{kind}_mb_s"] / 1e3 <= high, (kind, low, high, block[f"{kind}_mb_s"])
