@@ -547,8 +547,9 @@ class SuiteSettings(Frozen):
         True,
         S_BOUNDS,
         "Confirm a regression by running the scale again",
-        "A scale whose images/s falls under its history's regression floor runs once more after the last scale; a "
-        "regression is called only when both runs fall under the floor (one extra run per suspected regression).",
+        "A scale whose images/s (or checkpoint MB/s) falls under its history's regression floor runs once more "
+        "after the last scale; a regression is called only when both runs fall under the floor (one extra run per "
+        "suspected regression).",
     )
     slack_conn_id: FormConnId | None = _ui(None, S_ALERT, "Slack webhook connection")
     smtp_conn_id: FormConnId | None = _ui(None, S_ALERT, "SMTP connection")
