@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -66,6 +66,17 @@ MB = 1e6
 
 class CheckpointSpaceError(ConfigError):
     """The checkpoint cannot fit on the store: refused before anything is written; names the sizes."""
+
+
+# Where a rank notes, as it goes, what another process must remove should it be killed (a killed process
+# cannot clean up after itself): journal(key, JSON-able value), the latest value per key kept. Keys:
+# "folders" (rank 0's), "made" (its named files, after each checkpoint), "writes" (its complete
+# checkpoints), "cleanup" (once it removed its files). bench.data.checkpoint_local keeps it in files.
+Journal = Callable[[str, Any], None]
+
+
+def _no_journal(key: str, value: Any) -> None:
+    """The suite's ranks: a killed rank ends its whole run, whose launcher reports it."""
 
 
 class Sync(Protocol):
@@ -134,15 +145,19 @@ def _size(n: float) -> str:
 
 
 def _agree_on_folders(
-    rank: int, directory: Path, spec: CheckpointSpec, per_rank: list[int], sync: Sync, folders: list[Created]
-) -> tuple[str, int]:
+    rank: int, directory: Path, spec: CheckpointSpec, per_rank: list[int], sync: Sync, folders: list[Created],
+    journal: Journal,
+) -> tuple[str, int]:  # fmt: skip
     """(root folder, data seed), decided by rank 0 for all: it checks the free space and makes the
-    folders (into `folders`, as it goes); every rank refuses together when it could not."""
+    folders (into `folders`, as it goes, and then the journal); every rank refuses together when it could not."""
     plan: dict = {}
     if rank == 0:
         try:
             check_space(directory, per_rank, spec.writes)
-            make_folders(directory, spec.writes, folders)
+            try:
+                make_folders(directory, spec.writes, folders)
+            finally:
+                journal("folders", [vars(c) for c in folders])
             plan = {"root": folders[0].rel, "seed": secrets.randbits(63)}
         except CheckpointSpaceError as error:
             plan = {"refused": str(error)}
@@ -164,6 +179,7 @@ def run_rank(
     sync: Sync,
     states: States | None = None,
     host: str | None = None,
+    journal: Journal = _no_journal,
 ) -> dict:
     """This rank's part of the checkpoint phase on `directory` (shared by all ranks); its record (see
     docs/schemas.md). Every rank of `world` calls it at once with the same spec; `states` (model
@@ -182,13 +198,18 @@ def run_rank(
     writes: list[dict] = []
     reads: list[dict] = []
     finished = False
+
+    def _note_made(files: list[Created]) -> None:  # each file as soon as it is named
+        journal("made", [vars(c) for c in files])
+
     try:
-        root, seed = _agree_on_folders(rank, directory, spec, [p["bytes"] for p in peers], sync, folders)
+        root, seed = _agree_on_folders(rank, directory, spec, [p["bytes"] for p in peers], sync, folders, journal)
         model = spec.mode == "model"
         shard = Shard(sizes, None if model else Pattern(seed, rank), states if model else None)
         for step in range(spec.writes):
             sync.allgather(None)  # a checkpoint is a burst: every rank starts it together
-            writes.append(write_shard(directory, root, step, rank, shard, made))
+            writes.append(write_shard(directory, root, step, rank, shard, made, _note_made))
+            journal("writes", writes)  # complete checkpoints only: one cut short is never in `writes`
         written = {f["rel"]: f for files in sync.allgather([vars(c) for c in made]) for f in files}
         for i in range(spec.reads):
             step = i % spec.writes
@@ -197,6 +218,7 @@ def run_rank(
         finished = True
     finally:
         removed, left = remove_files(directory, made)
+        journal("cleanup", {"removed": removed, "left": left})
         if finished:
             sync.allgather(None)  # every rank's files removed: the folders can go
         if rank == 0:
