@@ -25,7 +25,9 @@ What a rank does (`run_rank`), with every rank meeting at the same points throug
   restart soon after a save.
 - Then it removes the files it created, and only those: each is tracked by name, inode, size and
   change time, and removed only while its name still holds that file; rank 0 removes the folders it
-  made when they are empty.
+  made when they are empty. A file is named only once it is complete (bench.data.checkpoint_files),
+  so a killed rank leaves no cut-short shard; what it had named is in its `Journal`, for another
+  process to remove (bench checkpoint's parent does, bench.data.checkpoint_local).
 
 Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW|O_EXCL
 (bench.safe_fs): a planted link redirects no write, no read and no removal. Before anything is

@@ -2,8 +2,12 @@
 fsync, reading one cold (evicted, cachestat-checked), and removing exactly the files and folders a
 run made. The phase that runs these on every rank at once is bench.data.checkpoint.
 
-Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW (bench.safe_fs),
-created with O_EXCL: a planted link redirects no write, no read and no removal.
+Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW (bench.safe_fs):
+a planted link redirects no write, no read and no removal. A shard's file is created unnamed
+(O_TMPFILE) and named with linkat once written and fsynced, which follows no link and fails on any
+name already there (as O_EXCL): a rank killed mid-write leaves no file, the kernel frees it. On a
+store without unnamed files (NFS, older overlayfs) the name is made at once with O_EXCL|O_NOFOLLOW;
+a rank killed there leaves its cut-short file, which `bench checkpoint` reports as left.
 """
 
 from __future__ import annotations
