@@ -9,16 +9,19 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ByteSize,
     ConfigDict,
     Field,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -138,6 +141,10 @@ def choices_of(model: type[BaseModel], name: str) -> tuple:
 # throughput's bound unflagged; the config's 0.7 was the right one).
 DEFAULT_MIN_SCALING_EFFICIENCY = 0.7
 DEFAULT_MIN_BANDWIDTH_EFFICIENCY = 0.7
+# Checkpoint write and read MB/s are held to the same ideal and the same number as read bandwidth: a
+# store whose aggregate write rate does not grow with the ranks writing to it fails as one whose reads
+# do not.
+DEFAULT_MIN_CHECKPOINT_EFFICIENCY = DEFAULT_MIN_BANDWIDTH_EFFICIENCY
 DEFAULT_MAX_STEP_TIME_SPREAD = 1.0
 DEFAULT_REGRESSION_TOLERANCE = 0.1
 DEFAULT_HISTORY_RUNS = 8
@@ -194,6 +201,69 @@ def _ui(default, section: str, title: str, description: str | None = None, uniqu
     """A setting with its form metadata beside it (section and title are the form's, nothing else's)."""
     extra: dict = {"section": section, "title": title} | ({"uniqueItems": True} if unique else {})
     return Field(default, description=description, json_schema_extra=extra, **limits)
+
+
+# --- The checkpoint phase (issue 40): what each rank writes and reads back after a scale's training ---
+
+MIN_BYTES_PER_RANK = 1 << 20
+MAX_BYTES_PER_RANK = 1 << 40
+
+
+class CheckpointSpec(Frozen):
+    """One scale's checkpoint phase. `size`: shards of `bytes_per_rank` per rank and checkpoint, laid
+    out as DLIO lays them out; `model`: torch.save of the model's and optimizer's state. MLPerf Storage
+    writes 10 checkpoints, then reads 10: the defaults."""
+
+    mode: Literal["size", "model"]
+    bytes_per_rank: Annotated[ByteSize, Field(ge=MIN_BYTES_PER_RANK, le=MAX_BYTES_PER_RANK)] | None = None
+    writes: int = Field(10, ge=1, le=100)
+    reads: int = Field(10, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _size_matches_mode(self) -> CheckpointSpec:
+        if self.mode == "size" and self.bytes_per_rank is None:
+            raise ValueError("bytes_per_rank: required when checkpoint is a size (1 MiB to 1 TiB per rank)")
+        if self.mode == "model" and self.bytes_per_rank is not None:
+            raise ValueError("bytes_per_rank: a model checkpoint is as large as its state; give one or the other")
+        return self
+
+
+def parse_setting(value: Any) -> CheckpointSpec | None:
+    """The suite's `checkpoint` setting: `off` (None), `model`, or {bytes_per_rank, writes, reads}
+    (a dict with `mode: model` takes writes and reads for a model checkpoint)."""
+    if value is None or value is False or value == "off":
+        return None
+    if value == "model":
+        return CheckpointSpec(mode="model")
+    if isinstance(value, Mapping):
+        data = dict(value)
+        data.setdefault("mode", "size")
+        return parse(CheckpointSpec, data, prefix="checkpoint.")
+    if isinstance(value, CheckpointSpec):
+        return value
+    raise ConfigError(f"checkpoint: {value!r} is not one of off, model, {{bytes_per_rank, writes, reads}}")
+
+
+def _checkpoint_setting(value: Any):
+    """The `checkpoint` setting as suite files, the form and `bench sweep --config` give it, checked at
+    the edge and kept in its JSON form: "off", "model", or {bytes_per_rank, writes, reads} (`mode`
+    added); a bad one names the field and what is allowed."""
+    try:
+        spec = parse_setting(value)
+    except ConfigError as error:
+        # "checkpoint.writes: ..." (a field) or "checkpoint.(config): ..." (the whole spec) as "writes: ..."
+        message = str(error).removeprefix("checkpoint: ").replace("checkpoint.(config): ", "")
+        raise ValueError(message.replace("checkpoint.", "")) from None
+    if spec is None:
+        return "off"
+    return "model" if spec == CheckpointSpec(mode="model") else spec.model_dump(mode="json")
+
+
+CheckpointSetting = Annotated[
+    Any,
+    BeforeValidator(_checkpoint_setting),
+    WithJsonSchema({"type": ["string", "object"], "description": "off, model, or {bytes_per_rank, writes, reads}"}),
+]
 
 
 # Sized so epoch 1 reads for 5 s or more at the default's largest scale (2 CPU ranks, ~180 images/s).
@@ -354,6 +424,23 @@ class SuiteSettings(Frozen):
         "For launch-bound steps (GPU busy well under the step): torch.compile, or its CUDA-graph mode (GPU nodes, "
         "fixed shapes). Compile time is warm-up, never measured.",
     )
+    checkpoint: CheckpointSetting = _ui(
+        "off",
+        S_TRAIN,
+        "Checkpoint phase after each scale",
+        "off; model: every rank torch.saves its model and optimizer state; or {bytes_per_rank, writes, reads}: "
+        "DLIO-shaped shards of that size (1 MiB-1 TiB). Each rank writes its shard (fsync per file), then reads "
+        "another rank's back cold; write and read MB/s per scale (slowest rank), files removed after.",
+    )
+    checkpoint_every_steps: int = _ui(
+        0,
+        S_TRAIN,
+        "Save a checkpoint every N measured steps (0: off)",
+        "Each rank saves its model and optimizer state (torch.save, fsync) on the store under test every N measured "
+        "steps: ckpt_stall_share is the share of step time the saves took. The saves are kept out of images/s.",
+        ge=0,
+        le=1_000_000,
+    )
     min_scaling_efficiency: float = _ui(
         DEFAULT_MIN_SCALING_EFFICIENCY,
         S_BOUNDS,
@@ -387,6 +474,15 @@ class SuiteSettings(Frozen):
         S_BOUNDS,
         "Min bandwidth efficiency",
         "Per-GPU epoch-1 read rate vs the baseline's, on valid (cold, storage-served) reads only.",
+        ge=0,
+        le=1.5,
+    )
+    min_checkpoint_efficiency: float = _ui(
+        DEFAULT_MIN_CHECKPOINT_EFFICIENCY,
+        S_BOUNDS,
+        "Min checkpoint efficiency",
+        "Per-GPU checkpoint write and read MB/s vs the baseline's, against the same ideal as read bandwidth "
+        "(judged only where the checkpoint phase ran).",
         ge=0,
         le=1.5,
     )
@@ -461,8 +557,9 @@ class SuiteSettings(Frozen):
         True,
         S_BOUNDS,
         "Confirm a regression by running the scale again",
-        "A scale whose images/s falls under its history's regression floor runs once more after the last scale; a "
-        "regression is called only when both runs fall under the floor (one extra run per suspected regression).",
+        "A scale whose images/s (or checkpoint MB/s) falls under its history's regression floor runs once more "
+        "after the last scale; a regression is called only when both runs fall under the floor (one extra run per "
+        "suspected regression).",
     )
     slack_conn_id: FormConnId | None = _ui(None, S_ALERT, "Slack webhook connection")
     smtp_conn_id: FormConnId | None = _ui(None, S_ALERT, "SMTP connection")
@@ -537,6 +634,7 @@ class SuiteSettings(Frozen):
                 "max_step_time_spread": self.max_step_time_spread,
                 "min_scaling_efficiency_by_gpus": {int(k): v for k, v in self.min_scaling_efficiency_by_gpus.items()},
                 "min_bandwidth_efficiency": self.min_bandwidth_efficiency,
+                "min_checkpoint_efficiency": self.min_checkpoint_efficiency,
                 "min_gpu_util": self.min_gpu_util,
                 "regression_tolerance": self.regression_tolerance,
                 "history_runs": self.history_runs,
@@ -560,6 +658,8 @@ class SuiteSettings(Frozen):
             "confirm_regressions": self.confirm_regressions,
             "ceilings": self.ceilings,
             "ideal": self.ideal,
+            "checkpoint": self.checkpoint,
+            "checkpoint_every_steps": self.checkpoint_every_steps,
         }
 
 
@@ -623,6 +723,17 @@ class TrainConfig(Frozen):
     # auto: ranks started unpinned by an outside launcher (horovodrun, torchrun, srun) split their
     # node's allowed cores by local rank themselves; none: they run where they were started.
     bind: Bind = "none"
+    # The checkpoint phase after the measured steps and the saves during them (bench.train.checkpointing),
+    # both on `checkpoint_dir` (the store under test). Off unless the suite sets them for a scale's run.
+    checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
+    checkpoint_every_steps: int = suite_default("checkpoint_every_steps", ge=0, le=1_000_000)
+    checkpoint_dir: SafePath | None = None
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _checkpoint(cls, value) -> CheckpointSpec | None:
+        return parse_setting(value)
+
     run_nonce: Annotated[str, _matching(re.compile(r"^[0-9a-f]{1,64}$"), "run nonce")] | None = None
 
     @model_validator(mode="after")
@@ -653,6 +764,27 @@ class TrainConfig(Frozen):
         if self.warm_cache and (self.drop_caches or self.synthetic):
             raise ValueError("warm_cache: a warm-cache run reads the dataset; set drop_caches and synthetic false")
         return self
+
+    @model_validator(mode="after")
+    def _checkpoint_needs_a_folder(self) -> TrainConfig:
+        if (self.checkpoint is not None or self.checkpoint_every_steps) and self.checkpoint_dir is None:
+            raise ValueError("checkpoint_dir: the checkpoint phase and checkpoint_every_steps need a folder")
+        return self
+
+    def checkpoint_argv(self) -> list[str]:
+        """The checkpoint flags of `bench train` (none when both are off)."""
+        argv = []
+        if self.checkpoint is not None:
+            argv += ["--checkpoint-mode", self.checkpoint.mode]
+            if self.checkpoint.bytes_per_rank is not None:
+                argv += ["--checkpoint-bytes", str(int(self.checkpoint.bytes_per_rank))]
+            argv += ["--checkpoint-writes", str(self.checkpoint.writes)]
+            argv += ["--checkpoint-reads", str(self.checkpoint.reads)]
+        if self.checkpoint_every_steps:
+            argv += ["--checkpoint-every-steps", str(self.checkpoint_every_steps)]
+        if self.checkpoint_dir is not None and argv:
+            argv += ["--checkpoint-dir", str(self.checkpoint_dir)]
+        return argv
 
     def to_argv(self) -> list[str]:
         """Flags for `bench train`; values are already validated, callers still quote them."""
@@ -687,6 +819,7 @@ class TrainConfig(Frozen):
         if self.compile != "none":
             argv += ["--compile", self.compile]
         argv += ["--backend", self.backend, "--bind", self.bind]
+        argv += self.checkpoint_argv()
         if self.run_nonce:
             argv += ["--run-nonce", self.run_nonce]
         return argv
@@ -761,6 +894,8 @@ class Thresholds(Frozen):
     # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
     max_step_time_spread: float = Field(DEFAULT_MAX_STEP_TIME_SPREAD, gt=0, le=100)
     min_bandwidth_efficiency: float = Field(DEFAULT_MIN_BANDWIDTH_EFFICIENCY, ge=0, le=1.5)
+    # Checkpoint write and read MB/s per GPU vs the baseline's (judged only where the phase ran).
+    min_checkpoint_efficiency: float = Field(DEFAULT_MIN_CHECKPOINT_EFFICIENCY, ge=0, le=1.5)
     min_gpu_util: float | None = suite_default("min_gpu_util", ge=0, le=100)
     regression_tolerance: float = Field(DEFAULT_REGRESSION_TOLERANCE, ge=0, le=1)
     history_runs: int = Field(DEFAULT_HISTORY_RUNS, ge=1, le=520)
@@ -839,6 +974,15 @@ class SweepConfig(Frozen):
     # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
     # (the node ceiling: ranks share cores, memory bandwidth, sibling threads), auto (linear on GPU nodes).
     ideal: Ideal = suite_default("ideal")
+    # The checkpoint phase after each scale's training, on its ranks (None: off), and the saves during
+    # the measured steps (0: none): bench.train.checkpointing.
+    checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
+    checkpoint_every_steps: int = suite_default("checkpoint_every_steps", ge=0, le=1_000_000)
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _checkpoint(cls, value) -> CheckpointSpec | None:
+        return parse_setting(value)
 
     @field_validator("ranks_per_node", mode="before")
     @classmethod

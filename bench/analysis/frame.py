@@ -38,6 +38,7 @@ CONFIG_KEY_FIELDS = (
 # Settings added later: in the digest only where they differ from their default, so the runs made
 # before them keep their key (and their history) and a bf16 or compiled run never shares it.
 CONFIG_KEY_ADDED = {"train.precision": "fp32", "train.compile": "none", "train.backend": "auto"}
+CONFIG_KEY_CHECKPOINT = {"checkpoint": None, "checkpoint_every_steps": 0}
 
 
 def config_key(cfg) -> str:
@@ -61,6 +62,11 @@ def config_key(cfg) -> str:
     ideal = cfg.resolved_ideal() if hasattr(cfg, "resolved_ideal") else "linear"
     if ideal != "linear":
         values["ideal"] = ideal
+    # The checkpoint phase's size and counts move its MB/s, and saves during training cost step time: in
+    # the digest only where set, so the series of runs without them keep their keys.
+    for name, off in CONFIG_KEY_CHECKPOINT.items():
+        if doc.get(name, off) != off:
+            values[name] = doc[name]
     for name, default in CONFIG_KEY_ADDED.items():
         value = doc.get("train", {}).get(name.split(".", 1)[1], default)
         if value != default:
@@ -117,6 +123,8 @@ def row_from_result(
         precision="",
         versions="{}",
         schema_version=FRAME_SCHEMA_VERSION,
+        ckpt_state="",
+        ckpt_note="",
     )
     if s is not None:
         epoch1 = s["epochs"][0]
@@ -146,6 +154,7 @@ def row_from_result(
         )
         row.update(_measurement(s))
         row.update(breakdown_columns(s))
+        row.update(checkpoint_columns(s))
     return {k: (np.nan if v is None else v) for k, v in row.items()}
 
 
@@ -167,6 +176,29 @@ def _measurement(s: dict) -> dict:
         "oversubscribed": any(slot["oversubscribed"] for slot in slots),
         "slots": json.dumps(slots),
     }
+
+
+def checkpoint_columns(s: dict) -> dict:
+    """The summary's `checkpoint` as columns: the phase's aggregate write and read MB/s and bytes
+    written where it completed (empty, with the phase's error in ckpt_note, where it failed: the scale's
+    training figures stay as they are), and the stall share of the saves during training."""
+    c = s.get("checkpoint")
+    if not c:
+        return {}
+    out: dict = {"ckpt_state": "" if c["status"] == "off" else c["status"]}
+    if c["status"] == "done":
+        out |= {"ckpt_write_mb_s": c["write_mb_s"], "ckpt_read_mb_s": c["read_mb_s"], "ckpt_bytes": c["bytes"]}
+        if not c["read"]["cold"]:  # the read figure is the page cache's: shown, never judged
+            out["ckpt_state"] = "not_cold"
+            out["ckpt_note"] = (
+                f"{len(c['read']['not_cold'])} checkpoint read(s) started with their file in the page cache "
+                "(a tmpfs, or eviction refused): read MB/s not judged"
+            )
+    elif c["status"] == "failed":
+        out["ckpt_note"] = f"checkpoint phase failed: {c['error']}"
+    if c.get("stall") and c["stall"].get("share") is not None:
+        out["ckpt_stall_share"] = c["stall"]["share"]
+    return out
 
 
 def breakdown_columns(s: dict) -> dict:

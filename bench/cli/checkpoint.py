@@ -59,7 +59,7 @@ def _spec(args: argparse.Namespace):
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from bench.data.checkpoint_local import MAX_RANKS, run_local
+    from bench.data.checkpoint_local import MAX_RANKS, CheckpointRanksFailed, run_local
 
     if not args.path.is_dir():
         raise ConfigError(f"--path: {args.path} is not an existing folder")
@@ -70,8 +70,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
     spec = _spec(args)
     model = (args.model, args.preset or "tiny") if args.model else None
     path = args.path.absolute()
-    result = run_local(path, spec, args.ranks, model)
-    doc = {
+    head = {
         "path": str(path),
         "mode": spec.mode,
         "model": model[0] if model else None,
@@ -79,8 +78,13 @@ def _checkpoint(args: argparse.Namespace) -> int:
         "bytes_per_rank": int(spec.bytes_per_rank) if spec.bytes_per_rank is not None else None,
         "writes": spec.writes,
         "reads": spec.reads,
-        **result,
     }
+    try:
+        doc = head | {"status": "done"} | run_local(path, spec, args.ranks, model)
+    except CheckpointRanksFailed as error:  # what each rank completed, then the error's message and exit 1
+        if args.json:
+            print(json.dumps(head | error.summary, allow_nan=False))
+        raise
     if args.json:
         print(json.dumps(doc, allow_nan=False))
     else:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.config import TrainConfig, choices_of, default_of, parse
+from bench.config import CheckpointSpec, TrainConfig, choices_of, default_of, parse
 
 
 def add_parsers(sub) -> None:
@@ -74,14 +74,33 @@ def add_parsers(sub) -> None:
         help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
     )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
+    c = p.add_argument_group("checkpoint phase (after the measured steps) and saves during them")
+    c.add_argument(
+        "--checkpoint-mode",
+        choices=choices_of(CheckpointSpec, "mode"),
+        help="each rank writes a shard, then reads one back",
+    )
+    c.add_argument("--checkpoint-bytes", help="size mode: each rank's shard per checkpoint (1 MiB-1 TiB)")
+    c.add_argument("--checkpoint-writes", type=int, help="checkpoints written (default: MLPerf's)")
+    c.add_argument("--checkpoint-reads", type=int, help="checkpoints read back cold (default: MLPerf's)")
+    c.add_argument("--checkpoint-every-steps", type=int, help="save model and optimizer every N measured steps")
+    c.add_argument("--checkpoint-dir", type=Path, help="the folder on the store under test they are written to")
     p.set_defaults(func=_cmd_train)
+
+
+CHECKPOINT_FLAGS = {"checkpoint_mode": "mode", "checkpoint_bytes": "bytes_per_rank"}
+CHECKPOINT_FLAGS |= {"checkpoint_writes": "writes", "checkpoint_reads": "reads"}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     fields = {k: v for k, v in vars(args).items() if k not in ("command", "func") and v is not None}
-    for key in ("data", "metrics_out"):
+    for key in ("data", "metrics_out", "checkpoint_dir"):
         if key in fields:
             fields[key] = fields[key].absolute()
+    spec = {name: fields.pop(flag) for flag, name in CHECKPOINT_FLAGS.items() if flag in fields}
+    if spec:
+        spec.setdefault("mode", "size")
+        fields["checkpoint"] = spec
     cfg = parse(TrainConfig, fields, prefix="--")
     from bench.train.runner import run_rank
 

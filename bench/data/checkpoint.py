@@ -25,7 +25,9 @@ What a rank does (`run_rank`), with every rank meeting at the same points throug
   restart soon after a save.
 - Then it removes the files it created, and only those: each is tracked by name, inode, size and
   change time, and removed only while its name still holds that file; rank 0 removes the folders it
-  made when they are empty.
+  made when they are empty. A file is named only once it is complete (bench.data.checkpoint_files),
+  so a killed rank leaves no cut-short shard; what it had named is in its `Journal`, for another
+  process to remove (bench checkpoint's parent does, bench.data.checkpoint_local).
 
 Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW|O_EXCL
 (bench.safe_fs): a planted link redirects no write, no read and no removal. Before anything is
@@ -37,13 +39,11 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any, Protocol
 
-from pydantic import ByteSize, Field, model_validator
-
-from bench.config import Frozen, parse
+from bench.config import MAX_BYTES_PER_RANK, MIN_BYTES_PER_RANK, CheckpointSpec, parse_setting
 from bench.data.checkpoint_files import (
     KINDS,
     CheckpointError,
@@ -62,8 +62,6 @@ from bench.data.checkpoint_files import (
 from bench.errors import ConfigError
 from bench.metrics.sources.pagecache import cache_domain
 
-MIN_BYTES_PER_RANK = 1 << 20
-MAX_BYTES_PER_RANK = 1 << 40
 FILE_OVERHEAD = 64 << 10  # a file's metadata and block rounding, and torch.save's zip records
 MB = 1e6
 
@@ -72,37 +70,15 @@ class CheckpointSpaceError(ConfigError):
     """The checkpoint cannot fit on the store: refused before anything is written; names the sizes."""
 
 
-class CheckpointSpec(Frozen):
-    """One scale's checkpoint phase. `size`: shards of `bytes_per_rank` per rank and checkpoint, laid
-    out as DLIO lays them out; `model`: torch.save of the model's and optimizer's state. MLPerf Storage
-    writes 10 checkpoints, then reads 10: the defaults."""
-
-    mode: Literal["size", "model"]
-    bytes_per_rank: Annotated[ByteSize, Field(ge=MIN_BYTES_PER_RANK, le=MAX_BYTES_PER_RANK)] | None = None
-    writes: int = Field(10, ge=1, le=100)
-    reads: int = Field(10, ge=1, le=100)
-
-    @model_validator(mode="after")
-    def _size_matches_mode(self) -> CheckpointSpec:
-        if self.mode == "size" and self.bytes_per_rank is None:
-            raise ValueError("bytes_per_rank: required when checkpoint is a size (1 MiB to 1 TiB per rank)")
-        if self.mode == "model" and self.bytes_per_rank is not None:
-            raise ValueError("bytes_per_rank: a model checkpoint is as large as its state; give one or the other")
-        return self
+# Where a rank notes, as it goes, what another process must remove should it be killed (a killed process
+# cannot clean up after itself): journal(key, JSON-able value), the latest value per key kept. Keys:
+# "folders" (rank 0's), "made" (its named files, after each checkpoint), "writes" (its complete
+# checkpoints), "cleanup" (once it removed its files). bench.data.checkpoint_local keeps it in files.
+Journal = Callable[[str, Any], None]
 
 
-def parse_setting(value: Any) -> CheckpointSpec | None:
-    """The suite's `checkpoint` setting: `off` (None), `model`, or {bytes_per_rank, writes, reads}
-    (a dict with `mode: model` takes writes and reads for a model checkpoint)."""
-    if value is None or value is False or value == "off":
-        return None
-    if value == "model":
-        return CheckpointSpec(mode="model")
-    if isinstance(value, Mapping):
-        data = dict(value)
-        data.setdefault("mode", "size")
-        return parse(CheckpointSpec, data, prefix="checkpoint.")
-    raise ConfigError(f"checkpoint: {value!r} is not one of off, model, {{bytes_per_rank, writes, reads}}")
+def _no_journal(key: str, value: Any) -> None:
+    """The suite's ranks: a killed rank ends its whole run, whose launcher reports it."""
 
 
 class Sync(Protocol):
@@ -171,15 +147,19 @@ def _size(n: float) -> str:
 
 
 def _agree_on_folders(
-    rank: int, directory: Path, spec: CheckpointSpec, per_rank: list[int], sync: Sync, folders: list[Created]
-) -> tuple[str, int]:
+    rank: int, directory: Path, spec: CheckpointSpec, per_rank: list[int], sync: Sync, folders: list[Created],
+    journal: Journal,
+) -> tuple[str, int]:  # fmt: skip
     """(root folder, data seed), decided by rank 0 for all: it checks the free space and makes the
-    folders (into `folders`, as it goes); every rank refuses together when it could not."""
+    folders (into `folders`, as it goes, and then the journal); every rank refuses together when it could not."""
     plan: dict = {}
     if rank == 0:
         try:
             check_space(directory, per_rank, spec.writes)
-            make_folders(directory, spec.writes, folders)
+            try:
+                make_folders(directory, spec.writes, folders)
+            finally:
+                journal("folders", [vars(c) for c in folders])
             plan = {"root": folders[0].rel, "seed": secrets.randbits(63)}
         except CheckpointSpaceError as error:
             plan = {"refused": str(error)}
@@ -201,6 +181,7 @@ def run_rank(
     sync: Sync,
     states: States | None = None,
     host: str | None = None,
+    journal: Journal = _no_journal,
 ) -> dict:
     """This rank's part of the checkpoint phase on `directory` (shared by all ranks); its record (see
     docs/schemas.md). Every rank of `world` calls it at once with the same spec; `states` (model
@@ -219,13 +200,18 @@ def run_rank(
     writes: list[dict] = []
     reads: list[dict] = []
     finished = False
+
+    def _note_made(files: list[Created]) -> None:  # each file as soon as it is named
+        journal("made", [vars(c) for c in files])
+
     try:
-        root, seed = _agree_on_folders(rank, directory, spec, [p["bytes"] for p in peers], sync, folders)
+        root, seed = _agree_on_folders(rank, directory, spec, [p["bytes"] for p in peers], sync, folders, journal)
         model = spec.mode == "model"
         shard = Shard(sizes, None if model else Pattern(seed, rank), states if model else None)
         for step in range(spec.writes):
             sync.allgather(None)  # a checkpoint is a burst: every rank starts it together
-            writes.append(write_shard(directory, root, step, rank, shard, made))
+            writes.append(write_shard(directory, root, step, rank, shard, made, _note_made))
+            journal("writes", writes)  # complete checkpoints only: one cut short is never in `writes`
         written = {f["rel"]: f for files in sync.allgather([vars(c) for c in made]) for f in files}
         for i in range(spec.reads):
             step = i % spec.writes
@@ -234,6 +220,7 @@ def run_rank(
         finished = True
     finally:
         removed, left = remove_files(directory, made)
+        journal("cleanup", {"removed": removed, "left": left})
         if finished:
             sync.allgather(None)  # every rank's files removed: the folders can go
         if rank == 0:
@@ -315,6 +302,11 @@ def aggregate(records: list[dict]) -> dict:
             }
         )
     return {
+        # the CLI's contract (issue 40): aggregate write and read MB/s, bytes written, the phase's duration
+        "write_mb_s": write["mb_s"],
+        "read_mb_s": read["mb_s"],
+        "bytes": write["bytes"],
+        "duration_s": write["seconds"] + read["seconds"],
         "ranks": len(ranked),
         "nodes": len({r["domain"] for r in ranked}),
         "residency": next((r["residency"] for r in ranked if r["residency"]), None),
@@ -328,4 +320,13 @@ def aggregate(records: list[dict]) -> dict:
     }
 
 
-__all__ = ["CheckpointError", "CheckpointSpaceError", "CheckpointSpec", "aggregate", "parse_setting", "run_rank"]
+__all__ = [
+    "MAX_BYTES_PER_RANK",
+    "MIN_BYTES_PER_RANK",
+    "CheckpointError",
+    "CheckpointSpaceError",
+    "CheckpointSpec",
+    "aggregate",
+    "parse_setting",
+    "run_rank",
+]

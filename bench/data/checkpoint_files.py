@@ -2,13 +2,18 @@
 fsync, reading one cold (evicted, cachestat-checked), and removing exactly the files and folders a
 run made. The phase that runs these on every rank at once is bench.data.checkpoint.
 
-Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW (bench.safe_fs),
-created with O_EXCL: a planted link redirects no write, no read and no removal.
+Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW (bench.safe_fs):
+a planted link redirects no write, no read and no removal. A shard's file is created unnamed
+(O_TMPFILE) and named with linkat once written and fsynced, which follows no link and fails on any
+name already there (as O_EXCL): a rank killed mid-write leaves no file, the kernel frees it. On a
+store without unnamed files (NFS, older overlayfs) the name is made at once with O_EXCL|O_NOFOLLOW;
+a rank killed there leaves its cut-short file, which `bench checkpoint` reports as left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import secrets
@@ -243,10 +248,37 @@ class Shard:
             left -= n
 
 
-def write_shard(directory: Path, root: str, step: int, rank: int, shard: Shard, made: list[Created]) -> dict:
-    """One checkpoint of this rank: both files, each fsynced, timed from the first create to the last
-    fsync; then evicted (not timed), so no later read finds them in this node's cache. Each file goes
-    into `made` as it is created, so a rank that fails half-way still removes it."""
+# Stores without unnamed files (NFS, some FUSE; EISDIR: a kernel before 3.11) get a named file at once.
+NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
+
+
+def _create(dir_fd: int, name: str) -> tuple[int, bool]:
+    """(descriptor, named): an unnamed file in the folder (O_TMPFILE), named only once it is complete
+    (`_name`), so a rank killed mid-write leaves nothing: the kernel frees an unnamed file with the
+    last descriptor. Where the store has no unnamed files, the name at once, O_EXCL|O_NOFOLLOW."""
+    try:
+        return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=dir_fd), False
+    except OSError as error:
+        if error.errno not in NO_TMPFILE:
+            raise
+    return os.open(name, CREATE_FLAGS, 0o644, dir_fd=dir_fd), True
+
+
+def _name(fd: int, dir_fd: int, name: str) -> None:
+    """Give a complete unnamed file its name. linkat never follows a link at the name and fails where
+    anything is there (EEXIST): the same guarantee as O_EXCL|O_NOFOLLOW."""
+    os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
+
+
+def write_shard(
+    directory: Path, root: str, step: int, rank: int, shard: Shard, made: list[Created],
+    noted: Callable[[list[Created]], Any] = lambda made: None,
+) -> dict:  # fmt: skip
+    """One checkpoint of this rank: both files, each fsynced and only then named (`_create`), timed
+    from the first create to the last name; then evicted (not timed), so no later read finds them in
+    this node's cache. A file goes into `made` once it has a name, so a rank that fails half-way
+    still removes it, and one killed half-way leaves no shard behind (an unnamed file is freed; one
+    named before is in `made` when `noted` is called with it, for another process to remove)."""
     folder = f"{root}/{step_folder(step)}"
     total, fds = 0, []  # fds: (index in made, descriptor)
     try:
@@ -254,12 +286,26 @@ def write_shard(directory: Path, root: str, step: int, rank: int, shard: Shard, 
         for kind, name in shard_names(rank).items():
             rel = f"{folder}/{name}"
             with open_root(directory) as top, parent(top, directory, rel, REFUSAL) as (dir_fd, n):
-                fd = os.open(n, CREATE_FLAGS, 0o644, dir_fd=dir_fd)
-            made.append(Created.of(rel, os.fstat(fd)))
-            fds.append((len(made) - 1, fd))
-            out = _SyncedWriter(fd)
-            shard.fill(kind, out)
-            out.finish()
+                fd, named = _create(dir_fd, n)
+                try:
+                    if named:  # killed before the file is complete, it no longer matches its record: left, named
+                        made.append(Created.of(rel, os.fstat(fd)))
+                        fds.append((len(made) - 1, fd))
+                        noted(made)
+                    out = _SyncedWriter(fd)
+                    shard.fill(kind, out)
+                    out.finish()
+                    if named:
+                        made[fds[-1][0]] = Created.of(rel, os.fstat(fd))
+                    else:
+                        _name(fd, dir_fd, n)
+                        made.append(Created.of(rel, os.fstat(fd)))
+                        fds.append((len(made) - 1, fd))
+                    noted(made)
+                except BaseException:
+                    if all(f != fd for _, f in fds):
+                        os.close(fd)  # never named: closing it frees it
+                    raise
             total += out.written
         seconds = time.perf_counter() - start
         for _, fd in fds:

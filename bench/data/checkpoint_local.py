@@ -8,6 +8,8 @@ multiprocessing barrier. No pickle of anything a rank sends, no port, nothing on
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -18,13 +20,23 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.data.checkpoint import CheckpointSpaceError, CheckpointSpec, aggregate, check_space, run_rank
-from bench.data.checkpoint_files import CheckpointError, States
+from bench.data.checkpoint import CheckpointSpaceError, CheckpointSpec, Journal, aggregate, check_space, run_rank
+from bench.data.checkpoint_files import CheckpointError, Created, States, remove_files, remove_folders
 from bench.errors import ConfigError
 from bench.safe_fs import open_root, read_bounded, write_atomic
 
 MAX_MESSAGE = 16 << 20  # one rank's record is a few kilobytes per checkpoint
 MAX_RANKS = 64
+PR_SET_NAME = 15  # prctl(2)
+
+
+class CheckpointRanksFailed(CheckpointError):
+    """A rank failed or was killed: the message is its own error; `summary` what each rank completed
+    (bench checkpoint --json prints it)."""
+
+    def __init__(self, message: str, summary: dict) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 class LocalSync:
@@ -66,6 +78,30 @@ def standalone_states(workload: str, preset: str) -> States:
     return {"model_states": {"module": model.state_dict()}, "optim_states": {"optimizer": optimizer.state_dict()}}
 
 
+def _name_process(rank: int) -> None:
+    """`ckpt-rank{r}` as the process's name (ps, top, /proc/<pid>/comm): which process is which rank."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, f"ckpt-rank{rank}".encode(), 0, 0, 0)
+
+
+def _journal(folder: Path, rank: int) -> Journal:
+    """The rank's journal (bench.data.checkpoint.Journal) as files in the exchange folder, each written
+    whole (write_atomic): what the parent removes should this rank be killed."""
+
+    def note(key: str, value: Any) -> None:
+        with open_root(folder) as fd:
+            write_atomic(fd, f"journal-{rank}-{key}.json", json.dumps(value).encode())
+
+    return note
+
+
+def _noted(folder: Path, rank: int, key: str) -> Any:
+    try:
+        return json.loads(read_bounded(folder, f"journal-{rank}-{key}.json", MAX_MESSAGE))
+    except (OSError, ValueError):
+        return None
+
+
 def _exit_on_term(signum: int, frame: object) -> None:
     """SIGTERM (the parent stopping ranks) as SystemExit: run_rank's `finally` removes the rank's files."""
     raise SystemExit(128 + signum)
@@ -76,11 +112,14 @@ def _rank_main(
 ) -> None:
     """One rank's process: run the phase, leave its record (or its error) in the exchange folder."""
     signal.signal(signal.SIGTERM, _exit_on_term)
+    _name_process(rank)
     exchange = Path(folder)
     try:
         states = standalone_states(*model) if model else None
         sync = LocalSync(rank, world, barrier, exchange)
-        record = run_rank(rank, world, Path(directory), CheckpointSpec(**spec), sync, states)
+        record = run_rank(
+            rank, world, Path(directory), CheckpointSpec(**spec), sync, states, None, _journal(exchange, rank)
+        )
         result: dict = {"record": record}
     except CheckpointSpaceError as error:
         result = {"error": str(error), "kind": "space"}
@@ -97,8 +136,9 @@ def _rank_main(
 def run_local(directory: Path, spec: CheckpointSpec, ranks: int, model: tuple[str, str] | None = None) -> dict:
     """The checkpoint phase on `ranks` processes of this host writing to and reading from `directory`;
     the aggregate of their records (bench.data.checkpoint.aggregate). model: (workload, preset) for a
-    model checkpoint. A rank's failure stops the others and is raised (the first, in rank order, that
-    is not a rank stopped by another's failure)."""
+    model checkpoint. A rank's failure stops the others and is raised as CheckpointRanksFailed (the
+    first, in rank order, that is not a rank stopped by another's failure), after the files and
+    folders a killed rank could not remove are removed here (`_failed`)."""
     if not 1 <= ranks <= MAX_RANKS:
         raise ConfigError(f"ranks: {ranks} must be between 1 and {MAX_RANKS}")
     if spec.bytes_per_rank is not None:  # a size is known here: refuse before starting any rank
@@ -123,14 +163,56 @@ def run_local(directory: Path, spec: CheckpointSpec, ranks: int, model: tuple[st
                 if p.is_alive():
                     p.terminate()  # SIGTERM: the rank removes its own files on the way out
                 p.join()
-        results = [_result(Path(folder), r) for r in range(ranks)]
-    failures = [r for r in results if "error" in r]
-    if failures:
+        results = [_result(Path(folder), r, p.exitcode) for r, p in enumerate(procs)]
+        failures = [r for r in results if "error" in r]
+        if not failures:
+            return aggregate([r["record"] for r in results])
         first = next((f for f in failures if "another rank failed" not in f["error"]), failures[0])
-        if first.get("trace"):
-            first["error"] += "\n" + first["trace"]
-        raise (CheckpointSpaceError if first.get("kind") == "space" else CheckpointError)(first["error"])
-    return aggregate([r["record"] for r in results])
+        if first.get("kind") == "space":
+            raise CheckpointSpaceError(first["error"])
+        summary = _failed(directory, Path(folder), results, results.index(first))
+    if first.get("trace"):
+        first["error"] += "\n" + first["trace"]
+    raise CheckpointRanksFailed(first["error"], summary)
+
+
+def _failed(directory: Path, folder: Path, results: list[dict], failed_rank: int) -> dict:
+    """After a failed phase: remove what a killed rank left (the files it named, by its journal, while
+    they are still the files it wrote), then rank 0's folders when empty; what each rank completed.
+    A checkpoint cut short is never counted: a rank journals a write only once its files are named."""
+    folders = [Created(**c) for c in _noted(folder, 0, "folders") or []]
+    ours = {f.rel for f in folders}  # rank 0's word on them is stale: they are tried again below
+    removed, left, per_rank = 0, [], []
+    for rank, result in enumerate(results):
+        cleanup = _noted(folder, rank, "cleanup")
+        if cleanup is None:  # it ended before removing its files: killed
+            made = [Created(**c) for c in _noted(folder, rank, "made") or []]
+            cleanup = dict(zip(("removed", "left"), remove_files(directory, made), strict=True))
+        removed += cleanup["removed"]
+        left += [item for item in cleanup["left"] if item.split(":")[0] not in ours]
+        writes = _noted(folder, rank, "writes") or []
+        per_rank.append(
+            {
+                "rank": rank,
+                "outcome": "done" if "record" in result else result["error"].split("\n")[0],
+                "writes": len(writes),
+                "write_bytes": sum(w["bytes"] for w in writes),
+            }
+        )
+    left += remove_folders(directory, folders)
+    return {
+        "status": "failed",
+        "error": results[failed_rank]["error"].split("\n")[0],
+        "failed_rank": failed_rank,
+        # the contract's keys: no figure of a failed phase; `bytes` is what complete checkpoints wrote
+        "write_mb_s": None,
+        "read_mb_s": None,
+        "bytes": sum(r["write_bytes"] for r in per_rank),
+        "ranks": len(results),
+        "duration_s": None,
+        "per_rank": per_rank,
+        "cleanup": {"removed": removed, "left": left},
+    }
 
 
 def _wait(procs: list, barrier: Any) -> None:
@@ -144,8 +226,9 @@ def _wait(procs: list, barrier: Any) -> None:
                 barrier.abort()
 
 
-def _result(folder: Path, rank: int) -> dict:
+def _result(folder: Path, rank: int, exitcode: int | None) -> dict:
     try:
         return json.loads(read_bounded(folder, f"result-{rank}.json", MAX_MESSAGE))
     except (OSError, ValueError):
-        return {"error": f"rank {rank} ended without a result (killed?)", "kind": "checkpoint"}
+        how = f"killed by {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0 else f"exit {exitcode}"
+        return {"error": f"rank {rank} ended without a result ({how})", "kind": "checkpoint"}

@@ -121,6 +121,27 @@ ALLREDUCE = {
     },
 }
 
+# The checkpoint phase and the saves during training (bench.train.checkpointing; optional: runs without
+# them have none). `status` done: the phase's figures (bench.data.checkpoint.aggregate) are beside it.
+CHECKPOINT = {
+    "type": "object",
+    "required": ["status", "error", "stall"],
+    "properties": {
+        "status": {"enum": ["done", "failed", "off"]},
+        "error": {"type": ["string", "null"]},
+        "write_mb_s": {"type": "number", "minimum": 0},
+        "read_mb_s": {"type": "number", "minimum": 0},
+        "bytes": {"type": "integer", "minimum": 0},
+        "duration_s": {"type": "number", "minimum": 0},
+        "stall": {
+            "type": ["object", "null"],
+            "required": ["every_steps", "saves", "seconds", "share"],
+            "properties": {"share": {"type": ["number", "null"], "minimum": 0, "maximum": 1}},
+        },
+    },
+}
+
+
 SUMMARY_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "scalewatch run summary",
@@ -178,6 +199,7 @@ SUMMARY_SCHEMA = {
         "compile": {"enum": list(COMPILE_MODES)},
         "scaler_skipped_steps": {"type": ["integer", "null"], "minimum": 0},
         "allreduce": ALLREDUCE,
+        "checkpoint": CHECKPOINT,
         "measured_steps": {"type": "integer", "minimum": 1},
         "images_per_s": {"type": "number", "exclusiveMinimum": 0},
         "epoch_time_s": _num,

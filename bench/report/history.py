@@ -32,7 +32,13 @@ FIGURES = (
     ("scaling_efficiency", "scaling efficiency"),
     ("avg_read_mb_s", "avg epoch-1 read MB/s"),
     ("peak_read_mb_s", "peak epoch-1 read MB/s"),
+    ("ckpt_write_mb_s", "checkpoint write MB/s"),
+    ("ckpt_read_mb_s", "checkpoint read MB/s"),
 )
+# Figures a series has only where a suite ran them (the checkpoint phase): drawn where present; each
+# has the regression band its check used, as images/s has.
+OPTIONAL = ("ckpt_write_mb_s", "ckpt_read_mb_s")
+BANDED = ("throughput_img_s", *OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,9 @@ def _bound(config: dict, gpus: int) -> float | None:
     return scaling_bound(gpus, Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table))
 
 
-def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
-    """The regression check's floor and median at each run, from the accepted runs before it."""
+def _band(series: pd.DataFrame, configs: dict[str, dict], metric: str = "throughput_img_s") -> tuple[list, list]:
+    """The regression check's floor and median of `metric` at each run, from the accepted runs before it
+    that have it (bench.analysis.verdict.evaluate.history_for reads the store the same way)."""
     lows, highs, seen = [], [], []
     for r in series.itertuples():
         th = (configs.get(r.suite_run_id) or {}).get("thresholds") or {}
@@ -88,8 +95,9 @@ def _band(series: pd.DataFrame, configs: dict[str, dict]) -> tuple[list, list]:
         stats = series_floor(seen[-window:], float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
         lows.append(stats["regression_floor"])
         highs.append(stats["history_median"] if stats["regression_floor"] is not None else None)
-        if r.accepted is True and pd.notna(r.throughput_img_s):
-            seen.append(float(r.throughput_img_s))
+        value = getattr(r, metric)
+        if r.accepted is True and pd.notna(value):
+            seen.append(float(value))
     return lows, highs
 
 
@@ -161,7 +169,7 @@ def _trend_charts(
     position = {t: i for i, t in enumerate(series["started_at"].astype(str))}
     charts = []
     for metric, label in FIGURES:
-        if metric not in series:
+        if metric not in series or (metric in OPTIONAL and not series[metric].notna().any()):
             continue
         shown = metric_values(series[accepted], metric) if metric in WATCHED else series[accepted]
         ys = [shown[metric].get(i) if i in shown.index else None for i in series.index]
@@ -175,7 +183,7 @@ def _trend_charts(
             for c in marks[marks["metric"] == metric].itertuples()
             if c.changed_at in position
         ]
-        band = _band(series, configs) if metric == "throughput_img_s" else None
+        band = _band(series, configs, metric) if metric in BANDED else None
         bound = None
         if metric == "scaling_efficiency":
             bound = [_bound(configs.get(s, {}), gpus) for s in series["suite_run_id"]]

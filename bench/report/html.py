@@ -158,6 +158,113 @@ STORAGE_COLUMNS = [
 ]
 
 
+def _text(value) -> str:
+    """A label column's value: "" where the frame holds none (NaN from a frame read back)."""
+    return value if isinstance(value, str) else ""
+
+
+def _gb_s(mb_s) -> float | None:
+    return None if mb_s is None or pd.isna(mb_s) else float(mb_s) / 1e3
+
+
+def _rate_interval(checkpoints: list[dict]) -> tuple[float, float]:
+    """95% interval of the phase's GB/s (all bytes over all of the slowest ranks' seconds): a bootstrap
+    over its checkpoints (each one's bytes and seconds resampled together), fixed seed."""
+    import numpy as np
+
+    from bench.analysis.stats import interval
+
+    nbytes = np.array([c["bytes"] for c in checkpoints], dtype=float)
+    seconds = np.array([c["seconds"] for c in checkpoints], dtype=float)
+    pick = np.random.default_rng(0).integers(0, len(checkpoints), (2000, len(checkpoints)))
+    return interval(nbytes[pick].sum(axis=1) / seconds[pick].sum(axis=1) / 1e9)
+
+
+def checkpoint_intervals(runs: list[dict]) -> dict[tuple[str, int], dict]:
+    """Each scale's checkpoint write and read GB/s intervals, where the phase wrote or read more than one
+    checkpoint (one checkpoint has no spread to show)."""
+    out = {}
+    for r in runs:
+        phase = ((r.get("result") or {}).get("summary") or {}).get("checkpoint") or {}
+        if phase.get("status") != "done":
+            continue
+        spans = {}
+        for kind in ("write", "read"):
+            checkpoints = phase[kind]["checkpoints"]
+            if len(checkpoints) > 1 and all(c["seconds"] > 0 for c in checkpoints):
+                spans[kind] = _rate_interval(checkpoints)
+        out[(r["workload"], int(r["gpus"]))] = spans
+    return out
+
+
+def _floor_gb_s(r: dict, figure: str, efficiency: str) -> float | None:
+    """The GB/s at which this row's efficiency meets its bound (the verdict's own comparison, in GB/s)."""
+    value, eff, bound = r.get(figure), r.get(f"{efficiency}_checked"), r.get("min_checkpoint_efficiency")
+    if any(v is None or pd.isna(v) for v in (value, eff, bound)) or not eff > 0:
+        return None
+    return float(value) / float(eff) * float(bound) / 1e3
+
+
+def checkpoint_table(records: list[dict], intervals: dict) -> dict | None:
+    """Per scale: write and read GB/s (with their interval over checkpoints), their efficiency against the
+    ideal and the bound, the bytes written, the stall share of training and the phase's outcome; None
+    when no scale ran a checkpoint phase or saved during training."""
+    shown = [r for r in records if _text(r.get("ckpt_state")) or pd.notna(r.get("ckpt_stall_share"))]
+    if not shown:
+        return None
+
+    def rate(r: dict, kind: str) -> str:
+        low_high = intervals.get((r["workload"], int(r["gpus"])), {}).get(kind, (None, None))
+        return _with_interval(_gb_s(r.get(f"ckpt_{kind}_mb_s")), *low_high)
+
+    def eff(r: dict, kind: str) -> str:
+        checked = r.get(f"ckpt_{kind}_efficiency_checked")
+        value = _num(r.get(f"ckpt_{kind}_efficiency"))
+        return value if checked is None or pd.isna(checked) or value == "—" else f"{value} (judged)"
+
+    columns = [
+        ("workload", lambda r: _num(r["workload"])),
+        ("GPUs", lambda r: _num(r["gpus"])),
+        ("write GB/s [95% CI]", lambda r: rate(r, "write")),
+        ("read GB/s [95% CI]", lambda r: rate(r, "read")),
+        ("write eff.", lambda r: eff(r, "write")),
+        ("read eff.", lambda r: eff(r, "read")),
+        ("bound", lambda r: _num(r.get("min_checkpoint_efficiency"))),
+        ("GB written", lambda r: _num((r.get("ckpt_bytes") or float("nan")) / 1e9)),
+        ("stall share", lambda r: _num(r.get("ckpt_stall_share"))),
+        (
+            "phase",
+            lambda r: ": ".join(x for x in (_text(r.get("ckpt_state")) or "off", _text(r.get("ckpt_note"))) if x),
+        ),
+    ]
+    return _table(shown, columns)
+
+
+def _checkpoint_charts(frame: pd.DataFrame) -> list[str]:
+    """Per workload: checkpoint write and read GB/s per scale, each with the GB/s its efficiency bound
+    asks for at that scale (the verdict's floor: a point under its dashed line failed)."""
+    charts = []
+    if "ckpt_write_mb_s" not in frame or not frame["ckpt_write_mb_s"].notna().any():
+        return charts
+    for workload, g in frame.groupby("workload"):
+        g = g.sort_values("gpus")
+        if not g["ckpt_write_mb_s"].notna().any():
+            continue
+        xs = g["gpus"].astype(float).tolist()
+        rows = g.to_dict("records")
+        series = []
+        for kind in ("write", "read"):
+            figure = f"ckpt_{kind}_mb_s"
+            series.append(Series(kind, xs, [_gb_s(v) for v in g[figure]]))
+            floor = [_floor_gb_s(r, figure, f"ckpt_{kind}_efficiency") for r in rows]
+            if any(f is not None for f in floor):
+                series.append(Series(f"{kind} at the efficiency bound", xs, floor, dashed=True))
+        charts.append(
+            line_chart(f"{workload}: checkpoint GB/s vs GPUs", series, "GPUs (ranks)", "GB/s", integer_x=True)
+        )
+    return charts
+
+
 def _gpu_busy_cell(r: dict) -> str:
     """The share, or "no GPU" where the row ran without one: no rank's slot names a GPU and NVML saw
     none (an empty cell there would read as a figure that went missing); "—" where a GPU row has none."""
@@ -394,7 +501,9 @@ def write_report(
     frame = ev.frame
     records = frame.to_dict("records")
     th = cfg.thresholds
-    charts = _scaling_charts(frame) + _breakdown_charts(frame) + _timeline_charts(runs) + _history_chart(history, frame)
+    charts = _scaling_charts(frame) + _breakdown_charts(frame) + _checkpoint_charts(frame) + _timeline_charts(runs)
+    charts += _history_chart(history, frame)
+    checkpoints = checkpoint_table(records, checkpoint_intervals(runs))
     html = template("report.html").render(
         suite_run_id=suite_run_id,
         verdict=ev.verdict,
@@ -411,7 +520,11 @@ def write_report(
         borderline=_borderline(frame),
         changes=changes or [],
         data_docs=os.path.relpath(ev.data_docs, path.parent) if ev.data_docs else None,
-        tables=[_table(records, SCALING_COLUMNS), _table(records, STORAGE_COLUMNS)],
+        tables=[
+            _table(records, SCALING_COLUMNS),
+            _table(records, STORAGE_COLUMNS),
+            *([checkpoints] if checkpoints else []),
+        ],
         slots=_slots(frame),
         charts=[Markup(c) for c in charts],
         **storage.context(frame, ev.probe, probes if probes is not None else pd.DataFrame(), suite_run_id),

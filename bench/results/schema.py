@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from bench.config import Thresholds
 
-FRAME_SCHEMA_VERSION = 5
+FRAME_SCHEMA_VERSION = 6
 
 Dtype = Literal["int", "float", "bool", "text", "object"]
 DTYPES: tuple[str, ...] = ("int", "float", "bool", "text", "object")
@@ -220,6 +220,32 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     # the storage ceiling's node count and what binds it (bench.suite.probe, revision 0017)
     _c("probe_nodes", "int", "count", "sizing"),
     _c("storage_bound", "text", "label", "sizing"),
+    # the checkpoint phase after the scale's training and the saves during it (the summary's `checkpoint`,
+    # bench.train.checkpointing; revision 0015): aggregate write and read MB/s (a checkpoint lasts as long
+    # as its slowest rank), bytes written, and the share of measured step time the saves took
+    _c("ckpt_write_mb_s", "float", "MB/s", "checkpoint"),
+    _c("ckpt_read_mb_s", "float", "MB/s", "checkpoint"),
+    _c("ckpt_bytes", "float", "bytes", "checkpoint"),
+    _c("ckpt_stall_share", "float", "fraction", "checkpoint"),
+    # the phase's outcome: done, failed ("" where it did not run) and why it failed; in memory only
+    _c("ckpt_state", "text", "label", "checkpoint", stored=False),
+    _c("ckpt_note", "text", "label", "checkpoint", stored=False),
+    # checkpoint MB/s per GPU against the baseline's, against the same ideal as read bandwidth
+    # (bench.analysis.verdict.scaling), the bound they are held to, and each one's regression floor
+    _c("ckpt_write_efficiency", "float", "ratio", "scaling", stored=False),
+    _c("ckpt_read_efficiency", "float", "ratio", "scaling", stored=False),
+    _c(
+        "min_checkpoint_efficiency",
+        "float",
+        "ratio",
+        "verdict",
+        stored=False,
+        bound=Bound("ckpt_write_efficiency", "min", "min_checkpoint_efficiency"),  # and ckpt_read_efficiency
+    ),
+    _c("ckpt_write_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_write_checked", "min")),
+    _c("ckpt_read_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_read_checked", "min")),
+    _c("ckpt_write_checked", "float", "MB/s", "regression", stored=False),
+    _c("ckpt_read_checked", "float", "MB/s", "regression", stored=False),
 )
 BY_NAME: dict[str, Column] = {c.name: c for c in RESULT_COLUMNS}
 NAMES: frozenset[str] = frozenset(BY_NAME)
@@ -234,10 +260,16 @@ KEY: tuple[str, ...] = _names("key")
 STORE_KEY: tuple[str, ...] = ("dag_id", *KEY)
 # A series: the runs whose figures are compared over time (history, change points, annotations).
 SERIES_KEY: tuple[str, ...] = ("cluster", "workload", "gpus", "config_key")
+# The checkpoint figures from the run's summary (floats; NaN where the phase or the saves did not run).
+CHECKPOINT_FIGURES: tuple[str, ...] = tuple(n for n in _names("checkpoint", dtype="float") if BY_NAME[n].stored)
+CHECKPOINT_LABELS: tuple[str, ...] = _names("checkpoint", dtype="text")
+# The checkpoint rates (MB/s): judged for scaling and against history.
+CHECKPOINT_RATES: tuple[str, ...] = tuple(n for n in CHECKPOINT_FIGURES if BY_NAME[n].unit == "MB/s")
 # The run's figures from its summary (floats; NaN where the run did not complete).
-METRICS: tuple[str, ...] = _names("metric")
-# The frame `bench.analysis.frame.build_frame` makes, in order.
+METRICS: tuple[str, ...] = _names("metric") + CHECKPOINT_FIGURES
+# The frame `bench.analysis.frame.build_frame` makes, in order (the phase's labels too, never stored).
 COLUMNS: tuple[str, ...] = tuple(n for n in _names("key", "run", "metric") if BY_NAME[n].stored)
+COLUMNS += CHECKPOINT_FIGURES + CHECKPOINT_LABELS
 # Every column of the store's `results` table, in order.
 STORED: tuple[str, ...] = tuple(c.name for c in RESULT_COLUMNS if c.stored)
 # The groups the verdict adds, as the modules that fill them name them.

@@ -466,17 +466,24 @@ class ResultsStore:
             return pd.read_sql(query.order_by(results_table.c.started_at), conn)
 
     def history_values(
-        self, frame: pd.DataFrame, runs: int, exclude_suite: str, since: list[str | None] | None = None
+        self,
+        frame: pd.DataFrame,
+        runs: int,
+        exclude_suite: str,
+        since: list[str | None] | None = None,
+        column: str = "throughput_img_s",
     ) -> list[list[float]]:
-        """Throughput of the last `runs` accepted runs of each row's series (workload, GPUs, cluster, config),
-        from `since[i]` on where a row's series was re-baselined by an annotated change."""
+        """`column` (throughput by default; a checkpoint MB/s) of the last `runs` accepted runs of each row's
+        series (workload, GPUs, cluster, config) that have it, from `since[i]` on where a row's series was
+        re-baselined by an annotated change."""
         t = results_table
+        figure = t.c[column]
         out: list[list[float]] = []
         with self._connect() as conn:
             for i, (_, row) in enumerate(frame.iterrows()):
                 start = since[i] if since is not None else None
                 q = (
-                    sa.select(t.c.throughput_img_s)
+                    sa.select(figure)
                     .where(
                         t.c.workload == row["workload"],
                         t.c.gpus == int(row["gpus"]),
@@ -484,7 +491,7 @@ class ResultsStore:
                         t.c.config_key == row["config_key"],
                         t.c.accepted.is_(True),
                         t.c.suite_run_id != exclude_suite,
-                        t.c.throughput_img_s.is_not(None),
+                        figure.is_not(None),
                         t.c.started_at >= start if start is not None else sa.true(),
                     )
                     .order_by(t.c.started_at.desc())

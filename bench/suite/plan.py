@@ -52,6 +52,11 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         # The node ceiling reads the page cache, not the storage under test: a throttled store must show
         # as the scale falling short of its node, never as a node ceiling as slow as the store.
         update |= {"independent": True}
+    if variant in ("", REPEAT):
+        # The checkpoint phase and the saves run on the scale's own run (and its second run, which a
+        # checkpoint regression is confirmed by), on the store under test; never on the reruns that
+        # take storage out or measure the node.
+        update |= checkpointing(cfg)
     train = TrainConfig.model_validate(cfg.train.model_dump() | update)
     name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
     return RunSpec(
@@ -69,6 +74,21 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         cpus_per_rank=cfg.cpus_per_rank,
         oversubscribe=cfg.oversubscribe,
     )
+
+
+REPEAT = "repeat"  # bench.analysis.history.regression.REPEAT: a scale run once more to confirm a regression
+
+
+def checkpointing(cfg: SweepConfig) -> dict:
+    """The TrainConfig fields of the suite's checkpoint settings (none when both are off): the phase and
+    the saves write under the dataset path, the storage under test (each in a fresh folder it removes)."""
+    if cfg.checkpoint is None and not cfg.checkpoint_every_steps:
+        return {}
+    return {
+        "checkpoint": cfg.checkpoint.model_dump() if cfg.checkpoint is not None else None,
+        "checkpoint_every_steps": cfg.checkpoint_every_steps,
+        "checkpoint_dir": cfg.dataset_path,
+    }
 
 
 RUN_DIR_KEPT = "._-"  # besides ASCII letters and digits: what a run folder's name keeps of the id

@@ -105,8 +105,9 @@ def confirmation_runs(
 
 
 def regression_repeats(cfg: SweepConfig, frame, store_url: str, suite_run_id: str) -> list[dict]:
-    """A second run of each scale whose images/s fell under its series' regression floor (the check then
-    takes the better of the two: bench.analysis.history.regression); [] when confirm_regressions is off."""
+    """A second run of each scale whose images/s (or a checkpoint MB/s) fell under its series' regression
+    floor (the check then takes the better of the two: bench.analysis.history.regression); [] when
+    confirm_regressions is off."""
     from bench.analysis.history.regression import REPEAT
     from bench.analysis.verdict.evaluate import suspected_regressions
     from bench.store.db import ResultsStore

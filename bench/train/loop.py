@@ -101,6 +101,11 @@ class _Rank:
             self.drop = warm_page_cache(dist, cfg.data)
         else:
             self.drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
+        self.stall = None  # saves during the measured steps (bench.train.checkpointing), when asked for
+        if cfg.checkpoint_every_steps:
+            from bench.train.checkpointing import Stall
+
+            self.stall = Stall(cfg, dist, self.model, self.optimizer)
 
     def train_step(self, batch: dict[str, torch.Tensor], mark) -> torch.Tensor:
         """One step: forward under autocast, backward (scaled under fp16), the gradient sync's exposed
@@ -154,10 +159,14 @@ def train(cfg: TrainConfig) -> dict | None:
     sampler = rank.sampler
     sampler.start() if cfg.sampler else sampler.sample_now()
     rank.model.train()
-    for epoch in range(1, progress.epochs + 1):
-        _run_epoch(cfg, rank, progress, epoch)
-        if progress.done:
-            break
+    try:
+        for epoch in range(1, progress.epochs + 1):
+            _run_epoch(cfg, rank, progress, epoch)
+            if progress.done:
+                break
+    finally:
+        if rank.stall is not None:  # a failing rank still removes its save folder from the store
+            rank.stall.close()
     sampler.phase = {"epoch": epoch, "phase": "done"}
     sampler.stop()
     rank.loader.close()
@@ -167,7 +176,22 @@ def train(cfg: TrainConfig) -> dict | None:
             f"no measured step: the run ended after {progress.step} step(s), all of them warm-up "
             f"(--warmup-steps {cfg.warmup_steps}{extra}); give more steps or fewer warm-up steps"
         )
-    return _gather_summary(cfg, rank, _rank_report(cfg, rank, progress), progress.epoch_marks)
+    report = _rank_report(cfg, rank, progress)
+    if cfg.checkpoint is not None or rank.stall is not None:
+        report["checkpoint"] = _checkpoints(cfg, rank, report["measured_s"])
+    return _gather_summary(cfg, rank, report, progress.epoch_marks)
+
+
+def _checkpoints(cfg: TrainConfig, rank: _Rank, measured_s: float) -> dict:
+    """This rank's checkpoint figures: the stall of its saves, then the checkpoint phase on every rank."""
+    from bench.train.checkpointing import phase
+
+    out: dict = {"stall": None, "phase": None}
+    if rank.stall is not None:
+        out["stall"] = rank.stall.report(measured_s)
+    if cfg.checkpoint is not None:
+        out["phase"] = phase(cfg, rank.dist, rank.model, rank.optimizer)
+    return out
 
 
 def _run_epoch(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int) -> None:
@@ -242,6 +266,8 @@ def _run_steps(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int, t
         if busy.end(p.step, now - t_prev):  # the profiler stopped and was read: not the next step's time
             dist.barrier()
             now = time.perf_counter()
+        if rank.stall is not None and p.step >= rank.warmup and rank.stall.due(len(p.step_times)):
+            now = rank.stall.save()  # kept out of the step times: its share is reported on its own
         p.losses.append(loss_value)
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"loss became {loss_value} at step {p.step}")
@@ -311,7 +337,12 @@ def _gather_summary(cfg: TrainConfig, rank: _Rank, report: dict, epoch_marks: li
     dist.close()  # the last collective: a process group left to the interpreter's exit can abort it
     if dist.rank != 0:
         return None
+    checkpoints = [r.pop("checkpoint", None) for r in reports]
     summary = summarise(cfg, dist, reports, rank.drop, rank.started)
+    if any(checkpoints):
+        from bench.train.checkpointing import summary_block
+
+        summary["checkpoint"] = summary_block(cfg, [c or {} for c in checkpoints])
     validate_summary(summary)
     if out is not None:
         tmp = out / ".summary.json.tmp"

@@ -91,3 +91,42 @@ def test_run_spec_env_and_directives_are_checked():
         RunSpec(run_id="r", train=train, ranks=1, output_dir=Path("/o"), env={"A": "x;y"})
     with pytest.raises(ValueError, match="sbatch directive"):
         RunSpec(run_id="r", train=train, ranks=1, output_dir=Path("/o"), sbatch_directives=("--wrap=rm -rf /",))
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"checkpoint": "on"}, r"^checkpoint: 'on' is not one of off, model"),
+        ({"checkpoint": {"bytes_per_rank": "512KiB"}}, r"^checkpoint: bytes_per_rank: .*greater than or equal"),
+        ({"checkpoint": {"bytes_per_rank": "4MiB", "writes": 0}}, r"^checkpoint: writes: .*greater than or equal"),
+        ({"checkpoint": {"bytes_per_rank": "4MiB", "flush": 1}}, r"^checkpoint: flush: Extra inputs"),
+        ({"checkpoint": {"writes": 2}}, r"^checkpoint: bytes_per_rank: required when checkpoint is a size"),
+        ({"checkpoint_every_steps": -1}, r"^checkpoint_every_steps: .*greater than or equal to 0"),
+        ({"min_checkpoint_efficiency": 1.6}, r"^min_checkpoint_efficiency: .*less than or equal to 1.5"),
+    ],
+)
+def test_bad_checkpoint_settings_are_refused_naming_the_field(values, named):
+    from bench.config import settings_from
+
+    with pytest.raises(ConfigError, match=named):
+        settings_from(values)
+
+
+def test_the_checkpoint_setting_reaches_the_scales_own_runs_only(tmp_path):
+    """Off by default (no flag, nothing in TrainConfig); set, the scale's run and its second run carry it, on the
+    store under test, and the reruns that take storage out or measure the node do not."""
+    from bench.config import settings_from
+    from bench.suite.plan import INDEPENDENT, run_spec
+
+    off = settings_from({}).sweep_config(tmp_path, tmp_path / "out")
+    assert off.checkpoint is None and not any(
+        a.startswith("--checkpoint") for a in run_spec(off, "r", "ssd", 2).train.to_argv()
+    )
+    values = {"checkpoint": {"bytes_per_rank": "4MiB", "writes": 1, "reads": 1}, "checkpoint_every_steps": 5}
+    cfg = settings_from(values).sweep_config(tmp_path, tmp_path / "out")
+    for variant, carried in (("", True), ("repeat", True), (INDEPENDENT, False), ("warm", False)):
+        train = run_spec(cfg, "r", "ssd", 2, variant).train
+        assert (train.checkpoint is not None, train.checkpoint_every_steps == 5) == (carried, carried)
+    argv = run_spec(cfg, "r", "ssd", 2).train.to_argv()
+    assert argv[argv.index("--checkpoint-bytes") + 1] == str(4 << 20)
+    assert argv[argv.index("--checkpoint-dir") + 1] == str(cfg.dataset_path)

@@ -19,12 +19,13 @@ from bench.config import Thresholds
 
 SCALING_EFFICIENCY = "scaling_efficiency"
 BANDWIDTH_EFFICIENCY = "bandwidth_efficiency"
+CHECKPOINT_EFFICIENCY = "checkpoint_efficiency"  # checkpoint write and read MB/s per GPU vs the baseline's
 GPU_UTIL = "gpu_util"
 AU = "au"
 SUPPORTED_GPUS = "supported_gpus"
 FOREIGN_SHARE = "foreign_share"
 STEP_TIME_SPREAD = "step_time_spread"
-REGRESSION = "regression"  # images/s against its series' floor
+REGRESSION = "regression"  # images/s (or a checkpoint MB/s) against its series' floor
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Bound:
 BOUNDS: dict[str, Bound] = {
     SCALING_EFFICIENCY: Bound("min_scaling_efficiency", floor=True),
     BANDWIDTH_EFFICIENCY: Bound("min_bandwidth_efficiency", floor=True),
+    CHECKPOINT_EFFICIENCY: Bound("min_checkpoint_efficiency", floor=True),
     GPU_UTIL: Bound("min_gpu_util", floor=True),
     AU: Bound("min_au", floor=True),
     SUPPORTED_GPUS: Bound("min_supported_gpus", floor=True),

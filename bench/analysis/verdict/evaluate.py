@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench.analysis.history.regression import REPEAT, series_floor
@@ -14,6 +15,18 @@ from bench.analysis.verdict import bounds
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
 from bench.config import SweepConfig
+from bench.results.schema import CHECKPOINT_RATES
+
+# The figures a second run of a scale gives its scale (the better of the two is checked).
+RERUN_FIGURES = ("throughput_img_s", *CHECKPOINT_RATES)
+CHECKPOINT_REGRESSIONS = {
+    names.CHECKPOINT_WRITE_NOT_REGRESSED: "ckpt_write_mb_s",
+    names.CHECKPOINT_READ_NOT_REGRESSED: "ckpt_read_mb_s",
+}
+CHECKPOINT_EFFICIENCIES = (
+    names.CHECKPOINT_WRITE_EFFICIENCY_AT_LEAST_BOUND,
+    names.CHECKPOINT_READ_EFFICIENCY_AT_LEAST_BOUND,
+)
 
 
 def result_rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str) -> list[dict]:
@@ -60,7 +73,7 @@ def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started
     from bench.analysis.verdict.rules import measurement_problems
 
     if not reruns:
-        return pd.DataFrame(columns=["workload", "gpus", "variant", "valid", "throughput_img_s"])
+        return pd.DataFrame(columns=["workload", "gpus", "variant", "valid", *RERUN_FIGURES])
     rows = result_rows(cfg, suite_run_id, reruns, started_at)
     # one frame per rerun: build_frame sorts by (workload, gpus), and each scale has two variants
     frame = pd.concat(
@@ -68,12 +81,14 @@ def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started
         ignore_index=True,
     )
     frame["valid"] = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
-    return frame[["workload", "gpus", "variant", "valid", "throughput_img_s"]]
+    return frame[["workload", "gpus", "variant", "valid", *RERUN_FIGURES]]
 
 
-def history_for(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> pd.DataFrame:
-    """Each row's series history (median, count, spread of its last accepted runs), from the newest
-    annotated re-baseline of the series on."""
+def history_for(
+    cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str, column: str = "throughput_img_s"
+) -> pd.DataFrame:
+    """Each row's series history of `column` (median, count, spread of its last accepted runs that have
+    it), from the newest annotated re-baseline of the series on."""
     from bench.analysis.history.annotations import baseline_since
     from bench.analysis.history.regression import history_stats
 
@@ -82,8 +97,17 @@ def history_for(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str)
         baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
         for r in frame.to_dict("records")
     ]
-    values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since)
+    values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since, column)
     return history_stats(values, frame.index)
+
+
+def checkpoint_history(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> dict[str, pd.DataFrame]:
+    """Each checkpoint figure this run measured: its series' history (as `history_for`); {} without one."""
+    return {
+        figure: history_for(cfg, frame, store, suite_run_id, figure)
+        for figure in CHECKPOINT_RATES
+        if figure in frame and frame[figure].notna().any()
+    }
 
 
 def suspected_regressions(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> list[tuple[str, int]]:
@@ -92,17 +116,23 @@ def suspected_regressions(cfg: SweepConfig, frame: pd.DataFrame, store, suite_ru
     from bench.analysis.history.regression import regression_floor
     from bench.analysis.verdict.rules import measurement_problems
 
-    floor, _ = regression_floor(history_for(cfg, frame, store, suite_run_id), cfg.thresholds.regression_tolerance)
+    tolerance = cfg.thresholds.regression_tolerance
     conclusive = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
-    under = [bounds.fails(bounds.REGRESSION, v, f) for v, f in zip(frame["throughput_img_s"], floor, strict=True)]
-    below = conclusive & pd.Series(under, index=frame.index, dtype=bool)
+    histories = {"throughput_img_s": history_for(cfg, frame, store, suite_run_id)}
+    histories |= checkpoint_history(cfg, frame, store, suite_run_id)  # a checkpoint MB/s under its floor, too
+    under = pd.Series(False, index=frame.index, dtype=bool)
+    for figure, history in histories.items():
+        floor, _ = regression_floor(history, tolerance)
+        fell = [bounds.fails(bounds.REGRESSION, v, f) for v, f in zip(frame[figure], floor, strict=True)]
+        under |= pd.Series(fell, index=frame.index, dtype=bool)
+    below = conclusive & under
     return [(str(w), int(g)) for w, g in zip(frame.loc[below, "workload"], frame.loc[below, "gpus"], strict=True)]
 
 
-def repeat_rates(frame: pd.DataFrame, repeats: pd.DataFrame) -> pd.Series:
-    """Each scale's second run's images/s where one ran and its measurement holds (NaN elsewhere)."""
+def repeat_rates(frame: pd.DataFrame, repeats: pd.DataFrame, figure: str = "throughput_img_s") -> pd.Series:
+    """Each scale's second run's images/s (or `figure`) where one ran and its measurement holds (NaN elsewhere)."""
     valid = repeats[repeats["valid"].astype(bool)]
-    triples = zip(valid["workload"], valid["gpus"], valid["throughput_img_s"], strict=True)
+    triples = zip(valid["workload"], valid["gpus"], valid[figure], strict=True)
     rate = {(str(w), int(g)): float(t) for w, g, t in triples}
     keys = zip(frame["workload"].astype(str), frame["gpus"].astype(int), strict=True)
     return pd.Series([rate.get(k, float("nan")) for k in keys], index=frame.index, dtype=float)
@@ -178,8 +208,13 @@ def judged_frame(
     frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
     frame = add_sizing(frame, *sizing_ceiling(curve), cfg.thresholds.min_supported_gpus)
     history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
-    frame["repeat_img_s"] = repeat_rates(frame, rerun_frame(cfg, suite_run_id, repeats, started_at))
-    return prepare(frame, cfg.thresholds, history)
+    ckpt_history = checkpoint_history(cfg, frame, store, suite_run_id) if store is not None else {}
+    second = rerun_frame(cfg, suite_run_id, repeats, started_at)
+    frame["repeat_img_s"] = repeat_rates(frame, second)
+    for figure in CHECKPOINT_RATES:  # the better of the two runs, as for images/s
+        first = frame[figure].astype(float)
+        frame[figure.replace("_mb_s", "_checked")] = np.fmax(first, repeat_rates(frame, second, figure))
+    return prepare(frame, cfg.thresholds, history, ckpt_history)
 
 
 def with_verdicts(
@@ -234,6 +269,10 @@ def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
             f = {**f, "reason": shortfall_text(row)}
         if f["expectation"] == names.THROUGHPUT_NOT_REGRESSED:
             f = {**f, "reason": regression_text(row)}
+        if f["expectation"] in CHECKPOINT_REGRESSIONS:
+            f = {**f, "reason": checkpoint_regression_text(row, CHECKPOINT_REGRESSIONS[f["expectation"]])}
+        if f["expectation"] in CHECKPOINT_EFFICIENCIES:
+            f = {**f, "metric": f"{f['metric']} (vs {row.get('ideal') or 'linear'})"}
         if row.get("bottleneck"):
             f = {**f, "bottleneck": row["bottleneck"], "evidence": row["bottleneck_evidence"]}
         note = oversubscription_note(row)
@@ -283,6 +322,12 @@ def shortfall_text(row) -> str:
         f"(fio ceiling {row['storage_ceiling_mb_s']:.1f} MB/s / {row['per_gpu_read_mb_s']:.2f} MB/s per GPU "
         f"measured at {int(row['gpus'])} GPU(s))"
     )
+
+
+def checkpoint_regression_text(row, figure: str) -> str:
+    """Why a checkpoint MB/s regression was called: the figure (the better of two runs) under its floor."""
+    kind = "write" if "write" in figure else "read"
+    return f"checkpoint {kind} {float(row[figure.replace('_mb_s', '_checked')]):.1f} MB/s under its regression floor"
 
 
 def regression_text(row) -> str:

@@ -32,6 +32,19 @@ ACCELERATOR_UTILISATION_AT_LEAST = "ExpectAcceleratorUtilisationAtLeast"
 STORAGE_FEEDS_PLANNED_GPUS = "ExpectStorageFeedsPlannedGpus"
 THROUGHPUT_NOT_REGRESSED = "ExpectThroughputNotRegressed"
 NO_FOREIGN_WORK_ON_SLOTS = "ExpectNoForeignWorkOnSlots"
+CHECKPOINT_PHASE_COMPLETED = "ExpectCheckpointPhaseCompleted"
+CHECKPOINT_WRITE_EFFICIENCY_AT_LEAST_BOUND = "ExpectCheckpointWriteEfficiencyAtLeastBound"
+CHECKPOINT_READ_EFFICIENCY_AT_LEAST_BOUND = "ExpectCheckpointReadEfficiencyAtLeastBound"
+CHECKPOINT_WRITE_NOT_REGRESSED = "ExpectCheckpointWriteNotRegressed"
+CHECKPOINT_READ_NOT_REGRESSED = "ExpectCheckpointReadNotRegressed"
+# The checkpoint expectations (judged only where the phase ran): alerts and the report name them.
+CHECKPOINT_EXPECTATIONS = (
+    CHECKPOINT_PHASE_COMPLETED,
+    CHECKPOINT_WRITE_EFFICIENCY_AT_LEAST_BOUND,
+    CHECKPOINT_READ_EFFICIENCY_AT_LEAST_BOUND,
+    CHECKPOINT_WRITE_NOT_REGRESSED,
+    CHECKPOINT_READ_NOT_REGRESSED,
+)
 # Judged outside GX (from the probe's own history, not the results frame), named alike in failures.
 STORAGE_CEILING_NOT_REGRESSED = "ExpectStorageCeilingNotRegressed"
 
@@ -77,9 +90,29 @@ def _classes():
     class ExpectThroughputNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
         """throughput >= (1 - tolerance) x median of the last K accepted runs (same workload, GPUs, cluster)."""
 
+    class ExpectCheckpointPhaseCompleted(E.ExpectColumnValuesToBeInSet):
+        """The checkpoint phase after a scale's training completed on every rank (scales without one: not judged)."""
+
+    class ExpectCheckpointWriteEfficiencyAtLeastBound(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """Checkpoint write MB/s per GPU vs the baseline's >= min_checkpoint_efficiency (read bandwidth's ideal)."""
+
+    class ExpectCheckpointReadEfficiencyAtLeastBound(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """Cold checkpoint read MB/s per GPU vs the baseline's >= min_checkpoint_efficiency."""
+
+    class ExpectCheckpointWriteNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """Checkpoint write MB/s >= its series' regression floor (the better of two runs where one was repeated)."""
+
+    class ExpectCheckpointReadNotRegressed(E.ExpectColumnPairValuesAToBeGreaterThanB):
+        """Cold checkpoint read MB/s >= its series' regression floor (the better of two runs)."""
+
     return {
         c.__name__: c
         for c in (
+            ExpectCheckpointPhaseCompleted,
+            ExpectCheckpointWriteEfficiencyAtLeastBound,
+            ExpectCheckpointReadEfficiencyAtLeastBound,
+            ExpectCheckpointWriteNotRegressed,
+            ExpectCheckpointReadNotRegressed,
             ExpectRunsToComplete,
             ExpectScalingEfficiencyAtLeastBound,
             ExpectBandwidthEfficiencyAtLeastBound,
@@ -129,7 +162,9 @@ class _Judged:
     limit: str | None = None
     bound_column: str | None = None
     severity: str = "critical"
-    when: str = "always"  # "always", "set" (its threshold is set) or "history" (a regression floor exists)
+    # "always", "set" (its threshold is set), "history" (a regression floor exists), "checkpoint" (a scale
+    # ran the checkpoint phase), "checkpoint_history" (a checkpoint figure has a regression floor)
+    when: str = "always"
     fixed: dict = field(default_factory=dict)  # the kwargs of a check that holds no threshold
 
 
@@ -195,15 +230,57 @@ CHECKS: tuple[_Judged, ...] = (
         "regression_floor",
         when="history",
     ),
+    _Judged(
+        CHECKPOINT_PHASE_COMPLETED,
+        "ckpt_state",
+        "ckpt_state",
+        "ckpt_state_checked",
+        when="checkpoint",
+        fixed={"value_set": ["done", "not_cold"]},
+    ),
+    _Judged(
+        CHECKPOINT_WRITE_EFFICIENCY_AT_LEAST_BOUND,
+        "ckpt_write_efficiency",
+        "ckpt_write_efficiency_checked",
+        "ckpt_write_efficiency_checked",
+        bounds.CHECKPOINT_EFFICIENCY,
+        "min_checkpoint_efficiency",
+        when="checkpoint",
+    ),
+    _Judged(
+        CHECKPOINT_READ_EFFICIENCY_AT_LEAST_BOUND,
+        "ckpt_read_efficiency",
+        "ckpt_read_efficiency_checked",
+        "ckpt_read_efficiency_checked",
+        bounds.CHECKPOINT_EFFICIENCY,
+        "min_checkpoint_efficiency",
+        when="checkpoint",
+    ),
+    _Judged(
+        CHECKPOINT_WRITE_NOT_REGRESSED,
+        "ckpt_write_mb_s",
+        "ckpt_write_checked",
+        "ckpt_write_checked",
+        bounds.REGRESSION,
+        "ckpt_write_floor",
+        when="checkpoint_history",
+    ),
+    _Judged(
+        CHECKPOINT_READ_NOT_REGRESSED,
+        "ckpt_read_mb_s",
+        "ckpt_read_checked",
+        "ckpt_read_checked",
+        bounds.REGRESSION,
+        "ckpt_read_floor",
+        when="checkpoint_history",
+    ),
 )
 
 
-def _included(row: _Judged, thresholds: Thresholds, has_history: bool) -> bool:
-    if row.when == "history":
-        return has_history
+def _included(row: _Judged, thresholds: Thresholds, present: dict[str, bool]) -> bool:
     if row.when == "set":
         return getattr(thresholds, bounds.BOUNDS[row.limit].setting) is not None
-    return True
+    return row.when == "always" or present.get(row.when, False)
 
 
 def _check(row: _Judged, thresholds: Thresholds) -> Check:
@@ -219,16 +296,26 @@ def _check(row: _Judged, thresholds: Thresholds) -> Check:
     return Check(row.name, row.metric, row.value, None, row.severity, {"column": row.column, **row.fixed})
 
 
-def checks(thresholds: Thresholds, has_history: bool) -> list[Check]:
-    """The suite's expectations, in CHECKS order: those whose threshold is set, and the regression
-    check where a floor exists."""
-    return [_check(row, thresholds) for row in CHECKS if _included(row, thresholds, has_history)]
+def checks(
+    thresholds: Thresholds, has_history: bool, has_checkpoint: bool = False, checkpoint_history: bool = False
+) -> list[Check]:
+    """The suite's expectations, in CHECKS order: those whose threshold is set, the regression check
+    where a floor exists, the checkpoint checks where a scale ran the phase (and their regression checks
+    where a checkpoint floor exists)."""
+    present = {"history": has_history, "checkpoint": has_checkpoint, "checkpoint_history": checkpoint_history}
+    return [_check(row, thresholds) for row in CHECKS if _included(row, thresholds, present)]
 
 
-def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame | None = None) -> pd.DataFrame:
+def prepare(
+    frame: pd.DataFrame,
+    thresholds: Thresholds,
+    history: pd.DataFrame | None = None,
+    checkpoint_history: dict[str, pd.DataFrame] | None = None,
+) -> pd.DataFrame:
     """Add the bound columns the pair expectations compare against; inconclusive rows get no bound.
 
-    `history`: bench.analysis.history.regression.history_stats per row (median, count, spread of past runs)."""
+    `history`: bench.analysis.history.regression.history_stats per row (median, count, spread of past runs);
+    `checkpoint_history`: the same for each checkpoint figure (ckpt_write_mb_s, ckpt_read_mb_s) that has one."""
     f = frame.copy()
     reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
     judged = (f["gpus"] != f["baseline_gpus"]) & (reasons.fillna("") == "")
@@ -249,6 +336,7 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame |
     f["au_checked"] = np.where(f["valid"].astype(bool) & (reasons.fillna("") == ""), au, np.nan)
     for col in ("supported_gpus", "min_supported_gpus"):  # nullable ints -> floats GX can compare
         f[f"{col}_checked"] = pd.to_numeric(f[col], errors="coerce").astype(float) if col in f else np.nan
+    f = prepare_checkpoint(f, thresholds, judged, checkpoint_history or {})
     if history is not None:
         from bench.analysis.history.regression import regression_floor
 
@@ -262,6 +350,51 @@ def prepare(frame: pd.DataFrame, thresholds: Thresholds, history: pd.DataFrame |
         # regression is called only when both fall under the floor).
         repeat = f["repeat_img_s"] if "repeat_img_s" in f else pd.Series(np.nan, index=f.index)
         f["regression_checked_img_s"] = np.fmax(f["throughput_img_s"].astype(float), repeat.astype(float))
+    return f
+
+
+# Each checkpoint figure: its efficiency, and the state a scale's phase must be in for it to be judged
+# (a read the page cache served is shown, never judged).
+CHECKPOINT_JUDGED = {
+    "ckpt_write_mb_s": ("ckpt_write_efficiency", ("done", "not_cold")),
+    "ckpt_read_mb_s": ("ckpt_read_efficiency", ("done",)),
+}
+
+
+def prepare_checkpoint(
+    f: pd.DataFrame, thresholds: Thresholds, judged: pd.Series, history: dict[str, pd.DataFrame]
+) -> pd.DataFrame:
+    """The checkpoint checks' columns: the phase's state on valid rows that ran it (None elsewhere: not
+    judged); each efficiency where this row's and its baseline's phase give a judged figure, with the
+    bound on the rows the scaling bound is judged on; each figure's regression floor on conclusive rows
+    (the better of the scale's two runs where a second ran: `ckpt_*_checked`, set by the evaluation)."""
+    from bench.analysis.history.regression import regression_floor
+
+    if "ckpt_state" not in f:
+        return f
+    valid = f["valid"].astype(bool)
+    state = f["ckpt_state"].fillna("").astype(str)
+    f["ckpt_state_checked"] = pd.Series(np.where(valid & (state != ""), state, None), index=f.index, dtype=object)
+    limit = f["gpus"].map(bounds.bound_at(bounds.CHECKPOINT_EFFICIENCY, thresholds)).astype(float)
+    f["min_checkpoint_efficiency"] = np.where(judged & (state != ""), limit, np.nan)
+    base_state = {
+        w: s for w, g, b, s in zip(f["workload"], f["gpus"], f["baseline_gpus"], state, strict=True) if g == b
+    }
+    reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
+    conclusive = reasons.fillna("") == ""
+    for figure, (efficiency, states) in CHECKPOINT_JUDGED.items():
+        ok = valid & state.isin(states) & f["workload"].map(base_state).isin(states)
+        f[f"{efficiency}_checked"] = np.where(ok, f.get(efficiency, np.nan), np.nan)
+        checked = figure.replace("_mb_s", "_checked")
+        own = valid & state.isin(states)
+        first = f[checked] if checked in f else f[figure]
+        f[checked] = np.where(own, first.astype(float), np.nan)
+        floor_column = figure.replace("_mb_s", "_floor")
+        if figure in history:
+            floor, _ = regression_floor(history[figure].reindex(f.index), thresholds.regression_tolerance)
+            f[floor_column] = floor.where(conclusive & own)
+        else:
+            f[floor_column] = np.nan
     return f
 
 
@@ -282,7 +415,9 @@ def validate(
 ) -> Verdict:
     """Run the suite over `frame` (already `prepare`d); failing rows named with value and bound."""
     has_history = "regression_floor" in frame.columns and frame["regression_floor"].notna().any()
-    plan = checks(thresholds, has_history)
+    ran = frame["ckpt_state_checked"].notna().any() if "ckpt_state_checked" in frame else False
+    floors = [c for c in ("ckpt_write_floor", "ckpt_read_floor") if c in frame.columns]
+    plan = checks(thresholds, has_history, bool(ran), any(frame[c].notna().any() for c in floors))
     context, definition = _suite_definition(plan, suite_name)
     data = frame.reset_index(drop=True)
     result_format = {"result_format": "COMPLETE", "unexpected_index_column_names": ["workload", "gpus"]}
@@ -375,6 +510,8 @@ def _failed_rows(
             }
             if check.name == RUNS_TO_COMPLETE:
                 item["reason"] = str(row.get("reason", ""))
+            if check.name == CHECKPOINT_PHASE_COMPLETED:
+                item["reason"] = str(row.get("ckpt_note", ""))
             (failures if check.severity == "critical" else warnings).append(item)
             per_row[key].append(check.name)
     return failures, warnings, per_row
@@ -399,6 +536,7 @@ def _bound(check: Check, row: pd.Series, thresholds: Thresholds):
         return {
             RUNS_TO_COMPLETE: "COMPLETED",
             MEASURED_THROUGHPUT_POSITIVE: "> 0",
+            CHECKPOINT_PHASE_COMPLETED: "done",
         }.get(check.name, "cache-free 1st epoch")
     if check.limit is not None and "column" in check.kwargs:  # a column check: the threshold itself
         return bounds.bound(check.limit, int(row["gpus"]), thresholds)

@@ -67,11 +67,27 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None, ideal: str = "
                 g["bandwidth_efficiency"] = g["bandwidth_efficiency"].where(~own, g["bandwidth_efficiency"] * factor)
         else:
             g["bandwidth_efficiency"] = np.nan
+        for figure, efficiency in CHECKPOINT_EFFICIENCIES.items():
+            # Checkpoint MB/s per GPU against the baseline's, against the same ideal as read bandwidth.
+            g[efficiency] = _per_gpu_efficiency(g, base, figure, ratio)
+            if ideal == "independent":
+                g[efficiency] = g[efficiency].where(~own, g[efficiency] * factor)
         g["bandwidth_per_gpu"] = g["avg_read_mb_s"] / g["gpus"] if "avg_read_mb_s" in g else np.nan
         g["peak_avg_ratio"] = (g["peak_read_mb_s"] / g["avg_read_mb_s"]) if "peak_read_mb_s" in g else np.nan
         g["fit_slope"], g["fit_r2"] = _fit(g["gpus"], g.get("throughput_img_s", speedup))
         out.append(g)
     return pd.concat(out).sort_values(["workload", "gpus"]).reset_index(drop=True)
+
+
+# Each checkpoint figure and its efficiency column (bench.results.schema).
+CHECKPOINT_EFFICIENCIES = {"ckpt_write_mb_s": "ckpt_write_efficiency", "ckpt_read_mb_s": "ckpt_read_efficiency"}
+
+
+def _per_gpu_efficiency(g: pd.DataFrame, base: pd.DataFrame, figure: str, ratio: pd.Series) -> pd.Series:
+    """(figure / the baseline's figure) / (GPUs / baseline GPUs); NaN where either is missing or zero."""
+    if figure not in g or base.empty or not base[figure].notna().all() or not float(base[figure].iloc[0]) > 0:
+        return pd.Series(np.nan, index=g.index, dtype=float)
+    return (g[figure].astype(float) / float(base[figure].iloc[0])) / ratio
 
 
 def _efficiency_intervals(g: pd.DataFrame, base: pd.DataFrame, base_n: int) -> tuple[list, list]:

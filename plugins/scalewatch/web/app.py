@@ -68,6 +68,8 @@ HISTORY_COLUMNS = (
     "scaling_efficiency",
     "avg_read_mb_s",
     "peak_read_mb_s",
+    "ckpt_write_mb_s",
+    "ckpt_read_mb_s",
     "rank_breakdown",
 )
 # An annotation is a change point's key, a kind and a note of at most 2000 characters: a form or JSON of

@@ -7,6 +7,8 @@ import contextlib
 import hashlib
 import io
 import json
+import os
+import signal
 import subprocess
 import zlib
 from pathlib import Path
@@ -36,7 +38,7 @@ from bench.data.checkpoint_files import (
 )
 from bench.errors import ConfigError
 from tests.conftest import BENCH
-from tests.infra.faults import blkio_read_throttle, blkio_throttle, small_disk, store_device
+from tests.infra.faults import blkio_read_throttle, blkio_throttle, small_disk, store_device, wait_for
 
 MiB = 1 << 20
 
@@ -87,6 +89,11 @@ def test_write_bandwidth_matches_a_blkio_write_throttle(store):
     # the kernel divided it between them (the slowest rank's time is the checkpoint's)
     assert doc["write"]["bytes"] == 2 * 16 * MiB
     assert doc["write"]["mb_s"] == pytest.approx(rate / 1e6, rel=0.10), doc["write"]
+    # the CLI's contract keys (issue 40), the same figures as the phases'
+    assert doc["status"] == "done" and doc["ranks"] == 2 == len(doc["per_rank"])
+    assert (doc["write_mb_s"], doc["read_mb_s"]) == (doc["write"]["mb_s"], doc["read"]["mb_s"])
+    assert doc["bytes"] == doc["write"]["bytes"]
+    assert doc["duration_s"] == pytest.approx(doc["write"]["seconds"] + doc["read"]["seconds"])
     assert all(r["write_mb_s"] <= rate / 1e6 * 1.10 for r in doc["per_rank"])
     assert doc["read"]["mb_s"] > 2 * rate / 1e6  # reads are not held: the limit is on writes only
     assert doc["cleanup"] == {"removed": 4, "left": []} and not ours(store)
@@ -109,6 +116,57 @@ def test_cold_read_bandwidth_matches_a_blkio_read_throttle(store):
     assert [(r["rank"], r["read_from"], r["other_node"]) for r in doc["per_rank"]] == [(0, 1, False), (1, 0, False)]
     assert doc["write"]["mb_s"] > 2 * rate / 1e6
     assert doc["nodes"] == 1 and doc["cleanup"]["left"] == [] and not ours(store)
+
+
+def _rank_writing(parent: int, rank: int, store: Path, past: int) -> int | None:
+    """The pid of `bench checkpoint` `parent`'s rank `rank` (its process named ckpt-rank{rank}) once it
+    is mid-write: more than `past` bytes given to write(), a file of the store open."""
+    for entry in os.listdir("/proc"):
+        try:
+            if not entry.isdigit() or Path(f"/proc/{entry}/comm").read_text().strip() != f"ckpt-rank{rank}":
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+            if f"\nPPid:\t{parent}\n" not in status:
+                continue
+            io_ = dict(line.split(": ") for line in Path(f"/proc/{entry}/io").read_text().splitlines())
+            fds = [os.readlink(f) for f in Path(f"/proc/{entry}/fd").iterdir()]
+        except OSError:
+            continue
+        if int(io_["wchar"]) > past and any(f.startswith(str(store)) for f in fds):
+            return int(entry)
+    return None
+
+
+def test_a_rank_killed_mid_write_leaves_no_shard_counted_and_no_file_behind(store):
+    # 2 x 8 MiB under a 4 MB/s write limit: each rank's optimizer-state fsync lasts seconds; rank 0
+    # (whose folders they are) is killed in it, its model states written, its optimizer states not yet
+    cmd = [BENCH, "checkpoint", "--path", str(store), "--bytes-per-rank", "8MiB", "--ranks", "2", "--writes", "1",
+           "--reads", "1", "--json"]  # fmt: skip
+    with blkio_throttle(store, 4_000_000, "write") as prefix:
+        proc = subprocess.Popen(["sh", "-c", f'{prefix} && exec "$@"', "sh", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            past = size_split(8 * MiB)["model_states"] + MiB
+            pid = wait_for(lambda: _rank_writing(proc.pid, 0, store, past), 60, 0.05, "rank 0 mid-write")
+            os.kill(pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 1, err
+    assert "rank 0 ended without a result (killed by SIGKILL)" in err
+    doc = json.loads(out)
+    assert (doc["status"], doc["failed_rank"], doc["ranks"]) == ("failed", 0, 2)
+    assert doc["write_mb_s"] is doc["read_mb_s"] is doc["duration_s"] is None  # no figure of a failed phase
+    # the killed rank's cut-short shard is not counted; the other rank's, complete, is
+    killed, other = doc["per_rank"]
+    assert (killed["writes"], killed["write_bytes"]) == (0, 0) and "killed by SIGKILL" in killed["outcome"]
+    assert (other["writes"], other["write_bytes"]) == (1, 8 * MiB) and doc["bytes"] == 8 * MiB
+    # nothing behind: the killed rank's optimizer states were never named; its model states, named and
+    # in its journal, are removed for it, as are the other rank's two files (by that rank) and the folders
+    assert doc["cleanup"] == {"removed": 3, "left": []}
+    assert not ours(store)
 
 
 def test_shards_are_named_as_deepspeed_and_split_as_dlio(store):

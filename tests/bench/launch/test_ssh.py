@@ -23,9 +23,19 @@ def hosts(ssh_hosts) -> SshHosts:
     return ssh_hosts  # the session's (tests/conftest.py)
 
 
-def spec(hosts, tmp_path, datasets, host_list=None, backend="auto", ranks=2) -> RunSpec:
+# The checkpoint phase after a scale's training, on the same ranks and hosts (issue 40): 1 MiB shards.
+CHECKPOINT = {"bytes_per_rank": "1MiB", "writes": 1, "reads": 1}
+
+
+def spec(hosts, tmp_path, datasets, host_list=None, backend="auto", ranks=2, **train_over) -> RunSpec:
     train = TrainConfig(
-        workload="ssd", data=datasets["coco"], steps=4, batch_size=4, sample_interval_s=0.2, backend=backend
+        workload="ssd",
+        data=datasets["coco"],
+        steps=4,
+        batch_size=4,
+        sample_interval_s=0.2,
+        backend=backend,
+        **train_over,
     )
     return RunSpec(
         run_id="ssh",
@@ -45,7 +55,7 @@ def test_two_host_training_each_rank_on_its_slot(hosts, tmp_path, datasets, back
     from tests.infra.faults import slots_while_training
 
     launcher = build_launcher("ssh", ssh=hosts.options())
-    s = spec(hosts, tmp_path, datasets, backend=backend)
+    s = spec(hosts, tmp_path, datasets, backend=backend, checkpoint=CHECKPOINT, checkpoint_dir=tmp_path / "store")
     s = s.model_copy(update={"train": s.train.model_copy(update={"steps": 30})})
     handle = launcher.submit(s)
     live = slots_while_training(s.output_dir, 2)  # the namespaced hosts share this /proc
@@ -56,18 +66,23 @@ def test_two_host_training_each_rank_on_its_slot(hosts, tmp_path, datasets, back
     assert live == {r["rank"]: r["slot"]["cpus"] for r in result.summary["per_rank"]}
     assert all(len(r["slot"]["cpus"]) == 1 for r in result.summary["per_rank"])
     assert result.summary["backend"] == backend and result.summary["contention"] == ""
+    ckpt = result.summary["checkpoint"]  # each host's rank wrote its shard and read the other's back
+    assert ckpt["status"] == "done" and ckpt["ranks"] == 2 and ckpt["bytes"] == 2 << 20, ckpt
+    assert sorted(r["host"] for r in ckpt["per_rank"]) == sorted(hosts.ips) and ckpt["cleanup"]["left"] == []
+    assert list((tmp_path / "store").iterdir()) == []
 
 
 @pytest.mark.parametrize("backend", ["horovod", "ddp"])
 def test_a_scale_smaller_than_the_hosts_slots_runs_only_its_ranks(hosts, tmp_path, datasets, backend):
     # the 1-GPU baseline of a sweep over two hosts: Horovod's planner alone started a rank on every slot
     launcher = build_launcher("ssh", ssh=hosts.options())
-    s = spec(hosts, tmp_path, datasets, backend=backend, ranks=1)
+    s = spec(hosts, tmp_path, datasets, backend=backend, ranks=1, checkpoint=CHECKPOINT, checkpoint_dir=tmp_path)
     handle = launcher.submit(s)
     state, reason = wait(launcher, handle, 240, 0.5)
     result = collect(handle, state, reason, 1)
     assert result.ok, result.reason
     assert result.summary["ranks"] == 1 and result.summary["hosts"] == [hosts.ip(0)]
+    assert result.summary["checkpoint"]["status"] == "done" and result.summary["checkpoint"]["ranks"] == 1
     assert sorted(p.name for p in (s.output_dir / "ranks").glob("rank*.json")) == ["rank0.json"]
 
 

@@ -88,3 +88,17 @@ def test_the_dashboards_bound_is_the_one_the_verdict_used():
         assert _bound(config, gpus) == thresholds.scaling_bound(gpus)
     assert _bound(config, 8) == 0.9 and _bound(config, 64) == 0.8
     assert _bound({}, 8) is None
+
+
+def test_checkpoint_rates_are_drawn_with_their_band_only_where_a_series_has_them(seeded):
+    """The seeded year ran no checkpoint phase: four charts per series (above). Given checkpoint figures, each
+    series gains a write and a read chart, accepted runs as points, with the band their regression check used."""
+    store, results = seeded
+    measured = results.assign(
+        ckpt_write_mb_s=2 * results["throughput_img_s"], ckpt_read_mb_s=results["throughput_img_s"]
+    )
+    panels = series_panels(measured, store.suite_runs(), store.change_alerts(), Filters(cluster="history-test"))
+    for p in panels:
+        *_, write, read = p["charts"]
+        assert len(p["charts"]) == 6 and "checkpoint write MB/s" in write and "checkpoint read MB/s" in read
+        assert points(write) == points(read) == WEEKS - 2 and "history band" in write and "history band" in read
