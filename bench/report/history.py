@@ -9,6 +9,7 @@ the change points the weekly check confirmed.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from bench.config import (
 from bench.report.plots import Marker, trend_chart
 
 MAX_SERIES = 24  # charts per page; the filters narrow it
+SERIES_PAGE_RUNS = 260  # the newest runs of each series a page draws: five years of weekly runs
 FIGURES = (
     ("throughput_img_s", "images/s"),
     ("scaling_efficiency", "scaling efficiency"),
@@ -40,12 +42,19 @@ class Filters:
     cluster: str | None = None
     workload: str | None = None
     config_key: str | None = None
+    gpus: int | None = None
 
     def apply(self, frame: pd.DataFrame) -> pd.DataFrame:
         for column, value in (("cluster", self.cluster), ("workload", self.workload), ("config_key", self.config_key)):
             if value:
                 frame = frame[frame[column] == value]
+        if self.gpus is not None:
+            frame = frame[frame["gpus"].astype(int) == int(self.gpus)]
         return frame
+
+    def picked(self) -> bool:
+        """Whether the filters pick some series (the page then draws their charts)."""
+        return any(v not in (None, "") for v in (self.cluster, self.workload, self.config_key, self.gpus))
 
 
 class UnknownFilter(ValueError):
@@ -258,6 +267,8 @@ def runs_table(
                 "environment": environments.get(run.suite_run_id, {}),
             }
         )
+    for newer, older in itertools.pairwise(out):  # newest first: the next row is the run before
+        newer["previous"] = older["suite_run_id"]
     return out
 
 

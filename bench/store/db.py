@@ -27,7 +27,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from bench.errors import ConfigError
-from bench.results.schema import ALERTED, CHANGE_KEY, KEY, METRICS, PENDING, RESULT_COLUMNS, STORE_KEY, Column
+from bench.results.schema import (
+    ALERTED,
+    CHANGE_KEY,
+    KEY,
+    METRICS,
+    PENDING,
+    RESULT_COLUMNS,
+    SERIES_KEY,
+    STORE_KEY,
+    Column,
+)
 
 metadata = sa.MetaData()
 
@@ -699,11 +709,14 @@ class ResultsStore:
         with self._connect() as conn:
             return sorted(conn.execute(query).scalars())
 
-    def suite_runs(self, dag_ids: Iterable[str] | None = None) -> pd.DataFrame:
-        """The suite runs, oldest first; only those of `dag_ids` ('' for `bench sweep`) when given."""
+    def suite_runs(self, dag_ids: Iterable[str] | None = None, ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """The suite runs, oldest first; only those of `dag_ids` ('' for `bench sweep`) and with one of `ids`
+        as suite run id, when given (a page asks only for the runs it shows, never the whole table)."""
         query = sa.select(suite_runs_table)
         if dag_ids is not None:
             query = query.where(suite_runs_table.c.dag_id.in_(list(dag_ids)))
+        if ids is not None:
+            query = query.where(suite_runs_table.c.suite_run_id.in_(sorted(set(ids))))
         with self._connect() as conn:
             return pd.read_sql(query.order_by(suite_runs_table.c.started_at), conn)
 
@@ -727,15 +740,79 @@ class ResultsStore:
         with self._connect() as conn:
             return pd.read_sql(query, conn)
 
-    def results_of(self, dag_ids: Iterable[str], columns: Iterable[str], **equal: str | None) -> pd.DataFrame:
+    def results_of(
+        self, dag_ids: Iterable[str], columns: Iterable[str], newest: int | None = None, **equal: str | int | None
+    ) -> pd.DataFrame:
         """`columns` of the results rows of `dag_ids`' runs, oldest first, where each given column (cluster,
-        workload, config_key) equals its value: the filter runs in SQL, not over the whole table."""
+        workload, gpus, config_key) equals its value: the filter runs in SQL, not over the whole table.
+        `newest`: only the newest that many runs of each series (SQL's row_number), a page's bound."""
         t = results_table
         joined, allowed = self._of_runs(dag_ids)
-        where = [allowed, *(t.c[name] == value for name, value in equal.items() if value)]
-        query = sa.select(*(t.c[c] for c in columns)).select_from(joined).where(*where).order_by(t.c.started_at)
+        where = [allowed, *(t.c[name] == value for name, value in equal.items() if value is not None and value != "")]
+        columns = list(columns)
+        if newest is None:
+            query = sa.select(*(t.c[c] for c in columns)).select_from(joined).where(*where).order_by(t.c.started_at)
+        else:
+            recency = (
+                sa.func.row_number()
+                .over(partition_by=[t.c[k] for k in SERIES_KEY], order_by=t.c.started_at.desc())
+                .label("recency")
+            )
+            inner = sa.select(*(t.c[c] for c in columns), recency).select_from(joined).where(*where).subquery()
+            query = (
+                sa.select(*(inner.c[c] for c in columns))
+                .where(inner.c.recency <= int(newest))
+                .order_by(inner.c.started_at)
+            )
         with self._connect() as conn:
             return pd.read_sql(query, conn)
+
+    def series_points(
+        self, dag_ids: Iterable[str], key: dict, columns: Iterable[str], limit: int, offset: int
+    ) -> pd.DataFrame:
+        """One series' rows of `dag_ids`' runs, newest first, one page of them (LIMIT/OFFSET in SQL)."""
+        t = results_table
+        joined, allowed = self._of_runs(dag_ids)
+        query = (
+            sa.select(*(t.c[c] for c in columns))
+            .select_from(joined)
+            .where(allowed, *(t.c[k] == key[k] for k in SERIES_KEY))
+            .order_by(t.c.started_at.desc(), t.c.dag_id)
+            .limit(int(limit))
+            .offset(int(offset))
+        )
+        with self._connect() as conn:
+            return pd.read_sql(query, conn)
+
+    def run_results(self, dag_ids: Iterable[str], suite_run_id: str, columns: Iterable[str]) -> pd.DataFrame:
+        """The results rows of one suite run (of each of `dag_ids` that has a run with that id)."""
+        t = results_table
+        joined, allowed = self._of_runs(dag_ids)
+        query = (
+            sa.select(*(t.c[c] for c in columns))
+            .select_from(joined)
+            .where(allowed, t.c.suite_run_id == suite_run_id)
+            .order_by(t.c.dag_id, t.c.workload, t.c.gpus)
+        )
+        with self._connect() as conn:
+            return pd.read_sql(query, conn)
+
+    def recent_probes(self, dag_ids: Iterable[str], newest: int, cluster: str | None = None) -> pd.DataFrame:
+        """The newest `newest` storage probes of each (cluster, paths, sample size) of `dag_ids`' runs,
+        oldest first: the storage-ceiling lines of the overview."""
+        p, s = probes_table, suite_runs_table
+        recency = (
+            sa.func.row_number()
+            .over(partition_by=[p.c.cluster, p.c.paths, p.c.sample_bytes], order_by=p.c.probed_at.desc())
+            .label("recency")
+        )
+        columns = ("suite_run_id", "cluster", "probed_at", "paths", "sample_bytes", "ceiling_mb_s", "accepted")
+        joined = p.join(s, s.c.suite_run_id == p.c.suite_run_id)
+        where = [s.c.dag_id.in_(list(dag_ids)), p.c.cluster == cluster if cluster else sa.true()]
+        inner = sa.select(*(p.c[c] for c in columns), recency).select_from(joined).where(*where).subquery()
+        query = sa.select(*(inner.c[c] for c in columns)).where(inner.c.recency <= int(newest))
+        with self._connect() as conn:
+            return pd.read_sql(query.order_by(inner.c.probed_at), conn).drop_duplicates(["suite_run_id"])
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
