@@ -4,8 +4,11 @@ outside noise, and what changed in the environment between them.
 The interval of a change b/a - 1 comes from each run's own 95% interval (the bootstrap interval the
 frame stores for images/s and scaling efficiency): on the log scale a run's half-width is
 ln(high/low)/2, the two add in quadrature, and the change's interval is exp(log ratio +- that) - 1.
-A run stored without an interval gives none. A difference is outside noise when its interval excludes
-zero and it is larger than the tolerance the series' regression floor allows (`overview.judge` over
+Where a run was stored without its interval, the series' own run-to-run spread stands in
+(`regression.history_stats`: 1.4826 x MAD / median of its recent accepted runs, each run's relative
+standard deviation, so 1.96 x sqrt(2) x spread for a difference of two runs); `interval_from` says
+which. A difference is outside noise when its interval excludes zero and it is larger than the
+tolerance the series' regression floor allows (`overview.judge` over
 the accepted runs before the later one): the weekly check's own noise model, not a second one.
 """
 
@@ -15,7 +18,7 @@ import math
 
 import pandas as pd
 
-from bench.analysis.history.regression import series_floor
+from bench.analysis.history.regression import history_stats, series_floor
 from bench.config import DEFAULT_REGRESSION_TOLERANCE
 from bench.env.fingerprint import differences
 
@@ -36,6 +39,7 @@ COLUMNS = (
     *(c for figure, (low, high) in FIGURES.items() for c in (figure, low, high)),
 )
 SCALE = ("cluster", "workload", "gpus", "config_key")
+Z95 = 1.959964
 
 
 def _log_half(value, low, high) -> float | None:
@@ -44,25 +48,21 @@ def _log_half(value, low, high) -> float | None:
     return math.log(float(high) / float(low)) / 2
 
 
-def change(a: dict, b: dict, figure: str, tolerance: float | None) -> dict:
+def change(a: dict, b: dict, figure: str, tolerance: float | None, spread: float | None = None) -> dict:
     """One figure's change from run a to run b with its 95% interval and whether it is outside noise."""
     low, high = FIGURES[figure]
     va, vb = a.get(figure), b.get(figure)
     if any(v is None or pd.isna(v) or v <= 0 for v in (va, vb)):
-        return {
-            "figure": figure,
-            "a": None,
-            "b": None,
-            "delta": None,
-            "ci_low": None,
-            "ci_high": None,
-            "outside_noise": None,
-        }
+        none = ("a", "b", "delta", "ci_low", "ci_high", "interval_from", "outside_noise")
+        return {"figure": figure} | dict.fromkeys(none)
     ratio = math.log(float(vb) / float(va))
     ha, hb = _log_half(va, a.get(low), a.get(high)), _log_half(vb, b.get(low), b.get(high))
-    interval = (None, None)
+    interval, source = (None, None), None
     if ha is not None and hb is not None:
-        half = math.hypot(ha, hb)
+        half, source = math.hypot(ha, hb), "runs"
+    elif spread is not None and not pd.isna(spread):
+        half, source = Z95 * math.sqrt(2) * float(spread), "history"
+    if source is not None:
         interval = (math.exp(ratio - half) - 1, math.exp(ratio + half) - 1)
     delta = math.exp(ratio) - 1
     outside = None
@@ -76,6 +76,7 @@ def change(a: dict, b: dict, figure: str, tolerance: float | None) -> dict:
         "delta": delta,
         "ci_low": interval[0],
         "ci_high": interval[1],
+        "interval_from": source,
         "outside_noise": outside,
     }
 
@@ -101,13 +102,15 @@ def compare_runs(
     scales = []
     for key in sorted(set(ra) | set(rb), key=lambda k: tuple(str(v) for v in k)):
         x, y = ra.get(key, {}), rb.get(key, {})
-        tolerance = series_floor(history.get(key, []), DEFAULT_REGRESSION_TOLERANCE)["tolerance_used"]
+        floor = series_floor(history.get(key, []), DEFAULT_REGRESSION_TOLERANCE)
+        tolerance = floor["tolerance_used"]
+        spread = history_stats([history.get(key, [])], pd.RangeIndex(1))["history_spread"].iloc[0]
         scales.append(
             {
                 **dict(zip(SCALE, key, strict=True)),
                 "in": "both" if x and y else ("a" if x else "b"),
                 "tolerance_used": tolerance,
-                "changes": [change(x, y, figure, tolerance) for figure in FIGURES] if x and y else [],
+                "changes": [change(x, y, f, tolerance, spread) for f in FIGURES] if x and y else [],
             }
         )
     known = env_a is not None and env_b is not None
