@@ -1,19 +1,26 @@
-"""The history dashboard behind Airflow's login, in real Chromium, over a store seeded with a year of runs."""
+"""The history dashboard behind Airflow's login, in real Chromium, over a store seeded with a year of runs:
+the overview (first screen), its filter, a series' charts, two runs compared, annotations by an editor and
+a viewer, and the JSON API over HTTP with the real login (a user without read on the DAG gets no rows)."""
 
 from __future__ import annotations
 
 import re
 
 import httpx
+import pandas as pd
 import pytest
 
 from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
-from tests.infra.history_seed import WEEKS, seed_year
+from tests.infra.history_seed import WEEKS, seed_many, seed_year
 
 pytestmark = pytest.mark.slow
 CLUSTER = "history-test"
 PAGE = f"/scalewatch/reports/history?cluster={CLUSTER}"
+OVERVIEW = "/scalewatch/reports/history"
+API = "/scalewatch/reports/api"
+RECENT, STALE = "overview", "overview-stale"  # 20 series each: one dropped 30% in its latest run; 5 weeks old
+FINGERPRINT = {"driver": "550.54", "cuda": "12.4", "nccl": "2.21.5", "kernel": "6.1.0"}
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +29,17 @@ def seeded(running_airflow):
     url = running_airflow.env.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{running_airflow.home}/sw/results.db"
     store = ResultsStore(url)
     results = seed_year(store, running_airflow.home / "sw" / "runs", CLUSTER)
+    seed_many(store, 1, 12, prefix=RECENT, drop=("ssd", 4))
+    old = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=5)
+    seed_many(store, 1, 12, configs=1, prefix=STALE, end=old)
     return store, results
+
+
+def _fingerprints(store) -> None:
+    """The environments of the drop's run and the run before it (stored by the tests that read them: a
+    stored fingerprint keeps the migration test's downgrade from running, rightly)."""
+    store.upsert_environment("scaling_regression", f"scheduled__{CLUSTER}-035", FINGERPRINT)
+    store.upsert_environment("scaling_regression", f"scheduled__{CLUSTER}-036", FINGERPRINT | {"nccl": "2.23.4"})
 
 
 def test_anonymous_and_unauthorised_users_see_no_history(running_airflow, seeded):
@@ -62,7 +79,7 @@ def test_the_dashboard_draws_what_the_store_holds_and_its_links_open(running_air
     stored = stored[(stored["cluster"] == CLUSTER) & (stored["metric"] == "throughput_img_s")]
     assert len(stored) == 1 and f"{stored['size'].iloc[0] * 100:+.1f}%" in drop
     assert 'id="change-point-0"' in panels.nth(1).locator("figure").first.inner_html()
-    rows = page.locator("table tr")
+    rows = page.locator("table.runs tr")
     assert rows.count() == WEEKS + 1
     assert all(u.startswith(running_airflow.url) for u in requests), [u for u in requests if "127.0.0.1" not in u]
     run_href = page.locator("a.airflow-run").first.get_attribute("href")
@@ -78,7 +95,7 @@ def test_the_nav_link_opens_the_dashboard(running_airflow, seeded, page):
     page.get_by_role("link", name="Scaling history").first.click()
     view = view_showing(page, "scalewatch: weekly history")
     assert view.get_by_role("heading", name="scalewatch: weekly history").count() == 1
-    assert view.locator("section.panel").count() >= 2
+    assert view.locator("table.overview tr.line").count() >= 2  # the overview first, no chart of every series
 
 
 def test_the_page_never_migrates_a_store_and_says_when_it_is_not_at_head(running_airflow, seeded):
@@ -135,3 +152,148 @@ def test_only_users_who_may_edit_the_dag_annotate_a_change_point_and_the_page_sh
     page = running_airflow.get(PAGE)
     assert page.status_code == 200 and "new storage firmware: faster is right" in page.text
     assert "<b>expected</b>" in page.text and "re-baselines from here" in page.text
+
+
+def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(running_airflow, seeded, page):
+    """Chromium: one line per series with the contract's figures, worst first (the 30% drop is `regressed`,
+    the five-week-old cluster `stale`), a roll-up line per cluster, the "needs attention" filter, and a
+    line that opens its series' charts."""
+    login(page, running_airflow.url)
+    page.goto(running_airflow.url + OVERVIEW)
+    lines = page.locator("table.overview tr.line")
+    statuses = [lines.nth(i).get_attribute("data-status") for i in range(lines.count())]
+    assert lines.count() == 2 + 20 + 10  # history-test's two series, the recent cluster's 20, the stale one's 10
+    order = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
+    assert statuses == sorted(statuses, key=order.index)  # worst first
+    first = lines.first
+    assert statuses[:2] == ["regressed", "regressed"]  # ssd @ 4 GPUs in both configs of the recent cluster
+    assert "ssd @ 4 GPUs" in first.inner_text() and first.get_attribute("data-cluster") == RECENT
+    assert "outside noise" in first.locator("td.delta-baseline").inner_text()
+    assert first.locator("svg.spark polyline").count() == 1
+    stale = [
+        s
+        for s, c in zip(
+            statuses, [lines.nth(i).get_attribute("data-cluster") for i in range(lines.count())], strict=True
+        )
+        if c == STALE
+    ]
+    assert stale == ["stale"] * 10
+    rollup = page.locator("ul.rollup li")
+    assert (
+        rollup.count() == 3 and "worst regressed" in page.locator(f'ul.rollup li[data-cluster="{RECENT}"]').inner_text()
+    )
+    page.locator("a.attention").click()
+    page.wait_for_load_state()
+    shown = page.locator("table.overview tr.line")
+    kept = [shown.nth(i).get_attribute("data-status") for i in range(shown.count())]
+    assert kept == [s for s in statuses if s in ("regressed", "inconclusive", "change", "stale")] and "ok" not in kept
+    shown.first.locator("a.series").click()
+    page.wait_for_load_state()
+    panels = page.locator("section.panel")
+    assert panels.count() == 1 and panels.first.get_attribute("data-series") == f"{RECENT}/ssd/4/cfg0"
+    assert panels.first.locator("figure svg").count() == 2  # images/s and scaling efficiency: the figures it has
+
+
+def test_two_runs_compared_per_scale_with_intervals_noise_and_environment(running_airflow, seeded, page):
+    """Chromium: the runs table's "with the run before" link of the drop's run, then the form: the 2-GPU
+    scale's 12% drop is outside noise, the 1-GPU scale's wobble is not, and the NCCL change is named."""
+    _fingerprints(seeded[0])
+    login(page, running_airflow.url)
+    page.goto(running_airflow.url + PAGE)
+    page.locator(f'a.compare[href*="b=scheduled__{CLUSTER}-036"]').click()
+    page.wait_for_load_state()
+    assert page.locator("input[name=a]").input_value() == f"scheduled__{CLUSTER}-035"
+    drop = page.locator('tr.scale[data-gpus="2"][data-figure="throughput_img_s"]')
+    assert drop.get_attribute("data-outside") == "yes" and "-1" in drop.inner_text()
+    assert page.locator('tr.scale[data-gpus="1"][data-figure="throughput_img_s"]').get_attribute("data-outside") == "no"
+    assert "nccl: 2.21.5 → 2.23.4" in page.locator(".env").inner_text()
+    page.locator("input[name=a]").fill(f"scheduled__{CLUSTER}-000")
+    page.locator("input[name=b]").fill("no-such-run")
+    page.locator("button[type=submit]").click()
+    page.wait_for_load_state()
+    assert (
+        "b: no suite run &#39;no-such-run&#39;" in page.content() or "b: no suite run 'no-such-run'" in page.content()
+    )
+
+
+def _api(af, path: str, token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token or af.token}", "Accept": "application/json"}
+    return httpx.get(af.url + API + path, headers=headers, timeout=30)
+
+
+def test_the_json_api_pages_filters_validates_and_checks_read_access(running_airflow, seeded):
+    af = running_airflow
+    _fingerprints(seeded[0])
+    first = _api(af, "/series?limit=5")
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["total"] == 32 and len(body["series"]) == 5 and body["next_offset"] == 5
+    row = body["series"][0]
+    assert {"status", "latest_efficiency", "latest_img_s", "delta_prev", "delta_baseline", "outside_noise"} <= set(row)
+    assert row["status"] == "regressed" and row["outside_noise"]["delta_baseline"] is True
+    second = _api(af, "/series?limit=5&offset=5").json()["series"]
+    assert not {r["id"] for r in second} & {r["id"] for r in body["series"]}  # pages do not overlap
+    stale = _api(af, f"/series?status=stale&cluster={STALE}&limit=500").json()
+    assert stale["total"] == 10 and {r["cluster"] for r in stale["series"]} == {STALE}
+    points = _api(af, f"/series/{row['id']}/points?limit=4").json()
+    assert len(points["points"]) == 4 and points["points"][0]["throughput_img_s"] == row["latest_img_s"]
+    run = _api(af, f"/runs/scheduled__{CLUSTER}-036").json()
+    assert run["runs"][0]["environment"]["nccl"] == "2.23.4" and len(run["runs"][0]["rows"]) == 2
+    compared = _api(af, f"/compare?a=scheduled__{CLUSTER}-035&b=scheduled__{CLUSTER}-036").json()
+    assert compared["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
+    for path, field in (
+        ("/series?limit=0", "limit"),
+        ("/series?status=broken", "status"),
+        ("/series?colour=red", "colour"),
+        ("/series/not-an-id/points", "id"),
+        ("/compare?a=x", "b"),
+    ):
+        bad = _api(af, path)
+        assert bad.status_code == 400 and field in bad.json()["detail"], (path, bad.text)
+    assert "'ok'" in _api(af, "/series?status=broken").json()["detail"]  # the allowed values are named
+    anonymous = httpx.get(af.url + API + "/series", headers={"Accept": "application/json"}, timeout=30)
+    assert anonymous.status_code == 401
+    nobody = af.token_for("nobody", NOBODY_PASSWORD)  # may read no DAG: no row of scaling_regression's runs
+    assert _api(af, "/series", nobody).json() == {
+        "total": 0,
+        "limit": 50,
+        "offset": 0,
+        "next_offset": None,
+        "series": [],
+    }
+    for path in (
+        f"/series/{row['id']}/points",
+        f"/runs/scheduled__{CLUSTER}-036",
+        f"/compare?a=scheduled__{CLUSTER}-035&b=scheduled__{CLUSTER}-036",
+    ):
+        refused = _api(af, path, nobody)
+        assert refused.status_code == 404 and CLUSTER not in refused.text.replace(f"scheduled__{CLUSTER}", ""), path
+    viewer = af.token_for("viewer", VIEWER_PASSWORD)  # reads every DAG: the same rows as the admin
+    assert _api(af, "/series?limit=5", viewer).json()["series"] == body["series"]
+
+
+def test_an_annotation_in_chromium_as_a_viewer_is_refused_and_as_an_editor_is_shown(running_airflow, seeded, page):
+    """The viewer (reads every DAG, may change none) submits the dashboard's form and is refused, nothing
+    stored; the admin submits the same form and the series' change point shows the note."""
+    store, _ = seeded
+    af = running_airflow
+    before = len(store.annotation_history(CLUSTER))
+    note = "storage node swapped: the drop is explained"
+    for user, password, status in (("viewer", VIEWER_PASSWORD, 403), ("admin", None, 303)):
+        login(page, af.url, user, password) if password else login(page, af.url)
+        page.goto(af.url + PAGE + "&gpus=2")
+        form = page.locator("form.annotate").last
+        form.locator("select[name=kind]").select_option("explained")
+        form.locator("input[name=note]").fill(note)
+        with page.expect_response(lambda r: r.url.endswith("/scalewatch/reports/annotations")) as answer:
+            form.locator("button[type=submit]").click()
+        assert answer.value.status == status, user
+        page.wait_for_load_state()
+        page.context.clear_cookies()
+        if user == "viewer":
+            assert len(store.annotation_history(CLUSTER)) == before
+    assert len(store.annotation_history(CLUSTER)) == before + 1
+    assert store.annotation_history(CLUSTER)["author"].iloc[-1] == "admin"
+    login(page, af.url)
+    page.goto(af.url + PAGE + "&gpus=2")
+    assert note in page.locator("ul.changes").inner_text()

@@ -108,11 +108,13 @@ def seed_many(
     end: pd.Timestamp | None = None,
     prefix: str = "load",
     chunk: int = 20_000,
+    drop: tuple[str, int] | None = None,
 ) -> int:
     """`clusters` x 20 series (2 workloads x 5 scales x `configs` configs) x `weeks` weekly runs, written
-    straight into the store's tables in large batches (the load benchmark's 1,000 series x 156 weeks
-    takes a minute this way; through `upsert` and the change watch it would take hours). The last week
-    ends at `end` (now). Returns how many results rows it wrote."""
+        straight into the store's tables in large batches (the load benchmark's 1,000 series x 156 weeks
+        takes a minute this way; through `upsert` and the change watch it would take hours). The last week
+        ends at `end` (now). `drop`: the (workload, GPUs) whose latest run, in every config, is 30% slower (a
+    regression the overview must put first). Returns how many results rows it wrote."""
     from bench.store.db import results_table, suite_runs_table
 
     rng = np.random.default_rng(156)
@@ -148,6 +150,8 @@ def seed_many(
                 base = 100.0 * (1 + w)
                 for g in SCALES:
                     thr = float(rng.normal(base * g * 0.9, base * g * 0.015))
+                    if drop == (workload, g) and week == weeks - 1:
+                        thr *= 0.7
                     rows.append(
                         {
                             "dag_id": dag_id,
