@@ -19,7 +19,9 @@ CLUSTER = "history-test"
 PAGE = f"/scalewatch/reports/history?cluster={CLUSTER}"
 OVERVIEW = "/scalewatch/reports/history"
 API = "/scalewatch/reports/api"
-RECENT, STALE = "overview", "overview-stale"  # 20 series each: one dropped 30% in its latest run; 5 weeks old
+# seed_many's clusters (its prefix, then -000): 20 series, ssd @ 4 GPUs 30% slower in its latest run; 10 series
+# whose latest run is five weeks old
+RECENT, STALE = "overview-000", "overview-stale-000"
 FINGERPRINT = {"driver": "550.54", "cuda": "12.4", "nccl": "2.21.5", "kernel": "6.1.0"}
 
 
@@ -29,9 +31,9 @@ def seeded(running_airflow):
     url = running_airflow.env.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{running_airflow.home}/sw/results.db"
     store = ResultsStore(url)
     results = seed_year(store, running_airflow.home / "sw" / "runs", CLUSTER)
-    seed_many(store, 1, 12, prefix=RECENT, drop=("ssd", 4))
+    seed_many(store, 1, 12, prefix="overview", drop=("ssd", 4))
     old = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=5)
-    seed_many(store, 1, 12, configs=1, prefix=STALE, end=old)
+    seed_many(store, 1, 12, configs=1, prefix="overview-stale", end=old)
     return store, results
 
 
@@ -191,7 +193,7 @@ def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(runn
     page.wait_for_load_state()
     panels = page.locator("section.panel")
     assert panels.count() == 1 and panels.first.get_attribute("data-series") == f"{RECENT}/ssd/4/cfg0"
-    assert panels.first.locator("figure svg").count() == 2  # images/s and scaling efficiency: the figures it has
+    assert panels.first.locator("figure svg").count() == 4  # today's four trend charts of the series
 
 
 def test_two_runs_compared_per_scale_with_intervals_noise_and_environment(running_airflow, seeded, page):

@@ -109,7 +109,9 @@ def _records(frame) -> list[dict]:
     """JSON-safe rows: NaN as null, numpy scalars as Python ones."""
     import json
 
-    return json.loads(frame.to_json(orient="records", date_format="iso")) if not frame.empty else []
+    return (
+        json.loads(frame.to_json(orient="records", date_format="iso", double_precision=15)) if not frame.empty else []
+    )
 
 
 def series_page(user, query: SeriesQuery) -> dict:
