@@ -21,6 +21,7 @@ import pandas as pd
 from bench.analysis.history.regression import history_stats, series_floor
 from bench.config import DEFAULT_REGRESSION_TOLERANCE
 from bench.env.fingerprint import differences
+from bench.results.schema import SERIES_KEY
 
 FIGURES = {
     "throughput_img_s": ("throughput_ci_low", "throughput_ci_high"),
@@ -29,16 +30,13 @@ FIGURES = {
 COLUMNS = (
     "dag_id",
     "suite_run_id",
-    "cluster",
-    "workload",
-    "gpus",
-    "config_key",
+    *SERIES_KEY,
     "started_at",
     "accepted",
     "verdict",
     *(c for figure, (low, high) in FIGURES.items() for c in (figure, low, high)),
 )
-SCALE = ("cluster", "workload", "gpus", "config_key")
+SCALE = SERIES_KEY  # a scale of a run: its series
 Z95 = 1.959964
 
 
