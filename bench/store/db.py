@@ -752,6 +752,8 @@ class ResultsStore:
         columns = list(columns)
         if newest is None:
             query = sa.select(*(t.c[c] for c in columns)).select_from(joined).where(*where).order_by(t.c.started_at)
+        elif self.engine.dialect.name == "postgresql":
+            query = self._newest_lateral(list(dag_ids), columns, int(newest), equal)
         else:
             recency = (
                 sa.func.row_number()
@@ -766,6 +768,33 @@ class ResultsStore:
             )
         with self._connect() as conn:
             return pd.read_sql(query, conn)
+
+    def _newest_lateral(self, dag_ids: list[str], columns: list[str], newest: int, equal: dict):
+        """PostgreSQL: each series' newest rows by LATERAL ... ORDER BY started_at DESC LIMIT n, which walks
+        the series index (revision 0018) instead of ranking every row of the table (0.25 s against 0.7 s
+        for row_number() at 1,000 series x 156 runs)."""
+        t, s = results_table, suite_runs_table
+        given = [(name, value) for name, value in equal.items() if value is not None and value != ""]
+        keys = (
+            sa.select(*(t.c[k] for k in SERIES_KEY))
+            .where(t.c.dag_id.in_(dag_ids), *(t.c[n] == v for n, v in given))
+            .distinct()
+            .subquery("series")
+        )
+        r = t.alias("r")
+        newest_rows = (
+            sa.select(*(r.c[c] for c in columns))
+            .select_from(r.join(s, sa.and_(s.c.dag_id == r.c.dag_id, s.c.suite_run_id == r.c.suite_run_id)))
+            .where(s.c.dag_id.in_(dag_ids), *(r.c[k] == keys.c[k] for k in SERIES_KEY))
+            .order_by(r.c.started_at.desc())
+            .limit(newest)
+            .lateral("newest")
+        )
+        return (
+            sa.select(*(newest_rows.c[c] for c in columns))
+            .select_from(keys.join(newest_rows, sa.true()))
+            .order_by(newest_rows.c.started_at)
+        )
 
     def series_points(
         self, dag_ids: Iterable[str], key: dict, columns: Iterable[str], limit: int, offset: int

@@ -24,8 +24,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from bench.analysis.history.annotations import baseline_since
-from bench.analysis.history.regression import series_floor
+from bench.analysis.history.regression import history_stats, regression_floor
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
 from bench.results.schema import SERIES_KEY
 
@@ -74,121 +73,109 @@ def _num(value) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
+def judge_many(values: list[list[float]], tolerances: list[float], windows: list[int]) -> list[dict]:
+    """For each series, the latest of its `values` (accepted runs since the baseline, oldest first) against
+    the previous one and against the regression floor of the `window` runs before it: deltas, whether
+    each is outside the tolerance the floor used (None where unjudged: too few runs), whether it is under
+    the floor. One `history_stats` and one `regression_floor` over every series: the weekly check's own
+    functions, run once for a thousand series instead of once per series."""
+    index = pd.RangeIndex(len(values))
+    before = [v[:-1][-w:] if v else [] for v, w in zip(values, windows, strict=True)]
+    stats = history_stats(before, index)
+    floor, used = regression_floor(stats, pd.Series(tolerances, index=index, dtype=float))
+    medians, floor, used = (x.to_numpy(dtype=float) for x in (stats["history_median"], floor, used))
+    out = []
+    for i, v in enumerate(values):
+        if not v:
+            out.append({"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False})
+            continue
+        latest, median, tol = v[-1], _num(medians[i]), _num(used[i])
+        delta_prev = latest / before[i][-1] - 1 if before[i] and before[i][-1] else None
+        delta_baseline = latest / median - 1 if median else None
+
+        def outside(delta, tol=tol):
+            return None if delta is None or tol is None else bool(abs(delta) > tol)
+
+        out.append(
+            {
+                "latest": latest,
+                "delta_prev": delta_prev,
+                "delta_baseline": delta_baseline,
+                "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
+                "under_floor": bool(not np.isnan(floor[i]) and latest < floor[i]),
+            }
+        )
+    return out
+
+
 def judge(values: list[float], tolerance: float, window: int) -> dict:
-    """The latest of `values` (accepted runs since the baseline, oldest first) against the previous one and
-    against the regression floor of the `window` runs before it: deltas, whether each is outside the
-    tolerance the floor used (None where unjudged: too few runs), and whether it is under the floor."""
-    if not values:
-        return {"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False}
-    latest, before = values[-1], values[:-1][-window:]
-    stats = series_floor(before, tolerance)
-    used, median, floor = stats["tolerance_used"], stats["history_median"], stats["regression_floor"]
-    delta_prev = latest / before[-1] - 1 if before and before[-1] else None
-    delta_baseline = latest / median - 1 if median else None
-
-    def outside(delta):
-        return None if delta is None or used is None else bool(abs(delta) > used)
-
-    return {
-        "latest": latest,
-        "delta_prev": delta_prev,
-        "delta_baseline": delta_baseline,
-        "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
-        "under_floor": floor is not None and latest < floor,
-        "tolerance_used": used,
-    }
+    """`judge_many` for one series."""
+    return judge_many([values], [tolerance], [window])[0]
 
 
-def _stale(times: pd.Series, now: pd.Timestamp) -> bool:
-    """No run for STALE_PERIODS of the series' own period (the median gap between its runs)."""
-    stamps = pd.to_datetime(times, utc=True, errors="coerce").dropna().sort_values()
-    if stamps.empty:
+def _stale(stamps: np.ndarray, now: pd.Timestamp) -> bool:
+    """No run for STALE_PERIODS of the series' own period (the median gap between its runs); `stamps`
+    are its runs' times as UTC nanoseconds, oldest first (NaT dropped)."""
+    stamps = stamps[stamps != np.iinfo(np.int64).min]
+    if not len(stamps):
         return False
-    gaps = stamps.diff().dropna()
-    period = gaps.median() if len(gaps) else DEFAULT_PERIOD
+    gaps = np.diff(stamps)
+    period = pd.Timedelta(int(np.median(gaps))) if len(gaps) else DEFAULT_PERIOD
     period = period if period > pd.Timedelta(0) else DEFAULT_PERIOD
-    return bool(now - stamps.iloc[-1] > STALE_PERIODS * period)
+    return bool(now - pd.Timestamp(int(stamps[-1]), tz="UTC") > STALE_PERIODS * period)
 
 
-def _change_status(marks: pd.DataFrame, notes: pd.DataFrame, since: str) -> str | None:
-    """`change` for a confirmed, unannotated change point among the shown runs; `annotated` where the
-    newest change point of the series was explained; None else."""
-    if marks.empty:
+def _change_status(marks: list[tuple[str, str, str]], annotated: set[tuple[str, str]], since: str) -> str | None:
+    """`change` for a confirmed change point (metric, changed_at, state) among the shown runs (from `since`)
+    that nobody annotated; `annotated` where the newest change point of the series was explained."""
+    if not marks:
         return None
-    annotated = set() if notes.empty else set(zip(notes["metric"], notes["changed_at"].astype(str), strict=True))
-    shown = marks[marks["changed_at"].astype(str) >= since]
-    for c in shown.itertuples():
-        if (c.metric, str(c.changed_at)) not in annotated and c.state in OPEN_CHANGES:
+    for metric, changed_at, state in marks:
+        if changed_at >= since and (metric, changed_at) not in annotated and state in OPEN_CHANGES:
             return "change"
-    newest = marks.sort_values("changed_at").iloc[-1]
-    return "annotated" if (newest["metric"], str(newest["changed_at"])) in annotated else None
+    metric, changed_at, _state = max(marks, key=lambda m: m[1])
+    return "annotated" if (metric, changed_at) in annotated else None
 
 
-def _of_series(frame: pd.DataFrame | None, key: tuple) -> pd.DataFrame:
-    if frame is None or frame.empty:
-        return pd.DataFrame(columns=[*SERIES_KEY, "metric", "changed_at", "state"])
-    mask = np.ones(len(frame), dtype=bool)
-    for column, value in zip(SERIES_KEY, key, strict=True):
-        mask &= (frame[column].astype(int) == int(value)) if column == "gpus" else (frame[column] == value)
-    return frame[mask]
+def _key(row) -> tuple:
+    return tuple(int(row[k]) if k == "gpus" else str(row[k]) for k in SERIES_KEY)
 
 
-def series_line(
-    series: pd.DataFrame,
-    changes: pd.DataFrame | None,
-    annotations: pd.DataFrame | None,
-    now: pd.Timestamp,
-    thresholds: dict | None = None,
-) -> dict:
-    """One series' overview line from its newest rows (oldest first)."""
-    th = thresholds or {}
-    first = series.iloc[0]
-    key = tuple(first[c] for c in SERIES_KEY)
-    notes = _of_series(annotations, key)
-    since = baseline_since(notes, *key)
-    accepted = series[series["accepted"].fillna(False).astype(bool) & series["throughput_img_s"].notna()]
-    if since is not None:
-        accepted = accepted[accepted["started_at"].astype(str) >= since]
-    window = int(th.get("history_runs", DEFAULT_HISTORY_RUNS))
-    judged = judge(
-        accepted["throughput_img_s"].astype(float).tolist(),
-        float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)),
-        window,
-    )
-    latest = series.iloc[-1]
-    verdict = str(latest.get("verdict") or "").upper()
-    status = "ok"
-    if verdict in FAILED or judged["under_floor"]:
-        status = "regressed"
-    elif verdict == "INCONCLUSIVE":
-        status = "inconclusive"
-    else:
-        status = _change_status(_of_series(changes, key), notes, str(series["started_at"].iloc[0])) or "ok"
-        if status != "change" and _stale(series["started_at"], now):
-            status = "stale"
-    last_accepted = accepted.iloc[-1] if not accepted.empty else None
-    return {
-        "id": series_id(str(key[0]), str(key[1]), int(key[2]), str(key[3])),
-        "cluster": key[0],
-        "workload": key[1],
-        "gpus": int(key[2]),
-        "config_key": key[3],
-        "figure": "throughput_img_s",
-        "status": status,
-        "latest_efficiency": _num(last_accepted["scaling_efficiency"]) if last_accepted is not None else None,
-        "latest_img_s": judged["latest"],
-        "delta_prev": judged["delta_prev"],
-        "delta_baseline": judged["delta_baseline"],
-        "outside_noise": judged["noise"],
-        "latest_at": str(latest["started_at"]),
-        "latest_run": str(latest["suite_run_id"]),
-        "spark": [_num(v) for v in series["throughput_img_s"].where(series["accepted"].fillna(False).astype(bool))],
-    }
+def _by_series(changes: pd.DataFrame | None, annotations: pd.DataFrame | None) -> tuple[dict, dict, dict]:
+    """Per series key: its change points (metric, changed_at, state), its annotated (metric, changed_at)
+    and its baseline (as `annotations.baseline_since`: the newest annotated change)."""
+    marks: dict[tuple, list] = {}
+    notes: dict[tuple, set] = {}
+    since: dict[tuple, str] = {}
+    for row in changes.to_dict("records") if changes is not None and not changes.empty else []:
+        marks.setdefault(_key(row), []).append((str(row["metric"]), str(row["changed_at"]), str(row["state"])))
+    for row in annotations.to_dict("records") if annotations is not None and not annotations.empty else []:
+        key = _key(row)
+        notes.setdefault(key, set()).add((str(row["metric"]), str(row["changed_at"])))
+        since[key] = max(since.get(key, ""), str(row["changed_at"]))
+    return marks, notes, since
 
 
 def _rank(line: dict) -> tuple:
     delta = line["delta_baseline"]
     return (STATUSES.index(line["status"]), delta if delta is not None else 0.0, line["cluster"], line["id"])
+
+
+def _nanoseconds(times: pd.Series) -> np.ndarray:
+    """UTC nanoseconds of ISO times (NaT, for one that is none, as int64's minimum)."""
+    return pd.DatetimeIndex(pd.to_datetime(times, utc=True, errors="coerce")).as_unit("ns").asi8
+
+
+def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {
+        "thr": frame["throughput_img_s"].astype(float).to_numpy(),
+        "eff": frame["scaling_efficiency"].astype(float).to_numpy(),
+        "accepted": frame["accepted"].fillna(False).astype(bool).to_numpy(),
+        "started": frame["started_at"].astype(str).to_numpy(),
+        "stamps": _nanoseconds(frame["started_at"]),
+        "verdict": frame["verdict"].fillna("").astype(str).str.upper().to_numpy(),
+        "run": frame["suite_run_id"].astype(str).to_numpy(),
+    }
 
 
 def overview_lines(
@@ -202,14 +189,50 @@ def overview_lines(
     the newest rows of each series (`ResultsStore.results_of(..., newest=RECENT_RUNS)`); `thresholds`:
     suite run id -> its configured thresholds (the latest run's window and tolerance judge the series)."""
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
-    thresholds = thresholds or {}
-    lines = []
     if recent.empty:
-        return lines
-    for _, series in recent.sort_values("started_at").groupby(list(SERIES_KEY), sort=False):
-        series = series.reset_index(drop=True)
-        th = thresholds.get(str(series["suite_run_id"].iloc[-1]))
-        lines.append(series_line(series, changes, annotations, now, th))
+        return []
+    frame = recent.sort_values([*SERIES_KEY, "started_at"]).reset_index(drop=True)
+    col = _columns(frame)
+    grouped = frame.groupby(list(SERIES_KEY), sort=False).indices.items()
+    groups = [(_key(dict(zip(SERIES_KEY, k, strict=True))), rows) for k, rows in grouped]
+    marks, notes, since = _by_series(changes, annotations)
+    picked, tolerances, windows = [], [], []
+    for key, rows in groups:
+        ok = col["accepted"][rows] & ~np.isnan(col["thr"][rows])
+        if key in since:
+            ok &= col["started"][rows] >= since[key]
+        picked.append(rows[ok])
+        th = (thresholds or {}).get(col["run"][rows[-1]]) or {}
+        tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
+        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
+    judged = judge_many([col["thr"][p].tolist() for p in picked], tolerances, windows)
+    lines = []
+    for (key, rows), used, verdict in zip(groups, picked, judged, strict=True):
+        last = col["verdict"][rows[-1]]
+        if last in FAILED or verdict["under_floor"]:
+            status = "regressed"
+        elif last == "INCONCLUSIVE":
+            status = "inconclusive"
+        else:
+            status = _change_status(marks.get(key, []), notes.get(key, set()), col["started"][rows[0]]) or "ok"
+            status = "stale" if status != "change" and _stale(col["stamps"][rows], now) else status
+        spark = [_num(v) if a else None for v, a in zip(col["thr"][rows], col["accepted"][rows], strict=True)]
+        lines.append(
+            {
+                "id": series_id(*key),
+                **dict(zip(SERIES_KEY, key, strict=True)),
+                "figure": "throughput_img_s",
+                "status": status,
+                "latest_efficiency": _num(col["eff"][used[-1]]) if len(used) else None,
+                "latest_img_s": verdict["latest"],
+                "delta_prev": verdict["delta_prev"],
+                "delta_baseline": verdict["delta_baseline"],
+                "outside_noise": verdict["noise"],
+                "latest_at": col["started"][rows[-1]],
+                "latest_run": col["run"][rows[-1]],
+                "spark": spark,
+            }
+        )
     return sorted(lines, key=_rank)
 
 
@@ -225,7 +248,8 @@ def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list
     ):
         ok = rows[rows["accepted"].fillna(False).astype(bool) & rows["ceiling_mb_s"].notna()]
         judged = judge(ok["ceiling_mb_s"].astype(float).tolist(), DEFAULT_REGRESSION_TOLERANCE, DEFAULT_HISTORY_RUNS)
-        status = "regressed" if judged["under_floor"] else "stale" if _stale(rows["probed_at"], now) else "ok"
+        stamps = _nanoseconds(rows["probed_at"])
+        status = "regressed" if judged["under_floor"] else "stale" if _stale(stamps, now) else "ok"
         label = ", ".join(json.loads(paths)) if isinstance(paths, str) and paths.startswith("[") else str(paths)
         lines.append(
             {
