@@ -26,10 +26,11 @@ NUMBER = 16
 TITLE = "history load"
 REQUESTS = 10  # the "median of 10"
 TARGETS = {
-    "overview": 1.0,
-    "series page": 0.5,
-    "API page (/api/series/{id}/points)": 0.3,
-    "API page (/api/series)": 0.3,
+    "overview": "<= 1.0 s",
+    "series page": "<= 0.5 s",
+    "API page (/api/series/{id}/points)": "<= 0.3 s",
+    "API page (/api/series)": "<= 0.3 s",
+    "API page (/api/series?order=worst)": "none: judges every series, as the overview does",
 }
 
 
@@ -91,6 +92,7 @@ def _requests(url: str) -> dict:
         "series page": lambda: must(app._history_page(None, series)),
         "API page (/api/series/{id}/points)": lambda: api.series_points(None, series_id(*key), api.PointsQuery()),
         "API page (/api/series)": lambda: api.series_page(None, api.SeriesQuery()),
+        "API page (/api/series?order=worst)": lambda: api.series_page(None, api.SeriesQuery(order="worst")),
     }
 
 
@@ -118,7 +120,7 @@ def history_load(add) -> None:
                 "16 history load",
                 f"{name}: server time, median of {REQUESTS} (s)",
                 f"{med:.3f}",
-                f"target <= {TARGETS[name]} s; 95% CI of the median [{low:.3f}, {high:.3f}]; {scale}",
+                f"target {TARGETS[name]}; 95% CI of the median [{low:.3f}, {high:.3f}]; {scale}",
             )
         from scalewatch.web.reading import _stores
 

@@ -48,6 +48,9 @@ class SeriesQuery(Page):
     cluster: str | None = None
     workload: str | None = None
     status: Status | None = None
+    # key: series in (cluster, workload, gpus, config) order, paged in SQL (only the page's series are
+    # read and judged); worst: the overview's order, which judges every series first
+    order: Literal["key", "worst"] = "key"
 
     @field_validator("cluster")
     @classmethod
@@ -114,20 +117,33 @@ def _records(frame) -> list[dict]:
     )
 
 
+def _key(line: dict) -> tuple:
+    return (line["cluster"], line["workload"], line["gpus"], line["config_key"])
+
+
 def series_page(user, query: SeriesQuery) -> dict:
     from scalewatch.web.overview import Scope, lines_for
 
     store, dags = _store_and_dags(user)
-    lines = lines_for(store, Scope(dags, query.cluster, query.workload)) if dags else []
-    if query.status:
-        lines = [line for line in lines if line["status"] == query.status]
-    page = lines[query.offset : query.offset + query.limit]
+    scope = Scope(dags, query.cluster, query.workload)
+    if not dags:
+        page, total = [], 0
+    elif query.order == "key" and query.status is None:  # paged in SQL: only this page's series are read
+        keys, total = store.series_keys(dags, query.limit, query.offset, cluster=query.cluster, workload=query.workload)
+        page = sorted(lines_for(store, scope, keys) if keys else [], key=lambda line: keys.index(_key(line)))
+    else:
+        lines = lines_for(store, scope)
+        if query.status:
+            lines = [line for line in lines if line["status"] == query.status]
+        if query.order == "key":
+            lines.sort(key=_key)
+        page, total = lines[query.offset : query.offset + query.limit], len(lines)
     end = query.offset + len(page)
     return {
-        "total": len(lines),
+        "total": total,
         "limit": query.limit,
         "offset": query.offset,
-        "next_offset": end if end < len(lines) else None,
+        "next_offset": end if end < total else None,
         "series": [{k: v for k, v in line.items() if k != "spark"} | {"recent": line["spark"]} for line in page],
     }
 

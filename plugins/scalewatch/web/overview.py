@@ -45,8 +45,8 @@ class Scope:
     gpus: int | None = None
 
 
-def lines_for(store, scope: Scope) -> list[dict]:
-    """Every series line in scope, worst first."""
+def lines_for(store, scope: Scope, series: list[tuple] | None = None) -> list[dict]:
+    """Every series line in scope (or of these `series` keys only), worst first."""
     from bench.analysis.history.overview import COLUMNS, RECENT_RUNS, overview_lines
 
     recent = store.results_of(
@@ -57,6 +57,7 @@ def lines_for(store, scope: Scope) -> list[dict]:
         workload=scope.workload,
         config_key=scope.config_key,
         gpus=scope.gpus,
+        series=series,
     )
     if recent.empty:
         return []
