@@ -858,7 +858,16 @@ class ResultsStore:
             .over(partition_by=[p.c.cluster, p.c.paths, p.c.sample_bytes], order_by=p.c.probed_at.desc())
             .label("recency")
         )
-        columns = ("suite_run_id", "cluster", "probed_at", "paths", "sample_bytes", "ceiling_mb_s", "accepted")
+        columns = (
+            "suite_run_id",
+            "cluster",
+            "probed_at",
+            "paths",
+            "sample_bytes",
+            "ceiling_mb_s",
+            "conclusive",
+            "accepted",
+        )
         joined = p.join(s, s.c.suite_run_id == p.c.suite_run_id)
         where = [s.c.dag_id.in_(list(dag_ids)), p.c.cluster == cluster if cluster else sa.true()]
         inner = sa.select(*(p.c[c] for c in columns), recency).select_from(joined).where(*where).subquery()

@@ -238,7 +238,10 @@ def overview_lines(
 
 def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list[dict]:
     """The storage-ceiling lines in the overview's form: per (cluster, probed files), the newest ceiling
-    against the previous one and the floor of the probes before it (the same floor as the suite's)."""
+    against the previous accepted one and the floor of the accepted probes before it (the suite's own
+    probe check). A probe is stored accepted only when conclusive and not regressed, so a newest probe
+    that is conclusive but not accepted is `regressed` (its ceiling still shown and judged), and one
+    that is not conclusive `inconclusive`."""
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
     lines = []
     if probes.empty:
@@ -246,10 +249,19 @@ def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list
     for (cluster, paths, _size), rows in probes.sort_values("probed_at").groupby(
         ["cluster", "paths", "sample_bytes"], sort=False
     ):
-        ok = rows[rows["accepted"].fillna(False).astype(bool) & rows["ceiling_mb_s"].notna()]
-        judged = judge(ok["ceiling_mb_s"].astype(float).tolist(), DEFAULT_REGRESSION_TOLERANCE, DEFAULT_HISTORY_RUNS)
-        stamps = _nanoseconds(rows["probed_at"])
-        status = "regressed" if judged["under_floor"] else "stale" if _stale(stamps, now) else "ok"
+        accepted = rows["accepted"].fillna(False).astype(bool)
+        conclusive = rows["conclusive"].fillna(False).astype(bool) if "conclusive" in rows else accepted
+        counted = accepted & rows["ceiling_mb_s"].notna()
+        counted.iloc[-1] = bool(conclusive.iloc[-1] and pd.notna(rows["ceiling_mb_s"].iloc[-1]))
+        judged = judge(
+            rows["ceiling_mb_s"][counted].astype(float).tolist(), DEFAULT_REGRESSION_TOLERANCE, DEFAULT_HISTORY_RUNS
+        )
+        if not conclusive.iloc[-1]:
+            status = "inconclusive"
+        elif judged["under_floor"] or not accepted.iloc[-1]:
+            status = "regressed"
+        else:
+            status = "stale" if _stale(_nanoseconds(rows["probed_at"]), now) else "ok"
         label = ", ".join(json.loads(paths)) if isinstance(paths, str) and paths.startswith("[") else str(paths)
         lines.append(
             {
@@ -268,7 +280,7 @@ def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list
                 "outside_noise": judged["noise"],
                 "latest_at": str(rows["probed_at"].iloc[-1]),
                 "latest_run": str(rows["suite_run_id"].iloc[-1]),
-                "spark": [_num(v) for v in rows["ceiling_mb_s"].where(rows["accepted"].fillna(False).astype(bool))],
+                "spark": [_num(v) for v in rows["ceiling_mb_s"].where(counted)],
             }
         )
     return sorted(lines, key=_rank)

@@ -104,3 +104,33 @@ def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change(
     assert two["interval_from"] == "history" and two["ci_low"] < 0 < two["ci_high"] and two["outside_noise"] is False
     assert out["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
     assert series_id("c", "ssd", 1, "k/with/slashes").isascii()
+
+
+def test_a_storage_ceiling_line_in_the_overview_form():
+    from bench.analysis.history.overview import CEILING, ceiling_lines
+
+    ceilings = [*(v * 5 for v in NOISE), 300.0]  # 500 MB/s for eight weeks, then 300: under the floor
+    probes = pd.DataFrame(
+        {
+            "suite_run_id": [f"r{i}" for i in range(len(ceilings))],
+            "cluster": "c",
+            "probed_at": [(NOW - pd.Timedelta(weeks=len(ceilings) - 1 - i)).isoformat() for i in range(len(ceilings))],
+            "paths": '["/data/coco"]',
+            "sample_bytes": 1e9,
+            "ceiling_mb_s": ceilings,
+            "accepted": [True] * (len(ceilings) - 1) + [False],  # a regressed probe is stored not accepted
+        }
+    )
+    (line,) = ceiling_lines(probes.assign(conclusive=True), NOW)  # conclusive, not accepted: it regressed
+    assert (line["workload"], line["config_key"], line["figure"], line["status"]) == (
+        CEILING,
+        "/data/coco",
+        "ceiling_mb_s",
+        "regressed",
+    )
+    assert line["latest_mb_s"] == 300.0 and line["outside_noise"]["delta_baseline"] is True
+    assert line["latest_img_s"] is None and line["latest_efficiency"] is None and line["spark"][-1] == 300.0
+    (unsure,) = ceiling_lines(probes.assign(conclusive=[True] * (len(ceilings) - 1) + [False]), NOW)
+    assert unsure["status"] == "inconclusive" and unsure["latest_mb_s"] == NOISE[-1] * 5  # not judged
+    (steady,) = ceiling_lines(probes.assign(conclusive=True, accepted=True, ceiling_mb_s=[*ceilings[:-1], 501.0]), NOW)
+    assert steady["status"] == "ok" and steady["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
