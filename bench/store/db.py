@@ -476,11 +476,19 @@ class ResultsStore:
             return pd.read_sql(query.order_by(results_table.c.started_at), conn)
 
     def history_values(
-        self, frame: pd.DataFrame, runs: int, exclude_suite: str, since: list[str | None] | None = None
+        self,
+        frame: pd.DataFrame,
+        runs: int,
+        exclude_suite: str,
+        since: list[str | None] | None = None,
+        dag_ids: Iterable[str] | None = None,
     ) -> list[list[float]]:
         """Throughput of the last `runs` accepted runs of each row's series (workload, GPUs, cluster, config),
-        from `since[i]` on where a row's series was re-baselined by an annotated change."""
+        from `since[i]` on where a row's series was re-baselined by an annotated change. `dag_ids`: only rows
+        of these DAGs (a page's readable ones: nothing it derives may come from a DAG its user cannot read);
+        None: every DAG that runs the series (the weekly check's own history)."""
         t = results_table
+        of_dags = t.c.dag_id.in_(list(dag_ids)) if dag_ids is not None else sa.true()
         out: list[list[float]] = []
         with self._connect() as conn:
             for i, (_, row) in enumerate(frame.iterrows()):
@@ -496,6 +504,7 @@ class ResultsStore:
                         t.c.suite_run_id != exclude_suite,
                         t.c.throughput_img_s.is_not(None),
                         t.c.started_at >= start if start is not None else sa.true(),
+                        of_dags,
                     )
                     .order_by(t.c.started_at.desc())
                     .limit(runs)
@@ -582,12 +591,18 @@ class ResultsStore:
             with self._begin() as conn:
                 conn.execute(self._upsert(run_environment_table, rows[0], ENVIRONMENT_KEY), rows)
 
-    def environments(self, suite_run_ids: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
-        """suite_run_id -> {field: value} (of the runs asked for, or all)."""
+    def environments(
+        self, suite_run_ids: Iterable[str] | None = None, dag_ids: Iterable[str] | None = None
+    ) -> dict[str, dict[str, str]]:
+        """suite_run_id -> {field: value} (of the runs asked for, or all). `dag_ids`: only the fingerprints
+        stored by runs of these DAGs ('' for `bench sweep`): two DAGs may hold runs of one suite run id (an
+        Airflow run id such as scheduled__<date> is one per DAG), and a page shows only its readable DAGs'."""
         t = run_environment_table
         query = sa.select(t.c.suite_run_id, t.c.field, t.c.value)
         if suite_run_ids is not None:
             query = query.where(t.c.suite_run_id.in_(list(suite_run_ids)))
+        if dag_ids is not None:
+            query = query.where(t.c.dag_id.in_(list(dag_ids)))
         out: dict[str, dict[str, str]] = {}
         with self._connect() as conn:
             for sid, field, value in conn.execute(query):
@@ -851,7 +866,9 @@ class ResultsStore:
 
     def recent_probes(self, dag_ids: Iterable[str], newest: int, cluster: str | None = None) -> pd.DataFrame:
         """The newest `newest` storage probes of each (cluster, paths, sample size) of `dag_ids`' runs,
-        oldest first: the storage-ceiling lines of the overview."""
+        oldest first: the storage-ceiling lines of the overview. A probe is keyed by its suite run id alone
+        (it names no DAG), so one whose id a run of any other DAG also holds is left out: it cannot be told
+        whether it is a readable DAG's."""
         p, s = probes_table, suite_runs_table
         recency = (
             sa.func.row_number()
@@ -869,7 +886,9 @@ class ResultsStore:
             "accepted",
         )
         joined = p.join(s, s.c.suite_run_id == p.c.suite_run_id)
-        where = [s.c.dag_id.in_(list(dag_ids)), p.c.cluster == cluster if cluster else sa.true()]
+        other = suite_runs_table.alias("other")
+        foreign = sa.exists().where(other.c.suite_run_id == p.c.suite_run_id, other.c.dag_id.not_in(list(dag_ids)))
+        where = [s.c.dag_id.in_(list(dag_ids)), p.c.cluster == cluster if cluster else sa.true(), ~foreign]
         inner = sa.select(*(p.c[c] for c in columns), recency).select_from(joined).where(*where).subquery()
         query = sa.select(*(inner.c[c] for c in columns)).where(inner.c.recency <= int(newest))
         with self._connect() as conn:

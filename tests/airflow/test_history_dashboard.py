@@ -301,3 +301,133 @@ def test_an_annotation_in_chromium_as_a_viewer_is_refused_and_as_an_editor_is_sh
     login(page, af.url)
     page.goto(af.url + PAGE + "&gpus=2")
     assert note in page.locator("ul.changes").inner_text()
+
+
+# A second DAG that shares suite run ids (and the series) with scaling_regression; it belongs to team
+# "hidden" (its bundle's team, as Airflow keeps it), so the running Airflow's viewer, in no team, may read
+# scaling_regression but not it, and the admin reads both.
+DAG, HIDDEN, SHARED = "scaling_regression", "hidden_suite", "shared-id-test"
+HIDDEN_TEAM = """
+import sys
+from sqlalchemy import delete
+from airflow.models.dag import DagModel
+from airflow.models.dagbundle import DagBundleModel
+from airflow.models.team import Team, dag_bundle_team_association_table as link
+from airflow.utils.session import create_session
+
+with create_session() as session:
+    if sys.argv[1] == "up":
+        team, bundle = Team(name="hidden"), DagBundleModel(name="hidden-bundle")
+        bundle.teams.append(team)
+        session.add_all([team, bundle])
+        session.flush()
+        session.add(DagModel(dag_id="hidden_suite", bundle_name="hidden-bundle", fileloc="/suites/hidden.py"))
+    else:
+        session.execute(delete(DagModel).where(DagModel.dag_id == "hidden_suite"))
+        session.execute(delete(link).where(link.c.team_name == "hidden"))
+        session.execute(delete(DagBundleModel).where(DagBundleModel.name == "hidden-bundle"))
+        session.execute(delete(Team).where(Team.name == "hidden"))
+"""
+SHARED_WEEKS = 10
+READABLE_ENV, HIDDEN_ENV = {"nccl": "2.21.5"}, {"nccl": "9.9.9", "hidden_field": "hidden-value"}
+
+
+def _hidden_team(af, step: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", HIDDEN_TEAM, step], env=af.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _forget_shared(store) -> None:
+    from bench.store.db import probes_table, results_table, run_environment_table, suite_runs_table
+
+    with store.engine.begin() as conn:
+        for table in (results_table, suite_runs_table, run_environment_table, probes_table):
+            conn.execute(table.delete().where(table.c.suite_run_id.like("manual__shared-%")))
+
+
+@pytest.fixture(scope="module")
+def shared_ids(running_airflow, seeded):
+    """Ten weekly runs of SHARED by scaling_regression (steady) and, under the same suite run ids, by
+    hidden_suite (wild figures, another fingerprint, and the storage probe of the newest id)."""
+    import json
+
+    from tests.infra.history_seed import CONFIG, _rows
+
+    store, _ = seeded
+    _hidden_team(running_airflow, "up")  # before any page looks hidden_suite's team up
+    start = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=SHARED_WEEKS)
+    steady = []
+    for week in range(SHARED_WEEKS):
+        suite, started = f"manual__shared-{week:03d}", (start + pd.Timedelta(weeks=week)).isoformat()
+        for dag, thr1 in ((DAG, 100.0 + 0.3 * (-1) ** week), (HIDDEN, 60.0 if week % 2 else 150.0)):
+            frame = _rows(suite, started, SHARED, thr1, 1.9 * thr1, True, "pass")
+            run = {"suite_run_id": suite, "started_at": started, "cluster": SHARED, "passed": True}
+            store.upsert(frame, run | {"report_path": "", "config": json.dumps(CONFIG), "dag_id": dag})
+        steady.append(100.0 + 0.3 * (-1) ** week)
+        if week >= SHARED_WEEKS - 2:
+            store.upsert_environment(DAG, suite, READABLE_ENV)
+            store.upsert_environment(HIDDEN, suite, HIDDEN_ENV if week % 2 else READABLE_ENV)
+    store.upsert_probe(
+        {"suite_run_id": suite, "cluster": SHARED, "probed_at": started, "paths": ["/hidden/ceiling-probe"]}
+        | {"ceiling_mb_s": 900.0, "conclusive": True, "reason": "", "method": "fio", "block_size": 1 << 20}
+        | {"sample_bytes": 1e9, "levels": [], "accepted": True}
+    )
+    yield store, steady
+    _forget_shared(store)
+    _hidden_team(running_airflow, "down")
+
+
+def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_data(running_airflow, shared_ids):
+    """The viewer reads scaling_regression, not hidden_suite, and both hold runs of the same suite run ids on
+    one series: /api/runs, /api/compare (its noise tolerance, intervals and environment), the points, the
+    overview's ceiling lines, the series page and the compare page show nothing of hidden_suite's rows,
+    fingerprint or probe; the admin, who reads both, sees them (what the viewer is spared is there)."""
+    import json
+
+    from bench.analysis.history.compare import compare_runs
+    from bench.analysis.history.overview import series_id
+    from tests.infra.history_seed import CONFIG_KEY
+
+    af, (store, steady) = running_airflow, shared_ids
+    viewer, nobody = af.token_for("viewer", VIEWER_PASSWORD), af.token_for("nobody", NOBODY_PASSWORD)
+    a, b = f"manual__shared-{SHARED_WEEKS - 2:03d}", f"manual__shared-{SHARED_WEEKS - 1:03d}"
+    seen = _api(af, f"/runs/{b}", viewer).json()["runs"]
+    assert [r["dag_id"] for r in seen] == [DAG] and seen[0]["environment"] == READABLE_ENV
+    assert [r["throughput_img_s"] for r in seen[0]["rows"]] == pytest.approx([steady[-1], 1.9 * steady[-1]])
+    both = {r["dag_id"]: r["environment"] for r in _api(af, f"/runs/{b}").json()["runs"]}
+    assert both == {DAG: READABLE_ENV, HIDDEN: HIDDEN_ENV}  # each DAG its own fingerprint, even for the admin
+    assert _api(af, f"/runs/{b}", nobody).status_code == 404
+    compared = _api(af, f"/compare?a={a}&b={b}", viewer).json()
+    mine = store.frame(sa_where(DAG))
+    expected = compare_runs(
+        mine[mine["suite_run_id"] == a],
+        mine[mine["suite_run_id"] == b],
+        READABLE_ENV,
+        READABLE_ENV,
+        {(SHARED, "ssd", g, CONFIG_KEY): [f * v for v in reversed(steady[:-1])][:8] for g, f in ((1, 1.0), (2, 1.9))},
+    )
+    assert compared["environment_changes"] == [] and compared["scales"] == json.loads(json.dumps(expected["scales"]))
+    assert _api(af, f"/compare?a={a}&b={b}").json()["scales"] != compared["scales"]  # the wild runs widen it
+    points = _api(af, f"/series/{series_id(SHARED, 'ssd', 1, CONFIG_KEY)}/points?limit=500", viewer).json()
+    assert {p["dag_id"] for p in points["points"]} == {DAG} and len(points["points"]) == SHARED_WEEKS
+    headers = {"Authorization": f"Bearer {viewer}"}
+    for path in (f"/history?cluster={SHARED}", f"/compare?a={a}&b={b}"):
+        page = httpx.get(af.url + "/scalewatch/reports" + path, headers=headers, timeout=30)
+        assert page.status_code == 200 and SHARED in page.text, path
+        for hidden in ("9.9.9", "hidden-value", "/hidden/ceiling-probe"):
+            assert hidden not in page.text, (path, hidden)
+    admin = af.get(f"/scalewatch/reports/history?cluster={SHARED}").text
+    assert "hidden-value" in admin and "/hidden/ceiling-probe" in admin
+
+
+def sa_where(dag_id: str):
+    import sqlalchemy as sa
+
+    from bench.store.db import results_table
+
+    return sa.and_(results_table.c.dag_id == dag_id, results_table.c.cluster == SHARED)

@@ -178,9 +178,8 @@ def run_detail(user, run_id: str, query: RunQuery) -> dict:
     if runs is None or runs.empty:
         raise HTTPException(status_code=404, detail="no suite run with this id in a DAG you may read")
     rows = store.run_results(runs["dag_id"].tolist(), run_id, RUN_COLUMNS)
-    environment = store.environments([run_id]).get(run_id, {})
     out = []
-    for run in runs.itertuples():
+    for run in runs.itertuples():  # each DAG's own rows and fingerprint: another DAG may share the run id
         mine = rows[rows["dag_id"] == run.dag_id].drop(columns=["dag_id"])
         out.append(
             {
@@ -188,7 +187,7 @@ def run_detail(user, run_id: str, query: RunQuery) -> dict:
                 "started_at": run.started_at,
                 "cluster": run.cluster,
                 "passed": None if run.passed is None else bool(run.passed),
-                "environment": environment,
+                "environment": store.environments([run_id], dag_ids=[run.dag_id]).get(run_id, {}),
                 "rows": _records(mine),
             }
         )
@@ -196,7 +195,9 @@ def run_detail(user, run_id: str, query: RunQuery) -> dict:
 
 
 def compare(user, query: CompareQuery) -> dict:
-    """Run a against run b (each of a DAG the user may read); see bench.analysis.history.compare."""
+    """Run a against run b (each of a DAG the user may read); see bench.analysis.history.compare. Every
+    figure shown comes from readable DAGs' rows only: the runs' rows, the history that sizes each scale's
+    noise tolerance and interval, and each run's fingerprint (that of the DAGs whose rows it shows)."""
     from bench.analysis.history.compare import COLUMNS, SCALE, compare_runs
 
     store, dags = _store_and_dags(user)
@@ -207,13 +208,16 @@ def compare(user, query: CompareQuery) -> dict:
             raise HTTPException(status_code=404, detail=f"{name}: no suite run {run_id!r} in a DAG you may read")
         frames[name] = frame
     later = frames["b"]
-    values = store.history_values(later, 8, query.b, since=None)
+    values = store.history_values(later, 8, query.b, since=None, dag_ids=dags)
     history = {
         tuple(int(r[k]) if k == "gpus" else r[k] for k in SCALE): v
         for r, v in zip(later.to_dict("records"), values, strict=True)
     }
-    environments = store.environments([query.a, query.b])
-    result = compare_runs(frames["a"], later, environments.get(query.a), environments.get(query.b), history)
+    env = {
+        name: store.environments([run_id], dag_ids=frames[name]["dag_id"].unique().tolist()).get(run_id)
+        for name, run_id in (("a", query.a), ("b", query.b))
+    }
+    result = compare_runs(frames["a"], later, env["a"], env["b"], history)
     started = {name: str(frame["started_at"].iloc[0]) for name, frame in frames.items()}
     return {
         "a": {"suite_run_id": query.a, "started_at": started["a"]},

@@ -234,7 +234,7 @@ def _series_charts(store, readable: list[str], filters) -> dict:
         folder = Path(path).parent.name
         return f"{folder}/report.html" if is_served(root, folder, "report.html") else None
 
-    environments = store.environments(ids)
+    environments = store.environments(ids, dag_ids=readable)  # not another DAG's run of a shared id
     panels = series_panels(results, allowed, changes, filters, store.annotations(filters.cluster), environments)
     for panel in panels:
         panel["charts"] = [Markup(c) for c in panel["charts"]]
