@@ -2,9 +2,9 @@
 points, one suite run, and two runs compared. Same login and same per-DAG read checks as the pages:
 a user sees only rows of DAGs Airflow lets them read; a series or run of no readable DAG is a 404, told
 alike whether it exists or not; and nothing derived from an unreadable DAG's rows (a run's fingerprint,
-compare's noise history) is answered, even for a suite run id another DAG holds too. Query parameters are validated here (pydantic, unknown ones refused)
-and a bad one is a 400 that names it. Every query is bounded: paged in SQL or cut to the newest runs of
-each series, never a whole-table read.
+compare's noise history) is answered, even for a suite run id another DAG holds too. Query parameters
+are validated here (pydantic, unknown ones refused) and a bad one is a 400 that names it. Every query is
+bounded: paged in SQL or cut to the newest runs of each series, never a whole-table read.
 """
 
 from __future__ import annotations
