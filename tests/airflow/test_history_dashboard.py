@@ -307,39 +307,37 @@ def test_an_annotation_in_chromium_as_a_viewer_is_refused_and_as_an_editor_is_sh
 # "hidden" (its bundle's team, as Airflow keeps it), so the running Airflow's viewer, in no team, may read
 # scaling_regression but not it, and the admin reads both.
 DAG, HIDDEN, SHARED = "scaling_regression", "hidden_suite", "shared-id-test"
-HIDDEN_TEAM = """
-import sys
-from sqlalchemy import delete
-from airflow.models.dag import DagModel
-from airflow.models.dagbundle import DagBundleModel
-from airflow.models.team import Team, dag_bundle_team_association_table as link
-from airflow.utils.session import create_session
-
-with create_session() as session:
-    if sys.argv[1] == "up":
-        team, bundle = Team(name="hidden"), DagBundleModel(name="hidden-bundle")
-        bundle.teams.append(team)
-        session.add_all([team, bundle])
-        session.flush()
-        session.add(DagModel(dag_id="hidden_suite", bundle_name="hidden-bundle", fileloc="/suites/hidden.py"))
-    else:
-        session.execute(delete(DagModel).where(DagModel.dag_id == "hidden_suite"))
-        session.execute(delete(link).where(link.c.team_name == "hidden"))
-        session.execute(delete(DagBundleModel).where(DagBundleModel.name == "hidden-bundle"))
-        session.execute(delete(Team).where(Team.name == "hidden"))
-"""
 SHARED_WEEKS = 10
 READABLE_ENV, HIDDEN_ENV = {"nccl": "2.21.5"}, {"nccl": "9.9.9", "hidden_field": "hidden-value"}
 
 
-def _hidden_team(af, step: str) -> None:
-    import subprocess
-    import sys
+def _hidden_team(af, up: bool) -> None:
+    """Give hidden_suite to team "hidden" in the running Airflow's metadata database (or take it back),
+    through Airflow's own models: in this process, not a second interpreter that imports Airflow again."""
+    import sqlalchemy as sa
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.models.team import Team
+    from airflow.models.team import dag_bundle_team_association_table as link
+    from sqlalchemy.orm import Session
 
-    done = subprocess.run(
-        [sys.executable, "-c", HIDDEN_TEAM, step], env=af.env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    url = af.env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or f"sqlite:///{af.home}/airflow.db"
+    engine = sa.create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    try:
+        with Session(engine) as session, session.begin():
+            if up:
+                team, bundle = Team(name="hidden"), DagBundleModel(name="hidden-bundle")
+                bundle.teams.append(team)
+                session.add_all([team, bundle])
+                session.flush()
+                session.add(DagModel(dag_id=HIDDEN, bundle_name="hidden-bundle", fileloc="/suites/hidden.py"))
+            else:
+                session.execute(sa.delete(DagModel).where(DagModel.dag_id == HIDDEN))
+                session.execute(sa.delete(link).where(link.c.team_name == "hidden"))
+                session.execute(sa.delete(DagBundleModel).where(DagBundleModel.name == "hidden-bundle"))
+                session.execute(sa.delete(Team).where(Team.name == "hidden"))
+    finally:
+        engine.dispose()
 
 
 def _forget_shared(store) -> None:
@@ -359,7 +357,7 @@ def shared_ids(running_airflow, seeded):
     from tests.infra.history_seed import CONFIG, _rows
 
     store, _ = seeded
-    _hidden_team(running_airflow, "up")  # before any page looks hidden_suite's team up
+    _hidden_team(running_airflow, up=True)  # before any page looks hidden_suite's team up
     start = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=SHARED_WEEKS)
     steady = []
     for week in range(SHARED_WEEKS):
@@ -379,7 +377,7 @@ def shared_ids(running_airflow, seeded):
     )
     yield store, steady
     _forget_shared(store)
-    _hidden_team(running_airflow, "down")
+    _hidden_team(running_airflow, up=False)
 
 
 def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_data(running_airflow, shared_ids):
