@@ -216,9 +216,9 @@ def view_showing(page, text: str, timeout: float = 60):
     raise TimeoutError(f"{text!r} not shown within {timeout} s")
 
 
-def login(page, url: str) -> None:
+def login(page, url: str, username: str = "admin", password: str = PASSWORD) -> None:
     page.goto(url + "/")
-    page.locator("input[name=username]").fill("admin")
-    page.locator("input[name=password]").fill(PASSWORD)
+    page.locator("input[name=username]").fill(username)
+    page.locator("input[name=password]").fill(password)
     page.locator("button[type=submit]").click()
     page.wait_for_url(lambda u: "/auth/login" not in u)

@@ -1,19 +1,28 @@
-"""The history dashboard behind Airflow's login, in real Chromium, over a store seeded with a year of runs."""
+"""The history dashboard behind Airflow's login, in real Chromium, over a store seeded with a year of runs:
+the overview (first screen), its filter, a series' charts, two runs compared, annotations by an editor and
+a viewer, and the JSON API over HTTP with the real login (a user without read on the DAG gets no rows)."""
 
 from __future__ import annotations
 
 import re
 
 import httpx
+import pandas as pd
 import pytest
 
 from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
-from tests.infra.history_seed import WEEKS, seed_year
+from tests.infra.history_seed import WEEKS, seed_many, seed_year
 
 pytestmark = pytest.mark.slow
 CLUSTER = "history-test"
 PAGE = f"/scalewatch/reports/history?cluster={CLUSTER}"
+OVERVIEW = "/scalewatch/reports/history"
+API = "/scalewatch/reports/api"
+# seed_many's clusters (its prefix, then -000): 20 series, ssd @ 4 GPUs 30% slower in its latest run; 10 series
+# whose latest run is five weeks old
+RECENT, STALE = "overview-000", "overview-stale-000"
+FINGERPRINT = {"driver": "550.54", "cuda": "12.4", "nccl": "2.21.5", "kernel": "6.1.0"}
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +31,17 @@ def seeded(running_airflow):
     url = running_airflow.env.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{running_airflow.home}/sw/results.db"
     store = ResultsStore(url)
     results = seed_year(store, running_airflow.home / "sw" / "runs", CLUSTER)
+    seed_many(store, 1, 12, prefix="overview", drop=("ssd", 4))
+    old = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=5)
+    seed_many(store, 1, 12, configs=1, prefix="overview-stale", end=old)
     return store, results
+
+
+def _fingerprints(store) -> None:
+    """The environments of the drop's run and the run before it (stored by the tests that read them: a
+    stored fingerprint keeps the migration test's downgrade from running, rightly)."""
+    store.upsert_environment("scaling_regression", f"scheduled__{CLUSTER}-035", FINGERPRINT)
+    store.upsert_environment("scaling_regression", f"scheduled__{CLUSTER}-036", FINGERPRINT | {"nccl": "2.23.4"})
 
 
 def test_anonymous_and_unauthorised_users_see_no_history(running_airflow, seeded):
@@ -62,7 +81,7 @@ def test_the_dashboard_draws_what_the_store_holds_and_its_links_open(running_air
     stored = stored[(stored["cluster"] == CLUSTER) & (stored["metric"] == "throughput_img_s")]
     assert len(stored) == 1 and f"{stored['size'].iloc[0] * 100:+.1f}%" in drop
     assert 'id="change-point-0"' in panels.nth(1).locator("figure").first.inner_html()
-    rows = page.locator("table tr")
+    rows = page.locator("table.runs tr")
     assert rows.count() == WEEKS + 1
     assert all(u.startswith(running_airflow.url) for u in requests), [u for u in requests if "127.0.0.1" not in u]
     run_href = page.locator("a.airflow-run").first.get_attribute("href")
@@ -78,7 +97,7 @@ def test_the_nav_link_opens_the_dashboard(running_airflow, seeded, page):
     page.get_by_role("link", name="Scaling history").first.click()
     view = view_showing(page, "scalewatch: weekly history")
     assert view.get_by_role("heading", name="scalewatch: weekly history").count() == 1
-    assert view.locator("section.panel").count() >= 2
+    assert view.locator("table.overview tr.line").count() >= 2  # the overview first, no chart of every series
 
 
 def test_the_page_never_migrates_a_store_and_says_when_it_is_not_at_head(running_airflow, seeded):
@@ -135,3 +154,278 @@ def test_only_users_who_may_edit_the_dag_annotate_a_change_point_and_the_page_sh
     page = running_airflow.get(PAGE)
     assert page.status_code == 200 and "new storage firmware: faster is right" in page.text
     assert "<b>expected</b>" in page.text and "re-baselines from here" in page.text
+
+
+def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(running_airflow, seeded, page):
+    """Chromium: one line per series with the contract's figures, worst first (the 30% drop is `regressed`,
+    the five-week-old cluster `stale`), a roll-up line per cluster, the "needs attention" filter, and a
+    line that opens its series' charts."""
+    login(page, running_airflow.url)
+    page.goto(running_airflow.url + OVERVIEW)
+    lines = page.locator("table.overview tr.line")
+    statuses = [lines.nth(i).get_attribute("data-status") for i in range(lines.count())]
+    assert lines.count() == 2 + 20 + 10  # history-test's two series, the recent cluster's 20, the stale one's 10
+    order = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
+    assert statuses == sorted(statuses, key=order.index)  # worst first
+    first = lines.first
+    assert statuses[:2] == ["regressed", "regressed"]  # ssd @ 4 GPUs in both configs of the recent cluster
+    assert "ssd @ 4 GPUs" in first.inner_text() and first.get_attribute("data-cluster") == RECENT
+    assert "outside noise" in first.locator("td.delta-baseline").inner_text()
+    assert first.locator("svg.spark polyline").count() == 1
+    stale = [
+        s
+        for s, c in zip(
+            statuses, [lines.nth(i).get_attribute("data-cluster") for i in range(lines.count())], strict=True
+        )
+        if c == STALE
+    ]
+    assert stale == ["stale"] * 10
+    rollup = page.locator("ul.rollup li")
+    assert (
+        rollup.count() == 3 and "worst regressed" in page.locator(f'ul.rollup li[data-cluster="{RECENT}"]').inner_text()
+    )
+    page.locator("a.attention").click()
+    page.wait_for_load_state()
+    shown = page.locator("table.overview tr.line")
+    kept = [shown.nth(i).get_attribute("data-status") for i in range(shown.count())]
+    assert kept == [s for s in statuses if s in ("regressed", "inconclusive", "change", "stale")] and "ok" not in kept
+    shown.first.locator("a.series").click()
+    page.wait_for_load_state()
+    panels = page.locator("section.panel")
+    assert panels.count() == 1 and panels.first.get_attribute("data-series") == f"{RECENT}/ssd/4/cfg0"
+    assert panels.first.locator("figure svg").count() == 2  # the trend charts of the figures it has (no reads)
+
+
+def test_two_runs_compared_per_scale_with_intervals_noise_and_environment(running_airflow, seeded, page):
+    """Chromium: the runs table's "with the run before" link of the drop's run, then the form: the 2-GPU
+    scale's 12% drop is outside noise, the 1-GPU scale's wobble is not, and the NCCL change is named."""
+    _fingerprints(seeded[0])
+    login(page, running_airflow.url)
+    page.goto(running_airflow.url + PAGE)
+    page.locator(f'a.compare[href*="b=scheduled__{CLUSTER}-036"]').click()
+    page.wait_for_load_state()
+    assert page.locator("input[name=a]").input_value() == f"scheduled__{CLUSTER}-035"
+    drop = page.locator('tr.scale[data-gpus="2"][data-figure="throughput_img_s"]')
+    assert drop.get_attribute("data-outside") == "yes" and "-1" in drop.inner_text()
+    assert page.locator('tr.scale[data-gpus="1"][data-figure="throughput_img_s"]').get_attribute("data-outside") == "no"
+    assert "nccl: 2.21.5 → 2.23.4" in page.locator(".env").inner_text()
+    page.locator("input[name=a]").fill(f"scheduled__{CLUSTER}-000")
+    page.locator("input[name=b]").fill("no-such-run")
+    page.locator("button[type=submit]").click()
+    page.wait_for_load_state()
+    assert (
+        "b: no suite run &#39;no-such-run&#39;" in page.content() or "b: no suite run 'no-such-run'" in page.content()
+    )
+
+
+def _api(af, path: str, token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token or af.token}", "Accept": "application/json"}
+    return httpx.get(af.url + API + path, headers=headers, timeout=30)
+
+
+def test_the_json_api_pages_filters_validates_and_checks_read_access(running_airflow, seeded):
+    af = running_airflow
+    _fingerprints(seeded[0])
+    first = _api(af, "/series?limit=5&order=worst")
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["total"] == 32 and len(body["series"]) == 5 and body["next_offset"] == 5
+    row = body["series"][0]
+    assert {"status", "latest_efficiency", "latest_img_s", "delta_prev", "delta_baseline", "outside_noise"} <= set(row)
+    assert row["status"] == "regressed" and row["outside_noise"]["delta_baseline"] is True
+    by_key = [_api(af, f"/series?limit=5&offset={at}").json() for at in (0, 5)]  # paged in SQL, in key order
+    assert by_key[0]["total"] == 32 and by_key[1]["next_offset"] == 10
+    keys = [(r["cluster"], r["workload"], r["gpus"], r["config_key"]) for page in by_key for r in page["series"]]
+    assert len(set(keys)) == 10 and keys[:5] == sorted(keys[:5])  # the pages do not overlap
+    stale = _api(af, f"/series?status=stale&cluster={STALE}&limit=500").json()
+    assert stale["total"] == 10 and {r["cluster"] for r in stale["series"]} == {STALE}
+    points = _api(af, f"/series/{row['id']}/points?limit=4").json()
+    assert len(points["points"]) == 4 and points["points"][0]["throughput_img_s"] == row["latest_img_s"]
+    run = _api(af, f"/runs/scheduled__{CLUSTER}-036").json()
+    assert run["runs"][0]["environment"]["nccl"] == "2.23.4" and len(run["runs"][0]["rows"]) == 2
+    compared = _api(af, f"/compare?a=scheduled__{CLUSTER}-035&b=scheduled__{CLUSTER}-036").json()
+    assert compared["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
+    for path, field in (
+        ("/series?limit=0", "limit"),
+        ("/series?status=broken", "status"),
+        ("/series?colour=red", "colour"),
+        ("/series/not-an-id/points", "id"),
+        ("/compare?a=x", "b"),
+    ):
+        bad = _api(af, path)
+        assert bad.status_code == 400 and field in bad.json()["detail"], (path, bad.text)
+    assert "'ok'" in _api(af, "/series?status=broken").json()["detail"]  # the allowed values are named
+    anonymous = httpx.get(af.url + API + "/series", headers={"Accept": "application/json"}, timeout=30)
+    assert anonymous.status_code == 401
+    nobody = af.token_for("nobody", NOBODY_PASSWORD)  # may read no DAG: no row of scaling_regression's runs
+    assert _api(af, "/series", nobody).json() == {
+        "total": 0,
+        "limit": 50,
+        "offset": 0,
+        "next_offset": None,
+        "series": [],
+    }
+    for path in (
+        f"/series/{row['id']}/points",
+        f"/runs/scheduled__{CLUSTER}-036",
+        f"/compare?a=scheduled__{CLUSTER}-035&b=scheduled__{CLUSTER}-036",
+    ):
+        refused = _api(af, path, nobody)
+        assert refused.status_code == 404 and CLUSTER not in refused.text.replace(f"scheduled__{CLUSTER}", ""), path
+    viewer = af.token_for("viewer", VIEWER_PASSWORD)  # reads every DAG: the same rows as the admin
+    assert _api(af, "/series?limit=5&order=worst", viewer).json()["series"] == body["series"]
+
+
+def test_an_annotation_in_chromium_as_a_viewer_is_refused_and_as_an_editor_is_shown(running_airflow, seeded, page):
+    """The viewer (reads every DAG, may change none) submits the dashboard's form and is refused, nothing
+    stored; the admin submits the same form and the series' change point shows the note."""
+    store, _ = seeded
+    af = running_airflow
+    before = len(store.annotation_history(CLUSTER))
+    note = "storage node swapped: the drop is explained"
+    for user, password, status in (("viewer", VIEWER_PASSWORD, 403), ("admin", None, 303)):
+        login(page, af.url, user, password) if password else login(page, af.url)
+        page.goto(af.url + PAGE + "&gpus=2")
+        form = page.locator("form.annotate").last
+        form.locator("select[name=kind]").select_option("explained")
+        form.locator("input[name=note]").fill(note)
+        with page.expect_response(lambda r: r.url.endswith("/scalewatch/reports/annotations")) as answer:
+            form.locator("button[type=submit]").click()
+        assert answer.value.status == status, user
+        page.wait_for_load_state()
+        page.context.clear_cookies()
+        if user == "viewer":
+            assert len(store.annotation_history(CLUSTER)) == before
+    assert len(store.annotation_history(CLUSTER)) == before + 1
+    assert store.annotation_history(CLUSTER)["author"].iloc[-1] == "admin"
+    login(page, af.url)
+    page.goto(af.url + PAGE + "&gpus=2")
+    assert note in page.locator("ul.changes").inner_text()
+
+
+# A second DAG that shares suite run ids (and the series) with scaling_regression; it belongs to team
+# "hidden" (its bundle's team, as Airflow keeps it), so the running Airflow's viewer, in no team, may read
+# scaling_regression but not it, and the admin reads both.
+DAG, HIDDEN, SHARED = "scaling_regression", "hidden_suite", "shared-id-test"
+SHARED_WEEKS = 10
+READABLE_ENV, HIDDEN_ENV = {"nccl": "2.21.5"}, {"nccl": "9.9.9", "hidden_field": "hidden-value"}
+
+
+def _hidden_team(af, up: bool) -> None:
+    """Give hidden_suite to team "hidden" in the running Airflow's metadata database (or take it back),
+    through Airflow's own models: in this process, not a second interpreter that imports Airflow again."""
+    import sqlalchemy as sa
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.models.team import Team
+    from airflow.models.team import dag_bundle_team_association_table as link
+    from sqlalchemy.orm import Session
+
+    url = af.env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or f"sqlite:///{af.home}/airflow.db"
+    engine = sa.create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    try:
+        with Session(engine) as session, session.begin():
+            if up:
+                team, bundle = Team(name="hidden"), DagBundleModel(name="hidden-bundle")
+                bundle.teams.append(team)
+                session.add_all([team, bundle])
+                session.flush()
+                session.add(DagModel(dag_id=HIDDEN, bundle_name="hidden-bundle", fileloc="/suites/hidden.py"))
+            else:
+                session.execute(sa.delete(DagModel).where(DagModel.dag_id == HIDDEN))
+                session.execute(sa.delete(link).where(link.c.team_name == "hidden"))
+                session.execute(sa.delete(DagBundleModel).where(DagBundleModel.name == "hidden-bundle"))
+                session.execute(sa.delete(Team).where(Team.name == "hidden"))
+    finally:
+        engine.dispose()
+
+
+def _forget_shared(store) -> None:
+    from bench.store.db import probes_table, results_table, run_environment_table, suite_runs_table
+
+    with store.engine.begin() as conn:
+        for table in (results_table, suite_runs_table, run_environment_table, probes_table):
+            conn.execute(table.delete().where(table.c.suite_run_id.like("manual__shared-%")))
+
+
+@pytest.fixture(scope="module")
+def shared_ids(running_airflow, seeded):
+    """Ten weekly runs of SHARED by scaling_regression (steady) and, under the same suite run ids, by
+    hidden_suite (wild figures, another fingerprint, and the storage probe of the newest id)."""
+    import json
+
+    from tests.infra.history_seed import CONFIG, _rows
+
+    store, _ = seeded
+    _hidden_team(running_airflow, up=True)  # before any page looks hidden_suite's team up
+    start = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=SHARED_WEEKS)
+    steady = []
+    for week in range(SHARED_WEEKS):
+        suite, started = f"manual__shared-{week:03d}", (start + pd.Timedelta(weeks=week)).isoformat()
+        for dag, thr1 in ((DAG, 100.0 + 0.3 * (-1) ** week), (HIDDEN, 60.0 if week % 2 else 150.0)):
+            frame = _rows(suite, started, SHARED, thr1, 1.9 * thr1, True, "pass")
+            run = {"suite_run_id": suite, "started_at": started, "cluster": SHARED, "passed": True}
+            store.upsert(frame, run | {"report_path": "", "config": json.dumps(CONFIG), "dag_id": dag})
+        steady.append(100.0 + 0.3 * (-1) ** week)
+        if week >= SHARED_WEEKS - 2:
+            store.upsert_environment(DAG, suite, READABLE_ENV)
+            store.upsert_environment(HIDDEN, suite, HIDDEN_ENV if week % 2 else READABLE_ENV)
+    store.upsert_probe(
+        {"suite_run_id": suite, "cluster": SHARED, "probed_at": started, "paths": ["/hidden/ceiling-probe"]}
+        | {"ceiling_mb_s": 900.0, "conclusive": True, "reason": "", "method": "fio", "block_size": 1 << 20}
+        | {"sample_bytes": 1e9, "levels": [], "accepted": True}
+    )
+    yield store, steady
+    _forget_shared(store)
+    _hidden_team(running_airflow, up=False)
+
+
+def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_data(running_airflow, shared_ids):
+    """The viewer reads scaling_regression, not hidden_suite, and both hold runs of the same suite run ids on
+    one series: /api/runs, /api/compare (its noise tolerance, intervals and environment), the points, the
+    overview's ceiling lines, the series page and the compare page show nothing of hidden_suite's rows,
+    fingerprint or probe; the admin, who reads both, sees them (what the viewer is spared is there)."""
+    import json
+
+    from bench.analysis.history.compare import compare_runs
+    from bench.analysis.history.overview import series_id
+    from tests.infra.history_seed import CONFIG_KEY
+
+    af, (store, steady) = running_airflow, shared_ids
+    viewer, nobody = af.token_for("viewer", VIEWER_PASSWORD), af.token_for("nobody", NOBODY_PASSWORD)
+    a, b = f"manual__shared-{SHARED_WEEKS - 2:03d}", f"manual__shared-{SHARED_WEEKS - 1:03d}"
+    seen = _api(af, f"/runs/{b}", viewer).json()["runs"]
+    assert [r["dag_id"] for r in seen] == [DAG] and seen[0]["environment"] == READABLE_ENV
+    assert [r["throughput_img_s"] for r in seen[0]["rows"]] == pytest.approx([steady[-1], 1.9 * steady[-1]])
+    both = {r["dag_id"]: r["environment"] for r in _api(af, f"/runs/{b}").json()["runs"]}
+    assert both == {DAG: READABLE_ENV, HIDDEN: HIDDEN_ENV}  # each DAG its own fingerprint, even for the admin
+    assert _api(af, f"/runs/{b}", nobody).status_code == 404
+    compared = _api(af, f"/compare?a={a}&b={b}", viewer).json()
+    mine = store.frame(sa_where(DAG))
+    expected = compare_runs(
+        mine[mine["suite_run_id"] == a],
+        mine[mine["suite_run_id"] == b],
+        READABLE_ENV,
+        READABLE_ENV,
+        {(SHARED, "ssd", g, CONFIG_KEY): [f * v for v in reversed(steady[:-1])][:8] for g, f in ((1, 1.0), (2, 1.9))},
+    )
+    assert compared["environment_changes"] == [] and compared["scales"] == json.loads(json.dumps(expected["scales"]))
+    assert _api(af, f"/compare?a={a}&b={b}").json()["scales"] != compared["scales"]  # the wild runs widen it
+    points = _api(af, f"/series/{series_id(SHARED, 'ssd', 1, CONFIG_KEY)}/points?limit=500", viewer).json()
+    assert {p["dag_id"] for p in points["points"]} == {DAG} and len(points["points"]) == SHARED_WEEKS
+    headers = {"Authorization": f"Bearer {viewer}"}
+    for path in (f"/history?cluster={SHARED}", f"/compare?a={a}&b={b}"):
+        page = httpx.get(af.url + "/scalewatch/reports" + path, headers=headers, timeout=30)
+        assert page.status_code == 200 and SHARED in page.text, path
+        for hidden in ("9.9.9", "hidden-value", "/hidden/ceiling-probe"):
+            assert hidden not in page.text, (path, hidden)
+    admin = af.get(f"/scalewatch/reports/history?cluster={SHARED}").text
+    assert "hidden-value" in admin and "/hidden/ceiling-probe" in admin
+
+
+def sa_where(dag_id: str):
+    import sqlalchemy as sa
+
+    from bench.store.db import results_table
+
+    return sa.and_(results_table.c.dag_id == dag_id, results_table.c.cluster == SHARED)

@@ -93,3 +93,83 @@ def seed_year(
         watch_changes(store, frame, suite)
     results = store.frame()
     return results[results["cluster"] == cluster]
+
+
+WORKLOADS = ("ssd", "deeplabv3plus")
+SCALES = (1, 2, 4, 8, 16)
+
+
+def seed_many(
+    store: ResultsStore,
+    clusters: int,
+    weeks: int,
+    configs: int = 2,
+    dag_id: str = "scaling_regression",
+    end: pd.Timestamp | None = None,
+    prefix: str = "load",
+    chunk: int = 20_000,
+    drop: tuple[str, int] | None = None,
+) -> int:
+    """`clusters` x 20 series (2 workloads x 5 scales x `configs` configs) x `weeks` weekly runs, written
+        straight into the store's tables in large batches (the load benchmark's 1,000 series x 156 weeks
+        takes a minute this way; through `upsert` and the change watch it would take hours). The last week
+        ends at `end` (now). `drop`: the (workload, GPUs) whose latest run, in every config, is 30% slower (a
+    regression the overview must put first). Returns how many results rows it wrote."""
+    from bench.store.db import results_table, suite_runs_table
+
+    rng = np.random.default_rng(156)
+    end = end if end is not None else pd.Timestamp.now(tz="UTC").floor("D")
+    rows, runs, written = [], [], 0
+
+    def flush() -> None:
+        nonlocal rows, runs, written
+        with store.engine.begin() as conn:
+            if runs:
+                conn.execute(suite_runs_table.insert(), runs)
+            if rows:
+                conn.execute(results_table.insert(), rows)
+        written += len(rows)
+        rows, runs = [], []
+
+    for c in range(clusters):
+        cluster = f"{prefix}-{c:03d}"
+        for k, week in ((k, week) for k in range(configs) for week in range(weeks)):
+            started = (end - pd.Timedelta(weeks=weeks - 1 - week)).isoformat()
+            suite = f"scheduled__{cluster}-cfg{k}-{week:03d}"  # one config per suite run (the store's key)
+            runs.append(
+                {
+                    "suite_run_id": suite,
+                    "started_at": started,
+                    "cluster": cluster,
+                    "passed": True,
+                    "config": json.dumps(CONFIG),
+                    "dag_id": dag_id,
+                }
+            )
+            for w, workload in enumerate(WORKLOADS):
+                base = 100.0 * (1 + w)
+                for g in SCALES:
+                    thr = float(rng.normal(base * g * 0.9, base * g * 0.015))
+                    if drop == (workload, g) and week == weeks - 1:
+                        thr *= 0.7
+                    rows.append(
+                        {
+                            "dag_id": dag_id,
+                            "suite_run_id": suite,
+                            "workload": workload,
+                            "gpus": g,
+                            "cluster": cluster,
+                            "config_key": f"cfg{k}",
+                            "started_at": started,
+                            "accepted": True,
+                            "verdict": "pass",
+                            "throughput_img_s": thr,
+                            "throughput_ci_low": thr * 0.98,
+                            "throughput_ci_high": thr * 1.02,
+                            "scaling_efficiency": thr / (base * g),
+                        }
+                    )
+            if len(rows) >= chunk:
+                flush()
+    flush()
+    return written

@@ -12,7 +12,6 @@ opens the store for writing only after the permission check passed on a store th
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import parse_qsl, quote
@@ -20,9 +19,12 @@ from urllib.parse import parse_qsl, quote
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
+from bench.config import Frozen
 from scalewatch.paths import reports_root
+from scalewatch.web.api import router as api_router
 from scalewatch.web.auth import (
     LoginRedirect,
     current_user,
@@ -42,6 +44,7 @@ from scalewatch.web.files import (
     run_folder,
     suite_of,
 )
+from scalewatch.web.reading import read_store, readable_dags
 
 app = FastAPI(title="scalewatch reports", docs_url=None, redoc_url=None, openapi_url=None)
 User = Annotated[object, Depends(current_user)]
@@ -132,59 +135,98 @@ def index(user: User) -> str:
     return templates.get_template("index.html").render(runs=runs)
 
 
-_stores: dict[str, object] = {}
-_stores_lock = threading.Lock()
-
-
 def _read_store(url: str):
-    """One read-only store per URL for the process's life; its schema checked on every view (one row)."""
-    from bench.store.db import ResultsStore
-
-    with _stores_lock:
-        store = _stores.get(url)
-        if store is None:
-            store = _stores[url] = ResultsStore.open_read_only(url)
-    store.check_head()
-    return store
+    """One read-only store per URL for the process's life (scalewatch.web.reading)."""
+    return read_store(url)
 
 
-@app.get("/history", response_class=HTMLResponse)
-def history(
-    user: User, cluster: str | None = None, workload: str | None = None, config: str | None = None
-) -> HTMLResponse:
-    """The place to watch the suite: trends per series with bounds, band and change points; the runs."""
-    from markupsafe import Markup
+class PageQuery(Frozen):
+    """The history page's query: the series filters (a series' charts) and the overview's filter."""
 
+    cluster: str | None = Field(None, max_length=64)
+    workload: str | None = Field(None, max_length=64)
+    config: str | None = Field(None, max_length=128)
+    gpus: int | None = Field(None, ge=1, le=4096)
+    attention: bool = False
+
+    @field_validator("cluster", "workload", "config", "gpus", mode="before")
+    @classmethod
+    def _blank(cls, value):
+        return None if value == "" else value
+
+
+def _history_page(user, query: PageQuery) -> HTMLResponse:
+    """The overview of every series the user may read (first screen), then the charts and runs of the
+    series the filters pick (only when they pick some: never every row of the store)."""
     from bench.errors import ConfigError
-    from bench.report.history import Filters, UnknownFilter, check_filters, options, runs_table, series_panels
+    from bench.report.history import Filters, UnknownFilter, check_filters, options
     from scalewatch.paths import results_url
+    from scalewatch.web.overview import Scope, ceilings_for, lines_for, page_context
 
-    filters = Filters(cluster or None, workload or None, config or None)
+    filters = Filters(query.cluster, query.workload, query.config, query.gpus)
+    empty = {"cluster": [], "workload": [], "config_key": []}
 
-    def page(
-        status: int, error: str | None, opts: dict, panels: list, runs: list, nodes: list | None = None
-    ) -> HTMLResponse:
+    def page(status: int, error: str | None, opts: dict, overview: dict | None = None, **charts) -> HTMLResponse:
         html = templates.get_template("history.html").render(
-            error=error, filters=filters, options=opts, panels=panels, runs=runs, nodes=nodes or []
+            error=error,
+            filters=filters,
+            options=opts,
+            overview=overview,
+            panels=charts.get("panels", []),
+            runs=charts.get("runs", []),
+            nodes=charts.get("nodes", []),
+            picked=filters.picked(),
         )
         return HTMLResponse(html, status_code=status)
 
-    empty = {"cluster": [], "workload": [], "config_key": []}
     try:
         store = _read_store(results_url())
     except ConfigError as error:  # no store yet, or one not at this code's schema: said, never migrated here
-        return page(503, str(error), empty, [], [])
-    # '' is a run made outside Airflow (bench sweep): readable with DAGs in general
-    readable = [d for d in store.dag_ids() if may_read_dag(user, d or None)]
+        return page(503, str(error), empty)
+    readable = readable_dags(user, store)
     series = store.series_options(readable)
     try:
         check_filters(filters, series)
     except UnknownFilter as error:
-        return page(400, str(error), options(series), [], [])
-    allowed = store.suite_runs(readable)
+        return page(400, str(error), options(series))
+    scope = Scope(readable, filters.cluster, filters.workload, filters.config_key, filters.gpus)
+    overview = page_context(lines_for(store, scope), ceilings_for(store, scope), query.attention)
+    charts = _series_charts(store, readable, filters) if filters.picked() else {}
+    return page(200, None, options(series), overview, **charts)
+
+
+@app.get("/history", response_class=HTMLResponse)
+async def history(request: Request, user: User) -> HTMLResponse:
+    """The place to watch the suite: the overview first, then trends per series with bounds, band and
+    change points, and the runs."""
+    return await run_in_threadpool(_history_page, user, _page_query(PageQuery, request))
+
+
+def _page_query(model, request: Request):
+    from scalewatch.web.api import parse_query
+
+    return parse_query(model, request)
+
+
+def _series_charts(store, readable: list[str], filters) -> dict:
+    """The picked series' charts, change points and runs: the newest SERIES_PAGE_RUNS runs of each, and
+    only the suite runs and environments those rows name."""
+    from markupsafe import Markup
+
+    from bench.analysis.history.node_health import slow_nodes
+    from bench.report.history import SERIES_PAGE_RUNS, runs_table, series_panels
+
     results = store.results_of(
-        readable, HISTORY_COLUMNS, cluster=filters.cluster, workload=filters.workload, config_key=filters.config_key
+        readable,
+        HISTORY_COLUMNS,
+        newest=SERIES_PAGE_RUNS,
+        cluster=filters.cluster,
+        workload=filters.workload,
+        config_key=filters.config_key,
+        gpus=filters.gpus,
     )
+    ids = results["suite_run_id"].astype(str).unique().tolist()
+    allowed = store.suite_runs(readable, ids=ids)
     changes = store.change_alerts(filters.cluster)
     root = reports_root()
 
@@ -194,14 +236,34 @@ def history(
         folder = Path(path).parent.name
         return f"{folder}/report.html" if is_served(root, folder, "report.html") else None
 
-    from bench.analysis.history.node_health import slow_nodes
-
-    environments = store.environments(allowed["suite_run_id"].astype(str).tolist())
+    environments = store.environments(ids, dag_ids=readable)  # not another DAG's run of a shared id
     panels = series_panels(results, allowed, changes, filters, store.annotations(filters.cluster), environments)
     for panel in panels:
         panel["charts"] = [Markup(c) for c in panel["charts"]]
     runs = runs_table(results, allowed, filters, report_link, _run_link, environments)
-    return page(200, None, options(series), panels, runs, slow_nodes(results))
+    return {"panels": panels, "runs": runs, "nodes": slow_nodes(results)}
+
+
+def _compare_page(user, request: Request) -> HTMLResponse:
+    from scalewatch.web.api import CompareQuery, compare
+
+    params = request.query_params
+    picked = {k: params.get(k, "") for k in ("a", "b")}
+    result, error, status = None, None, 200
+    if params.get("a") or params.get("b"):
+        try:
+            result = compare(user, _page_query(CompareQuery, request))
+        except HTTPException as refused:
+            error, status = str(refused.detail), refused.status_code
+    html = templates.get_template("compare.html").render(picked=picked, result=result, error=error)
+    return HTMLResponse(html, status_code=status)
+
+
+@app.get("/compare", response_class=HTMLResponse)
+async def compare_page(request: Request, user: User) -> HTMLResponse:
+    """Two suite runs side by side: per scale the changes with 95% intervals, which are outside noise, and
+    what changed in the environment fingerprint."""
+    return await run_in_threadpool(_compare_page, user, request)
 
 
 async def _capped_body(request: Request) -> bytes:
@@ -308,6 +370,9 @@ async def annotate(request: Request, user: User):
     if content_type.lower().startswith(JSON_TYPE):
         return JSONResponse(stored, status_code=201)
     return RedirectResponse(f"history?cluster={quote(annotation.cluster, safe='')}", status_code=303)
+
+
+app.include_router(api_router)  # before the catch-all report route below: /api/... is no run folder
 
 
 @app.get("/{run}/{path:path}")

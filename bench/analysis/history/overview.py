@@ -1,0 +1,303 @@
+"""The overview: one line per series that answers "is anything wrong this week?", worst first.
+
+Built from a bounded slice of the store (the newest `RECENT_RUNS` rows of each series, its change points
+and annotations), never from the whole history: a page stays as fast at 156 weeks as at 8. Each line is
+judged with the machinery the weekly check itself uses, not a second one: the regression floor
+(`regression.series_floor`: the median of the last `history_runs` accepted runs and the tolerance the
+series' own noise allows) says whether the latest run regressed and whether its changes against the
+previous run and the baseline are outside noise; the stored change points (`changes`) and their
+annotations (`annotations.baseline_since`, the re-baseline) say whether a change is open or explained.
+
+Statuses, worst first (`STATUSES`): `regressed` (the latest accepted run is under its floor, or the
+latest run failed), `inconclusive` (the latest run could not be judged), `change` (a confirmed change
+point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
+the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
+was marked expected or explained), `ok`. The first four need attention (`NEEDS_ATTENTION`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.history.regression import history_stats, regression_floor
+from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
+from bench.results.schema import SERIES_KEY
+
+STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
+NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale")
+# Rows read per series: the sparkline's runs and enough accepted ones before the latest for the floor's
+# window (the default history_runs, 8, plus a few not accepted).
+RECENT_RUNS = 16
+STALE_PERIODS = 2
+DEFAULT_PERIOD = pd.Timedelta(days=7)  # a series with one run: the weekly schedule's period
+OPEN_CHANGES = ("pending", "alerted", "recorded")  # a change point nobody explained yet (not recovered)
+FAILED = ("FAIL", "FAILED")
+# What each line reads of the results rows.
+COLUMNS = (
+    "dag_id",
+    "suite_run_id",
+    *SERIES_KEY,
+    "started_at",
+    "accepted",
+    "verdict",
+    "throughput_img_s",
+    "scaling_efficiency",
+)
+CEILING = "storage ceiling"  # the workload column of a storage-ceiling line
+
+
+def series_id(cluster: str, workload: str, gpus: int | None, config_key: str) -> str:
+    """A series' id in URLs: its key as base64url JSON (config keys hold slashes)."""
+    raw = json.dumps([cluster, workload, gpus, config_key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def series_key(series: str) -> dict:
+    """The key of a series id (ValueError for one no `series_id` made)."""
+    try:
+        raw = base64.urlsafe_b64decode(series + "=" * (-len(series) % 4))
+        cluster, workload, gpus, config_key = json.loads(raw)
+    except (ValueError, TypeError, binascii.Error):
+        raise ValueError(f"{series!r} is not a series id (see /api/series)") from None
+    if not all(isinstance(v, str) for v in (cluster, workload, config_key)) or not isinstance(gpus, int):
+        raise ValueError(f"{series!r} is not a series id (see /api/series)")
+    return {"cluster": cluster, "workload": workload, "gpus": gpus, "config_key": config_key}
+
+
+def _num(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def judge_many(values: list[list[float]], tolerances: list[float], windows: list[int]) -> list[dict]:
+    """For each series, the latest of its `values` (accepted runs since the baseline, oldest first) against
+    the previous one and against the regression floor of the `window` runs before it: deltas, whether
+    each is outside the tolerance the floor used (None where unjudged: too few runs), whether it is under
+    the floor. One `history_stats` and one `regression_floor` over every series: the weekly check's own
+    functions, run once for a thousand series instead of once per series."""
+    index = pd.RangeIndex(len(values))
+    before = [v[:-1][-w:] if v else [] for v, w in zip(values, windows, strict=True)]
+    stats = history_stats(before, index)
+    floor, used = regression_floor(stats, pd.Series(tolerances, index=index, dtype=float))
+    medians, floor, used = (x.to_numpy(dtype=float) for x in (stats["history_median"], floor, used))
+    out = []
+    for i, v in enumerate(values):
+        if not v:
+            out.append({"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False})
+            continue
+        latest, median, tol = v[-1], _num(medians[i]), _num(used[i])
+        delta_prev = latest / before[i][-1] - 1 if before[i] and before[i][-1] else None
+        delta_baseline = latest / median - 1 if median else None
+
+        def outside(delta, tol=tol):
+            return None if delta is None or tol is None else bool(abs(delta) > tol)
+
+        out.append(
+            {
+                "latest": latest,
+                "delta_prev": delta_prev,
+                "delta_baseline": delta_baseline,
+                "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
+                "under_floor": bool(not np.isnan(floor[i]) and latest < floor[i]),
+            }
+        )
+    return out
+
+
+def judge(values: list[float], tolerance: float, window: int) -> dict:
+    """`judge_many` for one series."""
+    return judge_many([values], [tolerance], [window])[0]
+
+
+def _stale(stamps: np.ndarray, now: pd.Timestamp) -> bool:
+    """No run for STALE_PERIODS of the series' own period (the median gap between its runs); `stamps`
+    are its runs' times as UTC nanoseconds, oldest first (NaT dropped)."""
+    stamps = stamps[stamps != np.iinfo(np.int64).min]
+    if not len(stamps):
+        return False
+    gaps = np.diff(stamps)
+    period = pd.Timedelta(int(np.median(gaps))) if len(gaps) else DEFAULT_PERIOD
+    period = period if period > pd.Timedelta(0) else DEFAULT_PERIOD
+    return bool(now - pd.Timestamp(int(stamps[-1]), tz="UTC") > STALE_PERIODS * period)
+
+
+def _change_status(marks: list[tuple[str, str, str]], annotated: set[tuple[str, str]], since: str) -> str | None:
+    """`change` for a confirmed change point (metric, changed_at, state) among the shown runs (from `since`)
+    that nobody annotated; `annotated` where the newest change point of the series was explained."""
+    if not marks:
+        return None
+    for metric, changed_at, state in marks:
+        if changed_at >= since and (metric, changed_at) not in annotated and state in OPEN_CHANGES:
+            return "change"
+    metric, changed_at, _state = max(marks, key=lambda m: m[1])
+    return "annotated" if (metric, changed_at) in annotated else None
+
+
+def _key(row) -> tuple:
+    return tuple(int(row[k]) if k == "gpus" else str(row[k]) for k in SERIES_KEY)
+
+
+def _by_series(changes: pd.DataFrame | None, annotations: pd.DataFrame | None) -> tuple[dict, dict, dict]:
+    """Per series key: its change points (metric, changed_at, state), its annotated (metric, changed_at)
+    and its baseline (as `annotations.baseline_since`: the newest annotated change)."""
+    marks: dict[tuple, list] = {}
+    notes: dict[tuple, set] = {}
+    since: dict[tuple, str] = {}
+    for row in changes.to_dict("records") if changes is not None and not changes.empty else []:
+        marks.setdefault(_key(row), []).append((str(row["metric"]), str(row["changed_at"]), str(row["state"])))
+    for row in annotations.to_dict("records") if annotations is not None and not annotations.empty else []:
+        key = _key(row)
+        notes.setdefault(key, set()).add((str(row["metric"]), str(row["changed_at"])))
+        since[key] = max(since.get(key, ""), str(row["changed_at"]))
+    return marks, notes, since
+
+
+def _rank(line: dict) -> tuple:
+    delta = line["delta_baseline"]
+    return (STATUSES.index(line["status"]), delta if delta is not None else 0.0, line["cluster"], line["id"])
+
+
+def _nanoseconds(times: pd.Series) -> np.ndarray:
+    """UTC nanoseconds of ISO times (NaT, for one that is none, as int64's minimum)."""
+    return pd.DatetimeIndex(pd.to_datetime(times, utc=True, errors="coerce")).as_unit("ns").asi8
+
+
+def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {
+        "thr": frame["throughput_img_s"].astype(float).to_numpy(),
+        "eff": frame["scaling_efficiency"].astype(float).to_numpy(),
+        "accepted": frame["accepted"].fillna(False).astype(bool).to_numpy(),
+        "started": frame["started_at"].astype(str).to_numpy(),
+        "stamps": _nanoseconds(frame["started_at"]),
+        "verdict": frame["verdict"].fillna("").astype(str).str.upper().to_numpy(),
+        "run": frame["suite_run_id"].astype(str).to_numpy(),
+    }
+
+
+def overview_lines(
+    recent: pd.DataFrame,
+    changes: pd.DataFrame | None = None,
+    annotations: pd.DataFrame | None = None,
+    now: pd.Timestamp | None = None,
+    thresholds: dict[str, dict] | None = None,
+) -> list[dict]:
+    """Every series' line, worst first (status, then the largest drop against its baseline). `recent`:
+    the newest rows of each series (`ResultsStore.results_of(..., newest=RECENT_RUNS)`); `thresholds`:
+    suite run id -> its configured thresholds (the latest run's window and tolerance judge the series)."""
+    now = now if now is not None else pd.Timestamp.now(tz="UTC")
+    if recent.empty:
+        return []
+    frame = recent.sort_values([*SERIES_KEY, "started_at"]).reset_index(drop=True)
+    col = _columns(frame)
+    grouped = frame.groupby(list(SERIES_KEY), sort=False).indices.items()
+    groups = [(_key(dict(zip(SERIES_KEY, k, strict=True))), rows) for k, rows in grouped]
+    marks, notes, since = _by_series(changes, annotations)
+    picked, tolerances, windows = [], [], []
+    for key, rows in groups:
+        ok = col["accepted"][rows] & ~np.isnan(col["thr"][rows])
+        if key in since:
+            ok &= col["started"][rows] >= since[key]
+        picked.append(rows[ok])
+        th = (thresholds or {}).get(col["run"][rows[-1]]) or {}
+        tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
+        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
+    judged = judge_many([col["thr"][p].tolist() for p in picked], tolerances, windows)
+    lines = []
+    for (key, rows), used, verdict in zip(groups, picked, judged, strict=True):
+        last = col["verdict"][rows[-1]]
+        if last in FAILED or verdict["under_floor"]:
+            status = "regressed"
+        elif last == "INCONCLUSIVE":
+            status = "inconclusive"
+        else:
+            status = _change_status(marks.get(key, []), notes.get(key, set()), col["started"][rows[0]]) or "ok"
+            status = "stale" if status != "change" and _stale(col["stamps"][rows], now) else status
+        spark = [_num(v) if a else None for v, a in zip(col["thr"][rows], col["accepted"][rows], strict=True)]
+        lines.append(
+            {
+                "id": series_id(*key),
+                **dict(zip(SERIES_KEY, key, strict=True)),
+                "figure": "throughput_img_s",
+                "status": status,
+                "latest_efficiency": _num(col["eff"][used[-1]]) if len(used) else None,
+                "latest_img_s": verdict["latest"],
+                "delta_prev": verdict["delta_prev"],
+                "delta_baseline": verdict["delta_baseline"],
+                "outside_noise": verdict["noise"],
+                "latest_at": col["started"][rows[-1]],
+                "latest_run": col["run"][rows[-1]],
+                "spark": spark,
+            }
+        )
+    return sorted(lines, key=_rank)
+
+
+def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list[dict]:
+    """The storage-ceiling lines in the overview's form: per (cluster, probed files), the newest ceiling
+    against the previous accepted one and the floor of the accepted probes before it (the suite's own
+    probe check). A probe is stored accepted only when conclusive and not regressed, so a newest probe
+    that is conclusive but not accepted is `regressed` (its ceiling still shown and judged), and one
+    that is not conclusive `inconclusive`."""
+    now = now if now is not None else pd.Timestamp.now(tz="UTC")
+    lines = []
+    if probes.empty:
+        return lines
+    for (cluster, paths, _size), rows in probes.sort_values("probed_at").groupby(
+        ["cluster", "paths", "sample_bytes"], sort=False
+    ):
+        accepted = rows["accepted"].fillna(False).astype(bool)
+        conclusive = rows["conclusive"].fillna(False).astype(bool) if "conclusive" in rows else accepted
+        counted = accepted & rows["ceiling_mb_s"].notna()
+        counted.iloc[-1] = bool(conclusive.iloc[-1] and pd.notna(rows["ceiling_mb_s"].iloc[-1]))
+        judged = judge(
+            rows["ceiling_mb_s"][counted].astype(float).tolist(), DEFAULT_REGRESSION_TOLERANCE, DEFAULT_HISTORY_RUNS
+        )
+        if not conclusive.iloc[-1]:
+            status = "inconclusive"
+        elif judged["under_floor"] or not accepted.iloc[-1]:
+            status = "regressed"
+        else:
+            status = "stale" if _stale(_nanoseconds(rows["probed_at"]), now) else "ok"
+        label = ", ".join(json.loads(paths)) if isinstance(paths, str) and paths.startswith("[") else str(paths)
+        lines.append(
+            {
+                "id": None,  # no points route: the probes are not a results series
+                "cluster": cluster,
+                "workload": CEILING,
+                "gpus": None,
+                "config_key": label,
+                "figure": "ceiling_mb_s",
+                "status": status,
+                "latest_efficiency": None,
+                "latest_img_s": None,
+                "latest_mb_s": judged["latest"],
+                "delta_prev": judged["delta_prev"],
+                "delta_baseline": judged["delta_baseline"],
+                "outside_noise": judged["noise"],
+                "latest_at": str(rows["probed_at"].iloc[-1]),
+                "latest_run": str(rows["suite_run_id"].iloc[-1]),
+                "spark": [_num(v) for v in rows["ceiling_mb_s"].where(counted)],
+            }
+        )
+    return sorted(lines, key=_rank)
+
+
+def needs_attention(lines: list[dict]) -> list[dict]:
+    return [line for line in lines if line["status"] in NEEDS_ATTENTION]
+
+
+def rollup(lines: list[dict]) -> list[dict]:
+    """One line per cluster: how many series, how many of each status, its worst status."""
+    out: dict[str, dict] = {}
+    for line in lines:
+        entry = out.setdefault(line["cluster"], {"cluster": line["cluster"], "series": 0, "counts": {}})
+        entry["series"] += 1
+        entry["counts"][line["status"]] = entry["counts"].get(line["status"], 0) + 1
+    for entry in out.values():
+        entry["worst"] = min(entry["counts"], key=STATUSES.index)
+        entry["counts"] = {s: entry["counts"][s] for s in STATUSES if s in entry["counts"]}
+    return sorted(out.values(), key=lambda e: (STATUSES.index(e["worst"]), e["cluster"]))

@@ -1,0 +1,250 @@
+"""The JSON API under the plugin (docs/schemas.md, "History API"): the overview's series, one series'
+points, one suite run, and two runs compared. Same login and same per-DAG read checks as the pages:
+a user sees only rows of DAGs Airflow lets them read; a series or run of no readable DAG is a 404, told
+alike whether it exists or not; and nothing derived from an unreadable DAG's rows (a run's fingerprint,
+compare's noise history) is answered, even for a suite run id another DAG holds too. Query parameters
+are validated here (pydantic, unknown ones refused) and a bad one is a 400 that names it. Every query is
+bounded: paged in SQL or cut to the newest runs of each series, never a whole-table read.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import Field, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from bench.config import NAME_RE, WORKLOADS, Frozen
+from scalewatch.web.auth import current_user
+
+router = APIRouter()
+User = Annotated[object, Depends(current_user)]
+MAX_LIMIT = 500
+Status = Literal["ok", "regressed", "change", "inconclusive", "annotated", "stale"]
+POINT_COLUMNS = (
+    "dag_id",
+    "suite_run_id",
+    "started_at",
+    "accepted",
+    "verdict",
+    "throughput_img_s",
+    "throughput_ci_low",
+    "throughput_ci_high",
+    "scaling_efficiency",
+    "scaling_efficiency_ci_low",
+    "scaling_efficiency_ci_high",
+    "avg_read_mb_s",
+    "peak_read_mb_s",
+)
+RUN_COLUMNS = ("dag_id", "workload", "gpus", "config_key", *POINT_COLUMNS[2:], "reason")
+
+
+class Page(Frozen):
+    limit: int = Field(50, ge=1, le=MAX_LIMIT)
+    offset: int = Field(0, ge=0)
+
+
+class SeriesQuery(Page):
+    cluster: str | None = None
+    workload: str | None = None
+    status: Status | None = None
+    # key: series in (cluster, workload, gpus, config) order, paged in SQL (only the page's series are
+    # read and judged); worst: the overview's order, which judges every series first
+    order: Literal["key", "worst"] = "key"
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | None) -> str | None:
+        if value is not None and not NAME_RE.fullmatch(value):
+            raise ValueError(f"cluster {value!r} does not match {NAME_RE.pattern}")
+        return value
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, value: str | None) -> str | None:
+        if value is not None and value not in WORKLOADS:
+            raise ValueError(f"workload {value!r} is not one of {', '.join(WORKLOADS)}")
+        return value
+
+
+class PointsQuery(Page):
+    pass
+
+
+class RunQuery(Frozen):
+    dag_id: str | None = Field(None, max_length=250)
+
+
+class CompareQuery(Frozen):
+    a: str = Field(min_length=1, max_length=250)
+    b: str = Field(min_length=1, max_length=250)
+
+
+def parse_query(model: type[Frozen], request: Request):
+    """The request's query parameters as `model`: a repeated or unknown one, or a bad value, is a 400
+    naming the field (and, for a choice, the allowed values)."""
+    from bench.config import parse
+    from bench.errors import ConfigError
+
+    params = request.query_params
+    repeated = sorted({k for k in params if len(params.getlist(k)) > 1})
+    if repeated:
+        raise HTTPException(status_code=400, detail=f"{', '.join(repeated)}: given more than once")
+    try:
+        return parse(model, dict(params))
+    except ConfigError as error:
+        raise HTTPException(status_code=400, detail=str(error)) from None
+
+
+def _store_and_dags(user):
+    from bench.errors import ConfigError
+    from scalewatch.paths import results_url
+    from scalewatch.web.reading import read_store, readable_dags
+
+    try:
+        store = read_store(results_url())
+    except ConfigError as error:
+        raise HTTPException(status_code=503, detail=str(error)) from None
+    return store, readable_dags(user, store)
+
+
+def _records(frame) -> list[dict]:
+    """JSON-safe rows: NaN as null, numpy scalars as Python ones."""
+    import json
+
+    return (
+        json.loads(frame.to_json(orient="records", date_format="iso", double_precision=15)) if not frame.empty else []
+    )
+
+
+def _key(line: dict) -> tuple:
+    return (line["cluster"], line["workload"], line["gpus"], line["config_key"])
+
+
+def series_page(user, query: SeriesQuery) -> dict:
+    from scalewatch.web.overview import Scope, lines_for
+
+    store, dags = _store_and_dags(user)
+    scope = Scope(dags, query.cluster, query.workload)
+    if not dags:
+        page, total = [], 0
+    elif query.order == "key" and query.status is None:  # paged in SQL: only this page's series are read
+        keys, total = store.series_keys(dags, query.limit, query.offset, cluster=query.cluster, workload=query.workload)
+        page = sorted(lines_for(store, scope, keys) if keys else [], key=lambda line: keys.index(_key(line)))
+    else:
+        lines = lines_for(store, scope)
+        if query.status:
+            lines = [line for line in lines if line["status"] == query.status]
+        if query.order == "key":
+            lines.sort(key=_key)
+        page, total = lines[query.offset : query.offset + query.limit], len(lines)
+    end = query.offset + len(page)
+    return {
+        "total": total,
+        "limit": query.limit,
+        "offset": query.offset,
+        "next_offset": end if end < total else None,
+        "series": [{k: v for k, v in line.items() if k != "spark"} | {"recent": line["spark"]} for line in page],
+    }
+
+
+def series_points(user, series: str, query: PointsQuery) -> dict:
+    from bench.analysis.history.overview import series_key
+
+    try:
+        key = series_key(series)
+    except ValueError as error:
+        raise HTTPException(status_code=400, detail=f"id: {error}") from None
+    store, dags = _store_and_dags(user)
+    rows = store.series_points(dags, key, POINT_COLUMNS, query.limit + 1, query.offset) if dags else None
+    if rows is None or (rows.empty and query.offset == 0):
+        raise HTTPException(status_code=404, detail="no series with this id in a DAG you may read")
+    more = len(rows) > query.limit
+    return {
+        "id": series,
+        **key,
+        "limit": query.limit,
+        "offset": query.offset,
+        "next_offset": query.offset + query.limit if more else None,
+        "points": _records(rows.head(query.limit)),
+    }
+
+
+def run_detail(user, run_id: str, query: RunQuery) -> dict:
+    store, dags = _store_and_dags(user)
+    if query.dag_id is not None:
+        dags = [d for d in dags if d == query.dag_id]
+    runs = store.suite_runs(dags, ids=[run_id]) if dags else None
+    if runs is None or runs.empty:
+        raise HTTPException(status_code=404, detail="no suite run with this id in a DAG you may read")
+    rows = store.run_results(runs["dag_id"].tolist(), run_id, RUN_COLUMNS)
+    out = []
+    for run in runs.itertuples():  # each DAG's own rows and fingerprint: another DAG may share the run id
+        mine = rows[rows["dag_id"] == run.dag_id].drop(columns=["dag_id"])
+        out.append(
+            {
+                "dag_id": run.dag_id,
+                "started_at": run.started_at,
+                "cluster": run.cluster,
+                "passed": None if run.passed is None else bool(run.passed),
+                "environment": store.environments([run_id], dag_ids=[run.dag_id]).get(run_id, {}),
+                "rows": _records(mine),
+            }
+        )
+    return {"suite_run_id": run_id, "runs": out}
+
+
+def compare(user, query: CompareQuery) -> dict:
+    """Run a against run b (each of a DAG the user may read); see bench.analysis.history.compare. Every
+    figure shown comes from readable DAGs' rows only: the runs' rows, the history that sizes each scale's
+    noise tolerance and interval, and each run's fingerprint (that of the DAGs whose rows it shows)."""
+    from bench.analysis.history.compare import COLUMNS, SCALE, compare_runs
+
+    store, dags = _store_and_dags(user)
+    frames = {}
+    for name, run_id in (("a", query.a), ("b", query.b)):
+        frame = store.run_results(dags, run_id, COLUMNS) if dags else None
+        if frame is None or frame.empty:
+            raise HTTPException(status_code=404, detail=f"{name}: no suite run {run_id!r} in a DAG you may read")
+        frames[name] = frame
+    later = frames["b"]
+    values = store.history_values(later, 8, query.b, since=None, dag_ids=dags)
+    history = {
+        tuple(int(r[k]) if k == "gpus" else r[k] for k in SCALE): v
+        for r, v in zip(later.to_dict("records"), values, strict=True)
+    }
+    env = {
+        name: store.environments([run_id], dag_ids=frames[name]["dag_id"].unique().tolist()).get(run_id)
+        for name, run_id in (("a", query.a), ("b", query.b))
+    }
+    result = compare_runs(frames["a"], later, env["a"], env["b"], history)
+    started = {name: str(frame["started_at"].iloc[0]) for name, frame in frames.items()}
+    return {
+        "a": {"suite_run_id": query.a, "started_at": started["a"]},
+        "b": {"suite_run_id": query.b, "started_at": started["b"]},
+    } | result
+
+
+@router.get("/api/series")
+async def api_series(request: Request, user: User) -> dict:
+    """The overview's lines, worst first, one page of them; filterable by cluster, workload, status."""
+    return await run_in_threadpool(series_page, user, parse_query(SeriesQuery, request))
+
+
+@router.get("/api/series/{series}/points")
+async def api_points(series: str, request: Request, user: User) -> dict:
+    """One series' stored runs, newest first, one page of them."""
+    return await run_in_threadpool(series_points, user, series, parse_query(PointsQuery, request))
+
+
+@router.get("/api/runs/{run_id}")
+async def api_run(run_id: str, request: Request, user: User) -> dict:
+    """One suite run: its verdict, environment fingerprint and rows (per DAG that has a run of this id)."""
+    return await run_in_threadpool(run_detail, user, run_id, parse_query(RunQuery, request))
+
+
+@router.get("/api/compare")
+async def api_compare(request: Request, user: User) -> dict:
+    """Two suite runs compared per scale (?a=<older suite run id>&b=<newer>)."""
+    return await run_in_threadpool(compare, user, parse_query(CompareQuery, request))

@@ -1,0 +1,95 @@
+"""The history page's first screen: one line per series, worst first, with a sparkline, a "needs
+attention" filter and one roll-up line per cluster; and the same lines for the JSON API.
+
+Reads a bounded slice of the store per request: the newest `RECENT_RUNS` rows of each series the user
+may read (SQL's row_number, filtered in SQL), its change points and annotations, the newest probes and
+the thresholds of each series' latest run. The judging is bench.analysis.history.overview's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+from scalewatch.web.reading import thresholds_of
+
+SPARK_W, SPARK_H = 120, 24
+
+
+def sparkline(values: list[float | None], status: str = "ok") -> Markup:
+    """A small inline SVG of the last runs (gaps where a run was not accepted); nothing to draw: empty."""
+    points = [(i, v) for i, v in enumerate(values) if v is not None]
+    if len(points) < 2:
+        return Markup("")
+    low, high = min(v for _, v in points), max(v for _, v in points)
+    span, step = (high - low) or 1.0, SPARK_W / max(len(values) - 1, 1)
+    coords = " ".join(f"{i * step:.1f},{SPARK_H - 2 - (v - low) / span * (SPARK_H - 4):.1f}" for i, v in points)
+    colour = "#cf222e" if status == "regressed" else "#555"
+    last_x, last_y = coords.split(" ")[-1].split(",")
+    return Markup(
+        f'<svg class="spark" width="{SPARK_W}" height="{SPARK_H}" viewBox="0 0 {SPARK_W} {SPARK_H}" role="img" '
+        f'aria-label="last {len(values)} runs"><polyline fill="none" stroke="{colour}" stroke-width="1.5" '
+        f'points="{escape(coords)}"/><circle cx="{last_x}" cy="{last_y}" r="2" fill="{colour}"/></svg>'
+    )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which series a request looks at: the user's readable DAGs and the filters (None: any)."""
+
+    dag_ids: list[str]
+    cluster: str | None = None
+    workload: str | None = None
+    config_key: str | None = None
+    gpus: int | None = None
+
+
+def lines_for(store, scope: Scope, series: list[tuple] | None = None) -> list[dict]:
+    """Every series line in scope (or of these `series` keys only), worst first."""
+    from bench.analysis.history.overview import COLUMNS, RECENT_RUNS, overview_lines
+
+    recent = store.results_of(
+        scope.dag_ids,
+        COLUMNS,
+        newest=RECENT_RUNS,
+        cluster=scope.cluster,
+        workload=scope.workload,
+        config_key=scope.config_key,
+        gpus=scope.gpus,
+        series=series,
+    )
+    if recent.empty:
+        return []
+    latest = recent.sort_values("started_at").groupby(["cluster", "workload", "gpus", "config_key"]).tail(1)
+    thresholds = thresholds_of(store, scope.dag_ids, latest["suite_run_id"].astype(str).tolist())
+    changes, notes = store.change_alerts(scope.cluster), store.annotations(scope.cluster)
+    return overview_lines(recent, changes, notes, None, thresholds)
+
+
+def ceilings_for(store, scope: Scope) -> list[dict]:
+    """The storage-ceiling lines in scope (none when the scope names a workload, config or scale)."""
+    from bench.analysis.history.overview import RECENT_RUNS, ceiling_lines
+
+    if scope.workload or scope.config_key or scope.gpus:
+        return []
+    return ceiling_lines(store.recent_probes(scope.dag_ids, RECENT_RUNS, scope.cluster))
+
+
+def page_context(lines: list[dict], ceilings: list[dict], attention: bool) -> dict:
+    """What the template shows: the roll-up over all lines, the (filtered) lines with their sparklines."""
+    from bench.analysis.history.overview import NEEDS_ATTENTION, needs_attention, rollup
+
+    def drawn(rows: list[dict]) -> list[dict]:
+        rows = needs_attention(rows) if attention else rows
+        return [line | {"spark_svg": sparkline(line["spark"], line["status"])} for line in rows]
+
+    return {
+        "rollup": rollup(lines),
+        "lines": drawn(lines),
+        "ceilings": drawn(ceilings),
+        "attention": attention,
+        "total": len(lines),
+        "attention_count": len(needs_attention(lines)),
+        "needs_attention": NEEDS_ATTENTION,
+    }

@@ -1,0 +1,136 @@
+"""The overview's lines and a two-run comparison, from frames as the store returns them (pure pandas).
+
+The Chromium tests (tests/airflow/test_history_dashboard.py) see `regressed`, `change`, `stale` and `ok`
+on a real store; `inconclusive` and `annotated`, the order between all six, the noise flags and the
+comparison's intervals are pinned here."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from bench.analysis.history.compare import compare_runs
+from bench.analysis.history.overview import (
+    NEEDS_ATTENTION,
+    STATUSES,
+    overview_lines,
+    rollup,
+    series_id,
+    series_key,
+)
+
+NOW = pd.Timestamp("2026-12-05T12:00:00", tz="UTC")
+NOISE = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1]
+
+
+def _series(workload: str, values: list[float], last_verdict: str = "pass", weeks_ago: int = 0, gpus: int = 1):
+    n = len(values)
+    stamps = [(NOW - pd.Timedelta(weeks=weeks_ago + n - 1 - i)).isoformat() for i in range(n)]
+    return pd.DataFrame(
+        {
+            "dag_id": "d",
+            "suite_run_id": [f"{workload}-{gpus}-{i}" for i in range(n)],
+            "cluster": "c",
+            "workload": workload,
+            "gpus": gpus,
+            "config_key": "k",
+            "started_at": stamps,
+            "accepted": [True] * (n - 1) + [last_verdict == "pass"],
+            "verdict": ["pass"] * (n - 1) + [last_verdict],
+            "throughput_img_s": values,
+            "scaling_efficiency": [0.9] * n,
+        }
+    )
+
+
+def test_each_status_from_the_regression_floor_change_points_and_annotations():
+    recent = pd.concat(
+        [
+            _series("ssd", [*NOISE, 80.0]),  # 20% under a floor that noise puts at 10%: regressed
+            _series("deeplabv3plus", [*NOISE, 100.0], "inconclusive"),
+            _series("ssd", [*NOISE, 100.3], gpus=2),  # a change point among the shown runs: change
+            _series("ssd", [*NOISE, 100.3], gpus=4),  # its change point annotated: annotated
+            _series("ssd", [*NOISE, 100.3], weeks_ago=3, gpus=8),  # no run for three weeks: stale
+            _series("ssd", [*NOISE, 101.0], gpus=16),
+        ]
+    )
+    change = {"cluster": "c", "workload": "ssd", "config_key": "k", "metric": "throughput_img_s", "state": "pending"}
+    at = recent[recent["gpus"] == 2]["started_at"].iloc[4]
+    changes = pd.DataFrame([change | {"gpus": 2, "changed_at": at}, change | {"gpus": 4, "changed_at": at}])
+    notes = pd.DataFrame([change | {"gpus": 4, "changed_at": at, "kind": "expected", "note": "n"}])
+    lines = overview_lines(recent, changes, notes, NOW)
+    assert [(line["workload"], line["gpus"], line["status"]) for line in lines] == [
+        ("ssd", 1, "regressed"),
+        ("deeplabv3plus", 1, "inconclusive"),
+        ("ssd", 2, "change"),
+        ("ssd", 8, "stale"),
+        ("ssd", 4, "annotated"),
+        ("ssd", 16, "ok"),
+    ]
+    worst = lines[0]
+    assert worst["latest_img_s"] == 80.0 and worst["delta_prev"] == pytest.approx(80.0 / 100.1 - 1)
+    assert worst["delta_baseline"] == pytest.approx(80.0 / 100.05 - 1)  # the median of the 8 runs before
+    assert worst["outside_noise"] == {"delta_prev": True, "delta_baseline": True}
+    assert lines[-1]["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
+    assert lines[1]["latest_img_s"] == 100.1  # an inconclusive run's figures are not shown as the latest
+    assert rollup(lines) == [
+        {
+            "cluster": "c",
+            "series": 6,
+            "counts": dict.fromkeys(STATUSES, 1),
+            "worst": "regressed",
+        }
+    ]
+    assert set(NEEDS_ATTENTION) == {"regressed", "inconclusive", "change", "stale"}
+    assert series_key(worst["id"]) == {"cluster": "c", "workload": "ssd", "gpus": 1, "config_key": "k"}
+    with pytest.raises(ValueError, match="is not a series id"):
+        series_key("bm90IGEgbGlzdA")
+
+
+def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change():
+    a = _series("ssd", [100.0]).assign(throughput_ci_low=98.0, throughput_ci_high=102.0)
+    b = _series("ssd", [88.0]).assign(throughput_ci_low=86.5, throughput_ci_high=89.5)
+    wobble = _series("ssd", [101.0], gpus=2)
+    out = compare_runs(
+        pd.concat([a, _series("ssd", [100.0], gpus=2)]),
+        pd.concat([b, wobble]),
+        {"nccl": "2.21.5"},
+        {"nccl": "2.23.4"},
+        {("c", "ssd", 1, "k"): NOISE, ("c", "ssd", 2, "k"): NOISE},
+    )
+    one, two = (s["changes"][0] for s in out["scales"])
+    assert one["delta"] == pytest.approx(-0.12) and one["interval_from"] == "runs"
+    assert one["ci_low"] < -0.12 < one["ci_high"] < 0 and one["outside_noise"] is True
+    assert two["interval_from"] == "history" and two["ci_low"] < 0 < two["ci_high"] and two["outside_noise"] is False
+    assert out["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
+    assert series_id("c", "ssd", 1, "k/with/slashes").isascii()
+
+
+def test_a_storage_ceiling_line_in_the_overview_form():
+    from bench.analysis.history.overview import CEILING, ceiling_lines
+
+    ceilings = [*(v * 5 for v in NOISE), 300.0]  # 500 MB/s for eight weeks, then 300: under the floor
+    probes = pd.DataFrame(
+        {
+            "suite_run_id": [f"r{i}" for i in range(len(ceilings))],
+            "cluster": "c",
+            "probed_at": [(NOW - pd.Timedelta(weeks=len(ceilings) - 1 - i)).isoformat() for i in range(len(ceilings))],
+            "paths": '["/data/coco"]',
+            "sample_bytes": 1e9,
+            "ceiling_mb_s": ceilings,
+            "accepted": [True] * (len(ceilings) - 1) + [False],  # a regressed probe is stored not accepted
+        }
+    )
+    (line,) = ceiling_lines(probes.assign(conclusive=True), NOW)  # conclusive, not accepted: it regressed
+    assert (line["workload"], line["config_key"], line["figure"], line["status"]) == (
+        CEILING,
+        "/data/coco",
+        "ceiling_mb_s",
+        "regressed",
+    )
+    assert line["latest_mb_s"] == 300.0 and line["outside_noise"]["delta_baseline"] is True
+    assert line["latest_img_s"] is None and line["latest_efficiency"] is None and line["spark"][-1] == 300.0
+    (unsure,) = ceiling_lines(probes.assign(conclusive=[True] * (len(ceilings) - 1) + [False]), NOW)
+    assert unsure["status"] == "inconclusive" and unsure["latest_mb_s"] == NOISE[-1] * 5  # not judged
+    (steady,) = ceiling_lines(probes.assign(conclusive=True, accepted=True, ceiling_mb_s=[*ceilings[:-1], 501.0]), NOW)
+    assert steady["status"] == "ok" and steady["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
