@@ -11,7 +11,7 @@ from bench.config import TrainConfig, choices_of, default_of, parse
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("train", help="run one training rank (start under horovodrun, srun, or plainly)")
-    p.add_argument("--workload", required=True, choices=choices_of(TrainConfig, "workload"))
+    p.add_argument("--workload", required=True, help="ssd | deeplabv3plus, or an emulated workload's name")
     p.add_argument("--preset", default=default_of(TrainConfig, "preset"), choices=choices_of(TrainConfig, "preset"))
     p.add_argument("--data", type=Path)
     p.add_argument("--synthetic", action="store_true", help="in-memory tensors: the compute upper bound")
@@ -74,6 +74,14 @@ def add_parsers(sub) -> None:
         help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
     )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
+    emu = p.add_argument_group("emulated accelerator (bench/workloads): real reads, a timed wait per batch")
+    emu.add_argument("--accelerator-s", type=float, help="seconds per batch the emulated accelerator computes")
+    emu.add_argument("--accelerator", help="the profile's name, recorded with the results")
+    emu.add_argument("--gradient-bytes", type=int, help="gradient bytes allreduced per emulated step")
+    emu.add_argument("--record-format", choices=choices_of(TrainConfig, "record_format"))
+    emu.add_argument("--decode", action="store_true", help="decode each record after reading it")
+    emu.add_argument("--no-shuffle", action="store_false", dest="shuffle")
+    emu.add_argument("--prefetch", type=int, help="batches each reader thread keeps ahead")
     p.set_defaults(func=_cmd_train)
 
 

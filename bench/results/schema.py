@@ -217,6 +217,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("min_supported_gpus", "int", "GPUs", "sizing", bound=Bound("supported_gpus", "min", "min_supported_gpus")),
     # the suite DAG that wrote the row ('' for `bench sweep`): part of the store's key since revision 0008
     _c("dag_id", "text", "label", "store"),
+    # an emulated accelerator's scale (bench.workloads.emulate, revision 0016): its profile's name, '' when
+    # the model trained for real; NULL on rows stored before (all real)
+    _c("emulated", "bool", "flag", "run"),
+    _c("accelerator", "text", "label", "run"),
 )
 BY_NAME: dict[str, Column] = {c.name: c for c in RESULT_COLUMNS}
 NAMES: frozenset[str] = frozenset(BY_NAME)

@@ -8,7 +8,33 @@ from datetime import UTC, datetime
 
 from bench.config import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
-from bench.suite.plan import DATASET_KIND, PROBE_FILE, dataset_dir, run_spec, suite_dir
+from bench.suite.plan import (
+    DATASET_KIND,
+    PROBE_FILE,
+    dataset_dir,
+    run_spec,
+    suite_dir,
+    workload_names,
+    workload_of,
+)
+
+
+def stage_records(cfg: SweepConfig, workload: str) -> dict:
+    """A workload file's records: generated on the storage under test (kept where a previous run wrote
+    the same ones), or the user's folder listed once (bench.data.records)."""
+    from bench.data.records import RecordsSpec, generate_records, load_records
+
+    data = workload_of(cfg, workload).spec.dataset
+    target = dataset_dir(cfg, workload)
+    if data.path is not None:
+        manifest = load_records(target, data.format)
+    else:
+        spec = RecordsSpec(
+            data.format, data.files, data.samples_per_file, data.record_bytes.mean, data.record_bytes.stdev, cfg.train.seed
+        )
+        manifest = generate_records(spec, target)
+    files = manifest["files"]
+    return {"path": str(target), "files": len(files), "bytes": sum(f["bytes"] for f in files), "copied": 0, "skipped": 0}
 
 
 def stage_datasets(cfg: SweepConfig) -> dict:
@@ -18,8 +44,11 @@ def stage_datasets(cfg: SweepConfig) -> dict:
     from bench.data.stage import stage
 
     out = {}
-    for workload in cfg.workloads:
-        kind = DATASET_KIND[workload]
+    for workload in workload_names(cfg):
+        kind = DATASET_KIND.get(workload) or workload_of(cfg, workload).spec.dataset.layout
+        if kind == "records":
+            out[workload] = stage_records(cfg, workload)
+            continue
         target = dataset_dir(cfg, workload)
         if cfg.stage_from is not None:
             result = stage(cfg.stage_from / kind, target)
@@ -48,7 +77,7 @@ def probe_storage(cfg: SweepConfig, suite_run_id: str) -> dict:
     DatasetError (the task fails; the suite is evaluated without a ceiling, history untouched)."""
     from bench.data.probe import ProbeSettings, probe
 
-    dirs = [dataset_dir(cfg, w) for w in cfg.workloads]
+    dirs = list(dict.fromkeys(dataset_dir(cfg, w) for w in workload_names(cfg)))
     result = probe(dirs, ProbeSettings(max_jobs=cfg.probe_max_jobs, seconds=cfg.probe_seconds)).as_dict()
     result["probed_at"] = datetime.now(UTC).isoformat()
     out = suite_dir(cfg.output_dir, suite_run_id)

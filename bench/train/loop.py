@@ -24,10 +24,11 @@ from bench.metrics.sampler import Sampler
 from bench.metrics.schema import validate_summary
 from bench.metrics.sources.pagecache import cache_domain
 from bench.metrics.summary import interference_of, mean, summarise
-from bench.models.registry import build
+from bench.models.registry import WorkloadModel, build
 from bench.train.dist import Dist, init
 from bench.train.dist.probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
+from bench.workloads.emulate import Accelerator, EmulatedModel
 from bench.train.timing import GpuBusyWindow, StepTimer, busy_window, window_steps
 
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
@@ -75,7 +76,12 @@ class _Rank:
         self.dist = dist = init(cfg.backend, cfg.bind)
         self.started = datetime.now(UTC).isoformat()
         torch.manual_seed(cfg.seed)
-        self.built = build(cfg.workload, cfg.preset, cfg.image_size)
+        # An emulated rank (bench.workloads.emulate) waits the accelerator's time instead of computing
+        self.emulator = Accelerator(cfg.accelerator_s) if cfg.accelerator_s is not None else None
+        if self.emulator is not None:
+            self.built = WorkloadModel(EmulatedModel(cfg.gradient_bytes), self.emulator.loss, conv=False)
+        else:
+            self.built = build(cfg.workload, cfg.preset, cfg.image_size)
         # Horovod allreduces only contiguous gradients: channels_last weights need a backend that takes
         # strided ones (torch DDP).
         self.tuned = setup(cfg, dist.device, self.built.conv, dense_gradients=dist.backend == "horovod")
@@ -110,6 +116,8 @@ class _Rank:
             loss = self.built.loss(self.step_model, batch)
         optimizer.zero_grad()  # set_to_none, torch's default
         tuned.backward(loss)
+        if self.emulator is not None:
+            self.emulator.finish()  # the rest of the accelerator's time per batch, a timed wait
         mark("compute")
         if self.collective:
             optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
@@ -293,6 +301,9 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
             **interference_of(training),
         },
         "precision": tuned.precision,
+        "accelerator_wait_median_s": (
+            statistics.median(rank.emulator.waits[rank.warmup :] or rank.emulator.waits) if rank.emulator else None
+        ),
         "allreduce": allreduce,
         "losses": progress.losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
