@@ -650,7 +650,7 @@ class TrainConfig(Frozen):
     accelerator_s: float | None = Field(None, gt=0, le=3600)
     accelerator: Annotated[str, _matching(re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})?$"), "accelerator")] = ""
     gradient_bytes: int = Field(0, ge=0, le=1 << 40)  # allreduced per emulated step (0: no collective data)
-    record_format: RecordFormat | None = None
+    record_format: RecordFormat | None = None  # None: detected from the files (bench.data.records)
     decode: bool = False
     shuffle: bool = True
     prefetch: int = Field(2, ge=1, le=64)
@@ -662,8 +662,6 @@ class TrainConfig(Frozen):
                 f"workload: {self.workload!r} is not a model ({', '.join(WORKLOADS)}); an emulated workload needs "
                 "accelerator_s"
             )
-        if self.accelerator_s is not None and not self.synthetic and self.record_format is None:
-            raise ValueError("record_format: an emulated rank reads records; give jpeg, png, npz or raw")
         return self
 
     @model_validator(mode="after")

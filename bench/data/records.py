@@ -55,11 +55,11 @@ def record_sizes(spec: RecordsSpec, index: int) -> list[int]:
 
 
 def _image(fmt: str, size: int, rng: np.random.Generator) -> bytes:
-    """Noise compresses to about 3 bytes a pixel in PNG and ~1.4 in JPEG at quality 90: the side is
+    """Noise compresses to about 3 bytes a pixel in PNG and ~0.9 in JPEG at quality 90: the side is
     chosen from that, so the file lands near `size` bytes."""
     from PIL import Image
 
-    per_pixel = 3.05 if fmt == "png" else 1.45
+    per_pixel = 3.05 if fmt == "png" else 0.91
     side = max(8, int(math.sqrt(size / per_pixel)))
     pixels = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
     buf = io.BytesIO()

@@ -8,16 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config import RunSpec, SweepConfig, TrainConfig
+from bench.workloads.spec import workload_name
 
 DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 
 
 INDEPENDENT = "independent"  # the variant that measures a scale's node ceiling
-
-
-def workload_name(ref: str) -> str:
-    """A suite's workload entry as rows and folders name it: a built-in's name, a file's stem."""
-    return Path(ref).stem if ref.startswith("/") else ref
 
 
 def workload_names(cfg: SweepConfig) -> list[str]:

@@ -20,6 +20,7 @@ Built-ins live in builtin/*.yaml; a suite's `workloads:` names built-ins or abso
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -69,8 +70,11 @@ class DatasetSpec(Frozen):
             return self
         if self.format is None or self.files is None or self.record_bytes is None:
             raise ValueError("format, files and record_bytes: a generated dataset needs all three (or give path)")
-        if self.format in ("jpeg", "png") and self.samples_per_file != 1:
-            raise ValueError(f"samples_per_file: a {self.format} file holds one image; allowed: 1")
+        if self.format != "raw" and self.samples_per_file != 1:
+            raise ValueError(
+                f"samples_per_file: a {self.format} file is read whole, as one record; allowed: 1 "
+                "(raw files hold several records each)"
+            )
         return self
 
 
@@ -183,6 +187,31 @@ def load_file(path: Path) -> WorkloadSpec:
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: must be a mapping (dataset, reader, compute, min_au), got {type(doc).__name__}")
     return parse(WorkloadSpec, doc, prefix=f"{path}: ")
+
+
+def workload_name(ref: str) -> str:
+    """A suite's workload entry as rows and folders name it: a built-in's name, a file's stem."""
+    return Path(ref).stem if ref.startswith("/") else ref
+
+
+def emulated_workloads(refs, default_min_au: float | None) -> dict[str, dict]:
+    """The suite's emulated workloads as accelerators-at-AU needs them: {name: accelerator, min_au,
+    batch, seconds_per_batch, record_bytes} (min_au: the workload's, else the suite's, else MLPerf
+    Storage's 0.9)."""
+    out = {}
+    for ref in refs:
+        w = load(ref)
+        if w.seconds_per_batch is None:
+            continue
+        record = w.spec.dataset.record_bytes
+        out[workload_name(ref)] = {
+            "accelerator": w.accelerator,
+            "min_au": w.min_au if w.min_au is not None else (default_min_au if default_min_au is not None else 0.9),
+            "batch": w.batch_size,
+            "seconds_per_batch": w.seconds_per_batch,
+            "record_bytes": float(record.mean) if record is not None else math.nan,
+        }
+    return out
 
 
 def builtin_names() -> tuple[str, ...]:

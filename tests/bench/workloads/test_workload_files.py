@@ -1,0 +1,115 @@
+"""Workload files (issue 39): the built-ins load, bad files are refused naming the field, a suite names
+built-ins or files, and `bench workloads list|check` exit 0 / 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import yaml
+
+from bench.cli.main import main
+from bench.config import ConfigError, SuiteSettings, TrainConfig, parse, settings_from
+from bench.workloads.accelerators import PROFILES
+from bench.workloads.spec import builtin_names, load, load_file
+
+GOOD = {
+    "dataset": {"format": "raw", "files": 4, "samples_per_file": 2, "record_bytes": {"mean": 4096, "stdev": 512}},
+    "reader": {"threads": 1, "batch": 4},
+    "compute": {"accelerator": {"seconds_per_batch": 0.01}},
+    "min_au": 0.9,
+}
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+        try:
+            code = main(list(argv))
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, out.getvalue()
+
+
+def test_builtins_hold_the_real_models_and_emulated_ones_with_sourced_profiles():
+    names = builtin_names()
+    assert {"ssd", "deeplabv3plus", "retinanet-b200", "unet3d-h100", "unet3d-b200"} <= set(names)
+    assert load("ssd").spec.compute.model == "ssd" and not load("ssd").spec.emulated
+    retina = load("retinanet-b200")
+    assert (retina.seconds_per_batch, retina.batch_size, retina.min_au) == (0.04755, 24, 0.85)
+    assert load("unet3d-h100").seconds_per_batch == 0.323 and load("unet3d-b200").seconds_per_batch == 0.162
+    for p in PROFILES.values():  # every shipped figure names where it comes from and when
+        assert p.source and p.date.startswith("2026-") and p.basis in ("measured", "published", "derived")
+    code, text = cli("workloads", "list")
+    assert code == 0 and "retinanet-b200" in text and "163 MB/s per accelerator" in text
+
+
+def _bad(**change):
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    for path, value in change.items():
+        *parents, leaf = path.split("__")
+        node = doc
+        for p in parents:
+            node = node[p]
+        if value is ...:
+            del node[leaf]
+        else:
+            node[leaf] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (_bad(dataset__format="tfrecord"), "dataset.format"),
+        (_bad(dataset__colour="red"), "dataset.colour"),
+        (_bad(surprise=1), "surprise"),
+        (_bad(dataset__record_bytes={"mean": 10}), "dataset.record_bytes.mean"),
+        (_bad(dataset__files=...), "format, files and record_bytes"),
+        (_bad(reader__batch=0), "reader.batch"),
+        (_bad(compute__accelerator={"seconds_per_batch": 0.1, "images_per_s": 5}), "compute.accelerator"),
+        (_bad(compute__accelerator={"profile": "tpu-v9"}), "compute.accelerator"),
+        (_bad(compute__model="ssd"), "compute"),
+        (_bad(min_au=1.5), "min_au"),
+        (_bad(dataset__samples_per_file=3, dataset__format="jpeg"), "samples_per_file"),
+        ("- a list", "must be a mapping"),
+    ],
+)
+def test_a_bad_workload_file_is_refused_naming_the_field(tmp_path, doc, field):
+    path = tmp_path / "w.yaml"
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as caught:
+        load_file(path)
+    assert field in str(caught.value) and str(path) in str(caught.value)
+    code, text = cli("workloads", "check", str(path))
+    assert code == 2 and field in text
+
+
+def test_a_good_file_checks_and_a_suite_names_it_beside_built_ins(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    code, text = cli("workloads", "check", str(path))
+    assert code == 0 and "valid" in text
+    settings = settings_from({"workloads": ["ssd", "retinanet-b200", str(path)]})
+    assert settings.workloads == ("ssd", "retinanet-b200", str(path))
+    assert SuiteSettings().workloads == ("ssd", "deeplabv3plus")  # existing suites keep their names
+    for bad, needle in (("resnet", "not a built-in"), (str(tmp_path / "none.yaml"), "does not exist")):
+        with pytest.raises(ConfigError, match=needle):
+            settings_from({"workloads": [bad]})
+
+
+def test_a_rank_is_real_or_emulated_never_a_name_without_a_model():
+    with pytest.raises(ConfigError, match="workload"):
+        parse(TrainConfig, {"workload": "retinanet-b200", "steps": 1, "data": "/d"})
+    cfg = parse(
+        TrainConfig,
+        {"workload": "retinanet-b200", "steps": 1, "data": "/d", "accelerator_s": 0.05, "record_format": "jpeg"},
+    )
+    again = parse(TrainConfig, {"workload": "retinanet-b200", "steps": 1, "data": "/d"} | _flags(cfg.to_argv()))
+    assert again.accelerator_s == 0.05 and again.record_format == "jpeg"
+
+
+def _flags(argv: list[str]) -> dict:
+    i = argv.index("--accelerator-s")
+    return {"accelerator_s": float(argv[i + 1]), "record_format": argv[argv.index("--record-format") + 1]}
