@@ -730,7 +730,9 @@ class TrainConfig(Frozen):
             argv += ["--run-nonce", self.run_nonce]
         if self.accelerator_s is not None:
             argv += ["--accelerator-s", repr(self.accelerator_s), "--gradient-bytes", str(self.gradient_bytes)]
-            argv += ["--prefetch", str(self.prefetch)] + (["--accelerator", self.accelerator] if self.accelerator else [])
+            argv += ["--prefetch", str(self.prefetch)] + (
+                ["--accelerator", self.accelerator] if self.accelerator else []
+            )
         if self.record_format is not None:
             argv += ["--record-format", self.record_format]
         if self.decode:

@@ -43,7 +43,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(_describe(name, load(name)))
     print("\naccelerator profiles:")
     for p in PROFILES.values():
-        print(f"  {p.name:<24} {p.accelerator}, {p.seconds_per_batch} s/batch of {p.batch_size}, {p.basis} {p.date}: {p.source}")
+        figure = f"{p.seconds_per_batch} s/batch of {p.batch_size}"
+        print(f"  {p.name:<24} {p.accelerator}, {figure}, {p.basis} {p.date}: {p.source}")
     return 0
 
 

@@ -14,6 +14,7 @@ for images; the manifest holds what was written).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -50,8 +51,10 @@ class RecordsSpec:
 
 def record_sizes(spec: RecordsSpec, index: int) -> list[int]:
     rng = np.random.default_rng([spec.seed, index, 7])
-    draws = rng.normal(spec.mean, spec.stdev, spec.samples_per_file) if spec.stdev else [spec.mean] * spec.samples_per_file
-    return [max(64, int(round(v))) for v in draws]
+    draws = (
+        rng.normal(spec.mean, spec.stdev, spec.samples_per_file) if spec.stdev else [spec.mean] * spec.samples_per_file
+    )
+    return [max(64, round(float(v))) for v in draws]
 
 
 def _image(fmt: str, size: int, rng: np.random.Generator) -> bytes:
@@ -154,16 +157,16 @@ def load_records(root: Path, fmt: str | None = None) -> dict:
     manifest = _read_manifest(root)
     if manifest is None:
         manifest = scan_folder(root, fmt)
-        try:
+        with contextlib.suppress(OSError):  # a read-only folder: the manifest stays in memory
             _write_manifest(root, manifest)
-        except OSError:
-            pass
     if fmt is not None and manifest["format"] != fmt:
         raise DatasetError(f"{root / RECORDS_MANIFEST}: format {manifest['format']}, the workload declares {fmt}")
     for entry in manifest["files"]:
         path = root / entry["name"]
         if not path.is_file() or path.stat().st_size != entry["bytes"]:
-            raise DatasetError(f"{path}: listed in {RECORDS_MANIFEST} with {entry['bytes']} bytes but missing or resized")
+            raise DatasetError(
+                f"{path}: listed in {RECORDS_MANIFEST} with {entry['bytes']} bytes but missing or resized"
+            )
     return manifest
 
 

@@ -64,7 +64,7 @@ def _decode(fmt: str, data: bytes) -> None:
     elif fmt == "npz":
         with np.load(io.BytesIO(data)) as arrays:
             for key in arrays.files:
-                arrays[key]  # noqa: B018 - reading the member is the decode
+                arrays[key]
 
 
 class RecordsLoader:

@@ -30,11 +30,22 @@ def stage_records(cfg: SweepConfig, workload: str) -> dict:
         manifest = load_records(target, data.format)
     else:
         spec = RecordsSpec(
-            data.format, data.files, data.samples_per_file, data.record_bytes.mean, data.record_bytes.stdev, cfg.train.seed
+            data.format,
+            data.files,
+            data.samples_per_file,
+            data.record_bytes.mean,
+            data.record_bytes.stdev,
+            cfg.train.seed,
         )
         manifest = generate_records(spec, target)
     files = manifest["files"]
-    return {"path": str(target), "files": len(files), "bytes": sum(f["bytes"] for f in files), "copied": 0, "skipped": 0}
+    return {
+        "path": str(target),
+        "files": len(files),
+        "bytes": sum(f["bytes"] for f in files),
+        "copied": 0,
+        "skipped": 0,
+    }
 
 
 def stage_datasets(cfg: SweepConfig) -> dict:

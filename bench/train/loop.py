@@ -28,8 +28,8 @@ from bench.models.registry import WorkloadModel, build
 from bench.train.dist import Dist, init
 from bench.train.dist.probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
-from bench.workloads.emulate import Accelerator, EmulatedModel
 from bench.train.timing import GpuBusyWindow, StepTimer, busy_window, window_steps
+from bench.workloads.emulate import Accelerator, EmulatedModel
 
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
 MAX_EXTENSION_ROUNDS = 20  # each round adds 1.1x the missing time; a crawling rank cannot extend forever

@@ -50,7 +50,8 @@ PROFILES: dict[str, Profile] = {
             seconds_per_batch=round(64 / 1299, 5),  # bench train --synthetic: 1299 images/s
             min_au=0.9,
             basis="measured",
-            source="benchmarks/RESULTS.md, section GPU: `bench train --synthetic --precision bf16 --backend ddp`, 1299 img/s",
+            source="benchmarks/RESULTS.md, section GPU: `bench train --synthetic --precision bf16 --backend ddp`, "
+            "1299 img/s",
             date="2026-12-04",
             gradient_bytes=0,
         ),
@@ -109,7 +110,9 @@ PROFILES: dict[str, Profile] = {
 def profile(name: str) -> Profile:
     """A shipped profile by name; ConfigError naming the field and the known ones."""
     if name not in PROFILES:
-        raise ConfigError(f"compute.accelerator.profile: unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
+        raise ConfigError(
+            f"compute.accelerator.profile: unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}"
+        )
     return PROFILES[name]
 
 

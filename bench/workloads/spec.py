@@ -62,7 +62,9 @@ class DatasetSpec(Frozen):
     def _shape(self) -> DatasetSpec:
         if self.layout != "records":
             if self.path is not None or self.record_bytes is not None or self.format not in (None, "jpeg"):
-                raise ValueError(f"layout {self.layout}: the project's generated tree; give no path, format or record_bytes")
+                raise ValueError(
+                    f"layout {self.layout}: the project's generated tree; give no path, format or record_bytes"
+                )
             return self
         if self.path is not None:
             if self.files is not None or self.record_bytes is not None:
@@ -128,7 +130,9 @@ class WorkloadSpec(Frozen):
     def _fits(self) -> WorkloadSpec:
         model = self.compute.model
         if model is not None and self.dataset.layout != REAL_LAYOUT[model]:
-            raise ValueError(f"dataset.layout: {model} trains on its {REAL_LAYOUT[model]} tree; allowed: {REAL_LAYOUT[model]}")
+            raise ValueError(
+                f"dataset.layout: {model} trains on its {REAL_LAYOUT[model]} tree; allowed: {REAL_LAYOUT[model]}"
+            )
         if model is None and self.dataset.layout != "records":
             raise ValueError("dataset.layout: an emulated workload reads records; allowed: records")
         if model is None and self.reader.loader == "dali":

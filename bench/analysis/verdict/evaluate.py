@@ -155,7 +155,15 @@ def evaluate(
 
     at_au = accelerators_at_au(prepared, emulated_workloads(cfg.workloads, cfg.thresholds.min_au), ceiling)
     return Evaluation(
-        prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive, probe, at_au
+        prepared,
+        outcome == "PASSED",
+        failures,
+        verdict.warnings,
+        verdict.data_docs,
+        outcome,
+        inconclusive,
+        probe,
+        at_au,
     )
 
 

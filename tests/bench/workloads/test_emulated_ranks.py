@@ -35,9 +35,20 @@ def byo_runs(tmp_path_factory):
         generate_records(RecordsSpec(fmt, files, per_file, size, size // 10, seed=3), folder)
         (folder / RECORDS_MANIFEST).unlink()  # the user's own files: nothing of ours beside them
         args = ["--workload", f"byo-{fmt}", "--data", str(folder), "--accelerator-s", "0.01", "--batch-size", "4"]
-        args += ["--epochs", "1", "--warmup-steps", "0", "--loader-threads", "1", "--metrics-out", str(root / f"m-{fmt}")]
+        args += [
+            "--epochs",
+            "1",
+            "--warmup-steps",
+            "0",
+            "--loader-threads",
+            "1",
+            "--metrics-out",
+            str(root / f"m-{fmt}"),
+        ]
         args += ["--backend", "ddp", "--decode", "--sample-interval", "0.2"]
-        procs[fmt] = subprocess.Popen([BENCH, "train", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs[fmt] = subprocess.Popen(
+            [BENCH, "train", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     out = {}
     for fmt, proc in procs.items():
         log, _ = proc.communicate(timeout=180)
