@@ -6,10 +6,10 @@ Why a manifest of its own: an emulated workload's reads are its figure, so a ran
 record's bytes before it reads them (the loader's consumed bytes against cachestat's), and a user's
 folder is listed once, at first read, not by every rank.
 
-Generated files are a pure function of (seed, index): random bytes for raw and NPZ (incompressible,
-as real records are to the page cache and the storage), random-noise images for JPEG and PNG, sized
-so the encoded file lands near the requested record size (exact for raw and NPZ, within about 10%
-for images; the manifest holds what was written).
+Generated files are a pure function of (seed, index), of exactly the drawn record size: random bytes
+for raw and NPZ (incompressible, as real records are to the page cache and the storage), valid JPEG
+and PNG files padded with random bytes where decoders skip them (`_image`); the manifest holds what
+was written.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
 import os
+import shutil
+import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -58,16 +60,33 @@ def record_sizes(spec: RecordsSpec, index: int) -> list[int]:
 
 
 def _image(fmt: str, size: int, rng: np.random.Generator) -> bytes:
-    """Noise compresses to about 3 bytes a pixel in PNG and ~0.9 in JPEG at quality 90: the side is
-    chosen from that, so the file lands near `size` bytes."""
+    """A valid image file of exactly `size` bytes (or the smallest noise image, when `size` is below
+    it): a small noise image, padded with random bytes inside segments decoders skip (JPEG COM
+    segments, a private ancillary PNG chunk). Encoding a full-size noise image costs ~5 ms a file (30 s
+    for a 1.3 GB set on two cores); padding costs a random draw. Decoding such a file decodes the small
+    image only: a workload that must pay full decode costs reads its own images (dataset.path)."""
     from PIL import Image
 
-    per_pixel = 3.05 if fmt == "png" else 0.91
-    side = max(8, int(math.sqrt(size / per_pixel)))
-    pixels = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+    side = 64 if size >= 16_384 else 16
     buf = io.BytesIO()
+    pixels = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
     Image.fromarray(pixels).save(buf, format="PNG" if fmt == "png" else "JPEG", quality=90, compress_level=1)
-    return buf.getvalue()
+    data = buf.getvalue()
+    if fmt == "png":
+        need = size - len(data) - 12  # a chunk's length, type and CRC
+        if need <= 0:
+            return data
+        payload = rng.integers(0, 256, need, dtype=np.uint8).tobytes()
+        chunk = struct.pack(">I", need) + b"prVt" + payload + struct.pack(">I", zlib.crc32(b"prVt" + payload))
+        return data[:-12] + chunk + data[-12:]  # before IEND
+    segments, need = [], size - len(data)
+    while need >= 4:
+        n = min(need - 4, 65533)
+        if 0 < need - 4 - n < 4:  # leave no remainder too small for a segment of its own
+            n -= 4
+        segments.append(b"\xff\xfe" + struct.pack(">H", n + 2) + rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+        need -= n + 4
+    return data[:2] + b"".join(segments) + data[2:] + bytes(max(need, 0))  # a last 1-3 bytes trail the EOI
 
 
 def _render(spec: RecordsSpec, index: int) -> tuple[bytes, list[list[int]]]:
@@ -96,6 +115,13 @@ def generate_records(spec: RecordsSpec, out: Path) -> dict:
     """Write the files (each write-then-rename, kept when already of the manifest's size) and the
     manifest; returns the manifest."""
     out.mkdir(parents=True, exist_ok=True)
+    need = spec.files * spec.samples_per_file * (spec.mean + 3 * spec.stdev)
+    free = shutil.disk_usage(out).free
+    if free < need:
+        raise DatasetError(
+            f"{out}: {spec.files} files of ~{spec.samples_per_file * spec.mean} bytes need up to {need} bytes, "
+            f"{free} are free (dataset.files, dataset.record_bytes)"
+        )
     old = _read_manifest(out)
     known = {f["name"]: f for f in old["files"]} if old and old.get("spec") == _spec_dict(spec) else {}
     files = []
