@@ -414,6 +414,7 @@ def write_report(
         tables=[_table(records, SCALING_COLUMNS), _table(records, STORAGE_COLUMNS)],
         slots=_slots(frame),
         charts=[Markup(c) for c in charts],
+        at_au=getattr(ev, "accelerators_at_au", {}),
         **storage.context(frame, ev.probe, probes if probes is not None else pd.DataFrame(), suite_run_id),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
