@@ -19,7 +19,11 @@ pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
 BATCH, RECORD, SECONDS = 4, 64 << 10, 0.05
 DEMAND = BATCH * RECORD / SECONDS  # 5.24 MB/s per accelerator
-THROTTLE = int(1.5 * DEMAND)  # one accelerator fed in full, two at ~0.75 AU
+# One accelerator is fed in full, two at ~0.7 AU, against a min_au of 0.8: floor(T / (D x 0.8)) = 1 =
+# floor(T / D). A first version held min_au 0.9 at T = 1.5 D: one rank measured AU 0.902 (blkio's throttle
+# slices delay a batch's reads now and then even under the limit), too near the bound to assert.
+THROTTLE = int(1.4 * DEMAND)
+MIN_AU = 0.8
 
 
 def test_accelerators_at_au_is_the_throttle_over_one_accelerators_demand(tmp_path):
@@ -28,9 +32,9 @@ def test_accelerators_at_au_is_the_throttle_over_one_accelerators_demand(tmp_pat
         yaml.safe_dump(
             {
                 "dataset": {"format": "raw", "files": 1536, "record_bytes": {"mean": RECORD}},
-                "reader": {"threads": 1, "batch": BATCH, "prefetch": 2},
+                "reader": {"threads": 1, "batch": BATCH, "prefetch": 4},
                 "compute": {"accelerator": {"seconds_per_batch": SECONDS}},
-                "min_au": 0.9,
+                "min_au": MIN_AU,
             }
         )
     )
@@ -44,7 +48,7 @@ def test_accelerators_at_au_is_the_throttle_over_one_accelerators_demand(tmp_pat
             argv = [BENCH, "sweep", "--config", str(config), "--output-dir", str(tmp_path / "out")]
             argv += ["--results-url", f"sqlite:///{tmp_path}/r.db"]
             done = subprocess.run(
-                ["bash", "-c", f"{prefix} && exec \"$@\"", "sweep", *argv], capture_output=True, text=True, timeout=600
+                ["bash", "-c", f'{prefix} && exec "$@"', "sweep", *argv], capture_output=True, text=True, timeout=600
             )
     out = done.stdout
     assert "accelerators_at_au" in out, out[-3000:] + done.stderr[-3000:]
