@@ -53,7 +53,9 @@ def stage_datasets(cfg: SweepConfig) -> dict:
     from bench.data.checks import check_manifest
     from bench.data.generate import GenerateSpec, generate
     from bench.data.stage import stage
+    from bench.workloads.spec import check_refs
 
+    check_refs(cfg.workloads)  # every workload file valid before any dataset is written
     out = {}
     for workload in workload_names(cfg):
         kind = DATASET_KIND.get(workload) or workload_of(cfg, workload).spec.dataset.layout

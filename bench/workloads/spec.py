@@ -218,6 +218,17 @@ def emulated_workloads(refs, default_min_au: float | None) -> dict[str, dict]:
     return out
 
 
+def check_refs(refs) -> None:
+    """Every workload a suite names, loaded and validated (ConfigError naming the file and field), and
+    no two with one name (a file's stem names its rows and dataset folder)."""
+    names = [workload_name(ref) for ref in refs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"workloads: {', '.join(twice)} named twice (a file's stem is its name; rename one)")
+    for ref in refs:
+        load(ref)
+
+
 def builtin_names() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in BUILTIN_WORKLOADS_DIR.glob("*.yaml")))
 

@@ -113,3 +113,34 @@ def test_a_rank_is_real_or_emulated_never_a_name_without_a_model():
 def _flags(argv: list[str]) -> dict:
     i = argv.index("--accelerator-s")
     return {"accelerator_s": float(argv[i + 1]), "record_format": argv[argv.index("--record-format") + 1]}
+
+
+def test_a_suite_naming_a_bad_file_or_one_name_twice_is_refused_before_it_runs(tmp_path):
+    from bench.workloads.spec import check_refs
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_bad(reader__batch=0)))
+    with pytest.raises(ConfigError, match="reader.batch"):
+        check_refs(("ssd", str(bad)))
+    twin = tmp_path / "sub"
+    twin.mkdir()
+    (twin / "ssd.yaml").write_text(yaml.safe_dump(GOOD))
+    with pytest.raises(ConfigError, match="ssd named twice"):
+        check_refs(("ssd", str(twin / "ssd.yaml")))
+
+
+def test_a_gpu_checks_profile_file_loads_and_a_dry_run_is_refused(tmp_path):
+    from bench.gpucheck import accelerator_profile
+    from bench.workloads.accelerators import profiles_from_file
+
+    entry = {"workload": "ssd", "precision": "bf16", "preset": "production", "image_size": 300}
+    entry |= {"batch_size": 64, "seconds_per_batch": 0.0493}
+    header = {"accelerator": "NVIDIA H200", "source": "scripts/gpu-check.sh", "measured_at": "2026-12-05"}
+    path = tmp_path / "accelerators.yaml"
+    path.write_text(accelerator_profile(header | {"dry_run": False}, [entry]))
+    (profile,) = profiles_from_file(path).values()
+    assert (profile.name, profile.seconds_per_batch, profile.batch_size) == ("ssd-bf16@accelerators", 0.0493, 64)
+    assert profile.accelerator == "NVIDIA H200" and profile.date == "2026-12-05"
+    path.write_text(accelerator_profile(header | {"dry_run": True}, [entry]))
+    with pytest.raises(ConfigError, match="dry_run"):
+        profiles_from_file(path)
