@@ -120,7 +120,7 @@ def test_a_suite_naming_a_bad_file_or_one_name_twice_is_refused_before_it_runs(t
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_bad(reader__batch=0)))
-    with pytest.raises(ConfigError, match="reader.batch"):
+    with pytest.raises(ConfigError, match=r"reader\.batch"):
         check_refs(("ssd", str(bad)))
     twin = tmp_path / "sub"
     twin.mkdir()
