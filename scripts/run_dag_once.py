@@ -140,7 +140,20 @@ def summary_table(csv: Path) -> list[str]:
         if "independent" in ideals
         else "efficiency is against linear scaling (N x one rank)"
     )
-    return [*lines, *notes, legend, storage_line(frame, csv.parent / "probe.json")]
+    return [*lines, *notes, legend, storage_line(frame, csv.parent / "probe.json"), *at_au_lines(csv.parent)]
+
+
+def at_au_lines(folder: Path) -> list[str]:
+    """Per emulated workload: the accelerators the storage fed at its AU bound, measured and projected."""
+    try:
+        at_au = json.loads((folder / "suite.json").read_text()).get("accelerators_at_au") or {}
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [
+        f"accelerators at AU: {name}: {e['accelerators']} {'measured' if e['measured'] else 'projected'} ({e['basis']})"
+        for name, entries in at_au.items()
+        for e in entries
+    ]
 
 
 def bandwidth_check(r: dict) -> str:
