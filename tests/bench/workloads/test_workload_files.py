@@ -144,3 +144,22 @@ def test_a_gpu_checks_profile_file_loads_and_a_dry_run_is_refused(tmp_path):
     path.write_text(accelerator_profile(header | {"dry_run": True}, [entry]))
     with pytest.raises(ConfigError, match="dry_run"):
         profiles_from_file(path)
+
+
+def test_accelerators_at_au_is_measured_up_to_the_first_fall_then_projected_from_the_ceiling():
+    import pandas as pd
+
+    from bench.analysis.verdict.accelerators import accelerators_at_au
+
+    w = {"accelerator": "retinanet-b200", "min_au": 0.85, "batch": 24, "seconds_per_batch": 0.04755}
+    w |= {"record_bytes": 322957.0}
+    held = pd.DataFrame({"workload": "r", "gpus": [1, 2], "au": [0.93, 0.88], "valid": True})
+    measured, projected = accelerators_at_au(held, {"r": w}, ceiling_mb_s=434.0)["r"]
+    assert (measured["measured"], measured["accelerators"], measured["au_fell_at"]) == (True, 2, None)
+    # 434 MB/s / (163.0 MB/s x 0.85) = 3.13
+    assert (projected["measured"], projected["accelerators"]) == (False, 3)
+    fell = pd.DataFrame({"workload": "r", "gpus": [1, 2, 4], "au": [0.93, 0.80, 0.9], "valid": True})
+    (only,) = accelerators_at_au(fell, {"r": w}, ceiling_mb_s=434.0)["r"]  # AU fell: nothing to project
+    assert (only["accelerators"], only["au_fell_at"], only["measured"]) == (1, 2, True)
+    none = pd.DataFrame({"workload": "r", "gpus": [1], "au": [0.5], "valid": True})
+    assert accelerators_at_au(none, {"r": w}, None)["r"][0]["accelerators"] is None
