@@ -163,3 +163,21 @@ def test_accelerators_at_au_is_measured_up_to_the_first_fall_then_projected_from
     assert (only["accelerators"], only["au_fell_at"], only["measured"]) == (1, 2, True)
     none = pd.DataFrame({"workload": "r", "gpus": [1], "au": [0.5], "valid": True})
     assert accelerators_at_au(none, {"r": w}, None)["r"][0]["accelerators"] is None
+
+
+def test_a_users_folder_of_mixed_formats_or_changed_files_is_refused_naming_the_file(tmp_path):
+    from bench.data.records import RECORDS_MANIFEST, RecordsSpec, generate_records, load_records
+    from bench.errors import DatasetError
+
+    folder = tmp_path / "mine"
+    generate_records(RecordsSpec("jpeg", 3, 1, 20_000), folder)
+    (folder / RECORDS_MANIFEST).unlink()
+    (folder / "zz.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
+    with pytest.raises(DatasetError, match=r"zz\.png: is png, not jpeg"):
+        load_records(folder)
+    (folder / "zz.png").unlink()
+    assert load_records(folder)["format"] == "jpeg"  # detected, manifest written beside the files
+    with open(folder / "00000001.jpg", "ab") as f:
+        f.write(b"more")
+    with pytest.raises(DatasetError, match=r"00000001\.jpg: listed in records\.json"):
+        load_records(folder)
