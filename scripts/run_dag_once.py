@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -58,10 +59,11 @@ class Progress:
             scale = state_file.parent.name
             if doc.get("state") not in ("PENDING", "RUNNING") and self.seen.get(scale) != doc["state"]:
                 self.seen[scale] = doc["state"]
-                workload, gpus, *variant = scale.split("-")  # {workload}-{gpus}[-{variant}]
-                what = {"independent": " as independent copies (node ceiling)"}.get("-".join(variant), "")
+                # {workload}-{gpus}[-{variant}]; a workload's own name may hold '-' (retinanet-b200)
+                workload, gpus, variant = re.fullmatch(r"(.+?)-(\d+)(?:-([a-z]+))?", scale).groups(default="")
+                what = {"independent": " as independent copies (node ceiling)"}.get(variant, "")
                 if variant and not what:
-                    what = f" ({'-'.join(variant)} rerun)"
+                    what = f" ({variant} rerun)"
                 reason = f" ({doc['reason']})" if doc.get("reason") else ""
                 self.say(f"train {workload} @ {gpus} rank(s){what}: {doc['state']}{reason}")
 
