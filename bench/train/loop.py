@@ -79,6 +79,9 @@ class _Rank:
         # An emulated rank (bench.workloads.emulate) waits the accelerator's time instead of computing
         self.emulator = Accelerator(cfg.accelerator_s) if cfg.accelerator_s is not None else None
         if self.emulator is not None:
+            # one intra-op thread: its tiny backward needs no pool, and a pool's threads spin after each
+            # parallel region on the cores the reader's workers need
+            torch.set_num_threads(1)
             self.built = WorkloadModel(EmulatedModel(cfg.gradient_bytes), self.emulator.loss, conv=False)
         else:
             self.built = build(cfg.workload, cfg.preset, cfg.image_size)
