@@ -648,7 +648,7 @@ class TrainConfig(Frozen):
     # An emulated rank (bench.workloads.emulate): the records reader's real reads, then a timed wait of
     # accelerator_s per batch instead of forward and backward; `accelerator` names the profile.
     accelerator_s: float | None = Field(None, gt=0, le=3600)
-    accelerator: Annotated[str, _matching(re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})?$"), "accelerator")] = ""
+    accelerator: Annotated[str, _matching(re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.@-]{0,127})?$"), "accelerator")] = ""
     gradient_bytes: int = Field(0, ge=0, le=1 << 40)  # allreduced per emulated step (0: no collective data)
     record_format: RecordFormat | None = None  # None: detected from the files (bench.data.records)
     decode: bool = False

@@ -21,6 +21,7 @@ Built-ins live in builtin/*.yaml; a suite's `workloads:` names built-ins or abso
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -28,7 +29,6 @@ from pydantic import Field, model_validator
 
 from bench.config import (
     BUILTIN_WORKLOADS_DIR,
-    NAME_RE,
     WORKLOADS,
     Frozen,
     LoaderKind,
@@ -90,7 +90,10 @@ class ReaderSpec(Frozen):
 
 
 class AcceleratorSpec(Frozen):
-    profile: Annotated[str, _matching(NAME_RE, "profile")] | None = None
+    profile: Annotated[str, _matching(re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"), "profile")] | None = None
+    # an accelerators.yaml that scripts/gpu-check.sh wrote: `profile` then names one of its entries
+    # (`<workload>-<precision>@<file stem>`, as `bench workloads check` lists them)
+    profile_file: SafePath | None = None
     seconds_per_batch: float | None = Field(None, gt=0, le=3600)
     images_per_s: float | None = Field(None, gt=0, le=1e9)
     allreduce_bytes: int | None = Field(None, ge=0, le=1 << 40)
@@ -100,12 +103,20 @@ class AcceleratorSpec(Frozen):
         given = [k for k in ("profile", "seconds_per_batch", "images_per_s") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of profile, seconds_per_batch, images_per_s (got {given or 'none'})")
+        if self.profile_file is not None and self.profile is None:
+            raise ValueError("profile_file: name the profile of it to use (profile)")
         if self.profile is not None:
-            from bench.workloads.accelerators import PROFILES
-
-            if self.profile not in PROFILES:
-                raise ValueError(f"profile {self.profile!r} is not shipped; known: {', '.join(sorted(PROFILES))}")
+            known = self.profiles()
+            if self.profile not in known:
+                where = f"in {self.profile_file}" if self.profile_file else "shipped"
+                raise ValueError(f"profile {self.profile!r} is not {where}; known: {', '.join(sorted(known))}")
         return self
+
+    def profiles(self) -> dict:
+        """The profiles `profile` is looked up in: the file's, else the shipped ones."""
+        from bench.workloads.accelerators import PROFILES, profiles_from_file
+
+        return profiles_from_file(self.profile_file) if self.profile_file else PROFILES
 
 
 class ComputeSpec(Frozen):
@@ -160,9 +171,7 @@ def resolve(name: str, spec: WorkloadSpec) -> Resolved:
     acc = spec.compute.accelerator
     if acc is None:
         return Resolved(name=name, spec=spec, batch_size=spec.reader.batch, min_au=spec.min_au)
-    from bench.workloads.accelerators import PROFILES
-
-    prof = PROFILES[acc.profile] if acc.profile else None
+    prof = acc.profiles()[acc.profile] if acc.profile else None
     batch = spec.reader.batch or (prof.batch_size if prof else None)
     if batch is None:
         raise ConfigError(f"workload {name}: reader.batch: required with seconds_per_batch or images_per_s")

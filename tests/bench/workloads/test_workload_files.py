@@ -12,7 +12,7 @@ import yaml
 from bench.cli.main import main
 from bench.config import ConfigError, SuiteSettings, TrainConfig, parse, settings_from
 from bench.workloads.accelerators import PROFILES
-from bench.workloads.spec import builtin_names, load, load_file
+from bench.workloads.spec import builtin_names, load, load_file, resolve
 
 GOOD = {
     "dataset": {"format": "raw", "files": 4, "samples_per_file": 2, "record_bytes": {"mean": 4096, "stdev": 512}},
@@ -141,6 +141,14 @@ def test_a_gpu_checks_profile_file_loads_and_a_dry_run_is_refused(tmp_path):
     (profile,) = profiles_from_file(path).values()
     assert (profile.name, profile.seconds_per_batch, profile.batch_size) == ("ssd-bf16@accelerators", 0.0493, 64)
     assert profile.accelerator == "NVIDIA H200" and profile.date == "2026-12-05"
+    # a workload file emulates the GPU that gpu-check ran on, by the profile's name in that file
+    workload = tmp_path / "mine.yaml"
+    doc = _bad(compute__accelerator={"profile": "ssd-bf16@accelerators", "profile_file": str(path)}, reader__batch=32)
+    workload.write_text(yaml.safe_dump(doc))
+    mine = resolve("mine", load_file(workload))
+    assert (mine.accelerator, mine.seconds_per_batch, mine.batch_size) == ("ssd-bf16@accelerators", 0.0493 / 2, 32)
+    rank = {"workload": "mine", "steps": 1, "data": "/d", "accelerator": mine.accelerator, "accelerator_s": 0.02}
+    assert parse(TrainConfig, rank).accelerator == "ssd-bf16@accelerators"  # the name travels to the rank
     path.write_text(accelerator_profile(header | {"dry_run": True}, [entry]))
     with pytest.raises(ConfigError, match="dry_run"):
         profiles_from_file(path)
