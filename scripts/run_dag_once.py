@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -58,10 +59,11 @@ class Progress:
             scale = state_file.parent.name
             if doc.get("state") not in ("PENDING", "RUNNING") and self.seen.get(scale) != doc["state"]:
                 self.seen[scale] = doc["state"]
-                workload, gpus, *variant = scale.split("-")  # {workload}-{gpus}[-{variant}]
-                what = {"independent": " as independent copies (node ceiling)"}.get("-".join(variant), "")
+                # {workload}-{gpus}[-{variant}]; a workload's own name may hold '-' (retinanet-b200)
+                workload, gpus, variant = re.fullmatch(r"(.+?)-(\d+)(?:-([a-z]+))?", scale).groups(default="")
+                what = {"independent": " as independent copies (node ceiling)"}.get(variant, "")
                 if variant and not what:
-                    what = f" ({'-'.join(variant)} rerun)"
+                    what = f" ({variant} rerun)"
                 reason = f" ({doc['reason']})" if doc.get("reason") else ""
                 self.say(f"train {workload} @ {gpus} rank(s){what}: {doc['state']}{reason}")
 
@@ -140,7 +142,20 @@ def summary_table(csv: Path) -> list[str]:
         if "independent" in ideals
         else "efficiency is against linear scaling (N x one rank)"
     )
-    return [*lines, *notes, legend, storage_line(frame, csv.parent / "probe.json")]
+    return [*lines, *notes, legend, storage_line(frame, csv.parent / "probe.json"), *at_au_lines(csv.parent)]
+
+
+def at_au_lines(folder: Path) -> list[str]:
+    """Per emulated workload: the accelerators the storage fed at its AU bound, measured and projected."""
+    try:
+        at_au = json.loads((folder / "suite.json").read_text()).get("accelerators_at_au") or {}
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [
+        f"accelerators at AU: {name}: {e['accelerators']} {'measured' if e['measured'] else 'projected'} ({e['basis']})"
+        for name, entries in at_au.items()
+        for e in entries
+    ]
 
 
 def bandwidth_check(r: dict) -> str:

@@ -121,6 +121,8 @@ def row_from_result(
         reason=result.get("reason", ""),
         backend="",
         precision="",
+        emulated=False,
+        accelerator="",
         versions="{}",
         schema_version=FRAME_SCHEMA_VERSION,
         ckpt_state="",
@@ -150,6 +152,8 @@ def row_from_result(
             # A summary without `backend` was written by the Horovod-only harness.
             backend=s.get("backend") or "horovod",
             precision=s.get("precision") or "",
+            emulated=bool(s.get("emulated", False)),
+            accelerator=s.get("accelerator") or "",
             gpu_busy_share=s["utilisation"].get("gpu_busy_share"),
         )
         row.update(_measurement(s))

@@ -6,11 +6,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bench.cli import checkpoint, data, project, results, storage, sweep, train
+from bench.cli import checkpoint, data, project, results, storage, sweep, train, workloads
 from bench.errors import BenchError, ConfigError, DatasetError, ResultsInputError
 
 # One module per command group, each adding its sub-commands (and their handler, as `func`).
-COMMAND_GROUPS = (train, data, results, sweep, storage, checkpoint, project)
+COMMAND_GROUPS = (train, data, results, sweep, storage, checkpoint, project, workloads)
 
 EXIT_FAIL, EXIT_BAD_INPUT = 1, 2
 

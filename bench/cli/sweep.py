@@ -40,7 +40,9 @@ FLAG_SETTINGS = (
 def add_parsers(sub) -> None:
     s = sub.add_parser("sweep", help="run the suite once end to end (exit 0 pass, 1 scaling fails)")
     s.add_argument("--config", type=Path, help="YAML or JSON file of suite settings (a suite file's fields)")
-    s.add_argument("--workloads", help="comma list of ssd,deeplabv3plus")
+    s.add_argument(
+        "--workloads", help="comma list of built-ins (bench workloads list) or workload files' absolute paths"
+    )
     s.add_argument("--gpus", help="comma list of rank counts, e.g. 1,2")
     s.add_argument("--launcher", choices=choices_of(SuiteSettings, "launcher"))
     s.add_argument("--dataset-path", type=Path)

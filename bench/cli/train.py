@@ -11,7 +11,7 @@ from bench.config import CheckpointSpec, TrainConfig, choices_of, default_of, pa
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("train", help="run one training rank (start under horovodrun, srun, or plainly)")
-    p.add_argument("--workload", required=True, choices=choices_of(TrainConfig, "workload"))
+    p.add_argument("--workload", required=True, help="ssd | deeplabv3plus, or an emulated workload's name")
     p.add_argument("--preset", default=default_of(TrainConfig, "preset"), choices=choices_of(TrainConfig, "preset"))
     p.add_argument("--data", type=Path)
     p.add_argument("--synthetic", action="store_true", help="in-memory tensors: the compute upper bound")
@@ -74,6 +74,13 @@ def add_parsers(sub) -> None:
         help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
     )
     p.add_argument("--run-nonce", help="set by the launchers: ties the summary to one submit")
+    _checkpoint_flags(p)
+    _emulation_flags(p)
+    p.set_defaults(func=_cmd_train)
+
+
+def _checkpoint_flags(p) -> None:
+    """The checkpoint phase's flags (bench.config.CheckpointSpec) and the saves during training."""
     c = p.add_argument_group("checkpoint phase (after the measured steps) and saves during them")
     c.add_argument(
         "--checkpoint-mode",
@@ -85,7 +92,18 @@ def add_parsers(sub) -> None:
     c.add_argument("--checkpoint-reads", type=int, help="checkpoints read back cold (default: MLPerf's)")
     c.add_argument("--checkpoint-every-steps", type=int, help="save model and optimizer every N measured steps")
     c.add_argument("--checkpoint-dir", type=Path, help="the folder on the store under test they are written to")
-    p.set_defaults(func=_cmd_train)
+
+
+def _emulation_flags(p) -> None:
+    """An emulated accelerator's flags (bench/workloads): set by the suite from a workload file."""
+    emu = p.add_argument_group("emulated accelerator (bench/workloads): real reads, a timed wait per batch")
+    emu.add_argument("--accelerator-s", type=float, help="seconds per batch the emulated accelerator computes")
+    emu.add_argument("--accelerator", help="the profile's name, recorded with the results")
+    emu.add_argument("--gradient-bytes", type=int, help="gradient bytes allreduced per emulated step")
+    emu.add_argument("--record-format", choices=choices_of(TrainConfig, "record_format"))
+    emu.add_argument("--decode", action="store_true", help="decode each record after reading it")
+    emu.add_argument("--no-shuffle", action="store_false", dest="shuffle")
+    emu.add_argument("--prefetch", type=int, help="batches each reader thread keeps ahead")
 
 
 CHECKPOINT_FLAGS = {"checkpoint_mode": "mode", "checkpoint_bytes": "bytes_per_rank"}

@@ -66,12 +66,17 @@ class ProbeResult:
 
 
 def sample_files(dirs: list[Path], max_files: int) -> list[tuple[Path, int]]:
-    """(path, size) of the staged datasets' files: only trees with a scalewatch manifest are probed."""
+    """(path, size) of the staged datasets' files: only trees with a scalewatch manifest are probed (a
+    staged tree's MANIFEST.json, or a records folder's records.json: bench.data.records)."""
+    from bench.data.records import RECORDS_MANIFEST, load_records
     from bench.data.stage import MANIFEST, load_manifest
     from bench.errors import DatasetError
 
     files: list[tuple[Path, int]] = []
     for d in dirs:
+        if (d / RECORDS_MANIFEST).is_file() and not (d / MANIFEST).exists():
+            files += [(d / f["name"], int(f["bytes"])) for f in load_records(d)["files"] if f["bytes"] > 0]
+            continue
         try:
             doc = load_manifest(d)
         except DatasetError as error:

@@ -15,6 +15,12 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
         return SyntheticLoader(cfg, model, device)
     assert cfg.data is not None
     opts = LoaderOptions(shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
+    if cfg.accelerator_s is not None:  # an emulated rank: the records reader (bench.workloads.emulate)
+        from bench.data.records import load_records
+        from bench.loaders.records import RecordsLoader
+
+        manifest = load_records(cfg.data, cfg.record_format)
+        return RecordsLoader(cfg.data, manifest, opts, cfg.decode, cfg.shuffle, cfg.prefetch)
     if cfg.workload == "ssd":
         ds = load_coco(cfg.data)
         check_jpegs(ds.root / "images", ds.files, shard.rank, shard.world)

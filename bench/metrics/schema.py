@@ -181,7 +181,14 @@ SUMMARY_SCHEMA = {
         "schema_version": {"const": SUMMARY_SCHEMA_VERSION},
         "valid": {"const": True},
         "status": {"const": "success"},
-        "workload": {"enum": ["ssd", "deeplabv3plus"]},
+        # a real model (ssd, deeplabv3plus) or an emulated workload's name (bench/workloads)
+        "workload": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
+        # Optional (summaries before workload files have none): an emulated accelerator's rank, its
+        # profile ('' when real), seconds per batch and the median wait its ranks made per batch.
+        "emulated": {"type": "boolean"},
+        "accelerator": {"type": "string"},
+        "accelerator_s": _num_or_null,
+        "accelerator_wait_median_s": _num_or_null,
         "loader": {"enum": ["dali", "torch", "synthetic"]},
         "ranks": {"type": "integer", "minimum": 1},
         "hosts": {"type": "array", "items": {"type": "string"}},

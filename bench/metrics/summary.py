@@ -116,6 +116,11 @@ def _setup(cfg: TrainConfig, dist: Collective, reports: list[dict]) -> dict:
     """What ran, and where: the workload and its options, the ranks, how they met and what they shared."""
     return {
         "workload": cfg.workload,
+        "emulated": cfg.accelerator_s is not None,
+        "accelerator": cfg.accelerator,
+        "accelerator_s": cfg.accelerator_s,
+        # the emulated accelerator's wait per batch, the slowest rank's median (null when real)
+        "accelerator_wait_median_s": _max_or_none([r.get("accelerator_wait_median_s") for r in reports]),
         "preset": cfg.preset,
         "loader": "synthetic" if cfg.synthetic else cfg.loader,
         "synthetic": cfg.synthetic,

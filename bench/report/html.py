@@ -527,6 +527,7 @@ def write_report(
         ],
         slots=_slots(frame),
         charts=[Markup(c) for c in charts],
+        at_au=getattr(ev, "accelerators_at_au", {}),
         **storage.context(frame, ev.probe, probes if probes is not None else pd.DataFrame(), suite_run_id),
     )
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -246,6 +246,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("ckpt_read_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_read_checked", "min")),
     _c("ckpt_write_checked", "float", "MB/s", "regression", stored=False),
     _c("ckpt_read_checked", "float", "MB/s", "regression", stored=False),
+    # an emulated accelerator's scale (bench.workloads.emulate, revision 0016): its profile's name, '' when
+    # the model trained for real; NULL on rows stored before (all real)
+    _c("emulated", "bool", "flag", "run"),
+    _c("accelerator", "text", "label", "run"),
 )
 BY_NAME: dict[str, Column] = {c.name: c for c in RESULT_COLUMNS}
 NAMES: frozenset[str] = frozenset(BY_NAME)

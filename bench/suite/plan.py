@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config import RunSpec, SweepConfig, TrainConfig
+from bench.workloads.spec import workload_name
 
 DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 
@@ -15,10 +16,23 @@ DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
 INDEPENDENT = "independent"  # the variant that measures a scale's node ceiling
 
 
+def workload_names(cfg: SweepConfig) -> list[str]:
+    return [workload_name(ref) for ref in cfg.workloads]
+
+
+def workload_of(cfg: SweepConfig, name: str):
+    """The named workload of this suite, resolved (bench.workloads.spec): its dataset, reader and
+    compute; ConfigError naming the file and field where it is invalid."""
+    from bench.workloads.spec import load
+
+    refs = {workload_name(ref): ref for ref in cfg.workloads}
+    return load(refs.get(name, name))
+
+
 def run_matrix(cfg: SweepConfig) -> list[dict]:
     """Each scale, each above one rank followed at once by its node ceiling (so drift hits both alike)."""
     out = []
-    for w in cfg.workloads:
+    for w in workload_names(cfg):
         for g in sorted(cfg.gpus):
             out.append({"workload": w, "gpus": g})
             if cfg.ceilings and g > 1:
@@ -27,7 +41,48 @@ def run_matrix(cfg: SweepConfig) -> list[dict]:
 
 
 def dataset_dir(cfg: SweepConfig, workload: str) -> Path:
-    return cfg.dataset_path / DATASET_KIND[workload]
+    """A real model's generated tree; an emulated workload's records (generated beside them, or the
+    user's own folder read where it is)."""
+    if workload in DATASET_KIND:
+        return cfg.dataset_path / DATASET_KIND[workload]
+    spec = workload_of(cfg, workload).spec
+    if spec.dataset.layout != "records":
+        return cfg.dataset_path / spec.dataset.layout
+    if spec.dataset.path is not None:
+        return spec.dataset.path
+    return cfg.dataset_path / f"records-{workload}"
+
+
+def workload_update(cfg: SweepConfig, workload: str) -> dict:
+    """TrainConfig fields the workload sets: an emulated one's accelerator time, records and reader."""
+    if workload in DATASET_KIND and not any(r.startswith("/") and workload_name(r) == workload for r in cfg.workloads):
+        return {"workload": workload}
+    w = workload_of(cfg, workload)
+    reader = w.spec.reader
+    update: dict = {"workload": w.spec.compute.model or workload}
+    if reader.batch is not None or w.batch_size is not None:
+        update["batch_size"] = w.batch_size or reader.batch
+    if reader.threads is not None:
+        update["loader_threads"] = reader.threads
+    if reader.loader is not None:
+        update["loader"] = reader.loader
+    if w.seconds_per_batch is not None:
+        update |= {
+            "accelerator_s": w.seconds_per_batch,
+            "accelerator": w.accelerator,
+            "gradient_bytes": w.gradient_bytes,
+            "record_format": w.spec.dataset.format or _detected_format(dataset_dir(cfg, workload)),
+            "decode": reader.decode,
+            "shuffle": reader.shuffle,
+            "prefetch": reader.prefetch,
+        }
+    return update
+
+
+def _detected_format(root: Path) -> str:
+    from bench.data.records import load_records
+
+    return load_records(root)["format"]
 
 
 PROBE_FILE = "probe.json"
@@ -45,7 +100,10 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     """One scale's launch; `variant` is a differential rerun of it ("warm", "synthetic") or its node
     ceiling ("independent": the same ranks and slots, no collective)."""
     synthetic = cfg.train.synthetic or variant == "synthetic"
-    update = {"workload": workload, "synthetic": synthetic, "data": None if synthetic else dataset_dir(cfg, workload)}
+    update = workload_update(cfg, workload) | {
+        "synthetic": synthetic,
+        "data": None if synthetic else dataset_dir(cfg, workload),
+    }
     if variant in ("warm", INDEPENDENT) and not synthetic:
         update |= {"warm_cache": True, "drop_caches": False}
     if variant == INDEPENDENT:

@@ -31,7 +31,7 @@ from pathlib import Path
 from bench.config import SweepConfig
 from bench.data.probe import BOUND_RULE, ProbeError, aggregate_bound, nodes_for
 from bench.errors import DatasetError
-from bench.suite.plan import dataset_dir
+from bench.suite.plan import dataset_dir, workload_names
 
 LATE_SHARE = 0.1  # a node starting later than this share of a level did not read beside the others
 MIN_LEAD_S = 1.0
@@ -169,7 +169,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     python = python or sys.executable
     base = [python, "-m", "bench.data.probe", "--max-jobs", str(cfg.probe_max_jobs)]
     base += ["--seconds", str(cfg.probe_seconds)]
-    for d in (dataset_dir(cfg, w) for w in cfg.workloads):
+    for d in dict.fromkeys(dataset_dir(cfg, w) for w in workload_names(cfg)):
         base += ["--path", str(d)]
     limit = max(120.0, cfg.probe_seconds * 40)
     launched = time.time()

@@ -116,7 +116,15 @@ def record(
             ev.frame.to_csv(files.staged("results.csv"), index=False)
             # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
             files.staged("suite.json").write_text(
-                json.dumps({"dag_id": dag_id, "run_id": suite_run_id, "verdict": ev.verdict, "started_at": started})
+                json.dumps(
+                    {
+                        "dag_id": dag_id,
+                        "run_id": suite_run_id,
+                        "verdict": ev.verdict,
+                        "started_at": started,
+                        "accelerators_at_au": ev.accelerators_at_au,
+                    }
+                )
             )
             shown = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
             write_report(files.staged("report.html"), suite_run_id, ev, shown, history, cfg, probes, changes)
@@ -137,6 +145,7 @@ def record(
         "results_csv": str(out / "results.csv"),
         "changes": changes,
         "slow_nodes": nodes,
+        "accelerators_at_au": ev.accelerators_at_au,
     }
 
 

@@ -8,21 +8,72 @@ from pathlib import Path
 
 from bench.config import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
-from bench.suite.plan import DATASET_KIND, PROBE_FILE, dataset_dir, run_spec, suite_dir
+from bench.suite.plan import (
+    DATASET_KIND,
+    PROBE_FILE,
+    dataset_dir,
+    run_spec,
+    suite_dir,
+    workload_names,
+    workload_of,
+)
+
+
+def stage_records(cfg: SweepConfig, workload: str) -> dict:
+    """A workload file's records: generated on the storage under test (kept where a previous run wrote
+    the same ones), or the user's folder listed once (bench.data.records)."""
+    from bench.data.records import RecordsSpec, generate_records, load_records
+
+    data = workload_of(cfg, workload).spec.dataset
+    target = dataset_dir(cfg, workload)
+    if data.path is not None:
+        manifest = load_records(target, data.format)
+    else:
+        spec = RecordsSpec(
+            data.format,
+            data.files,
+            data.samples_per_file,
+            data.record_bytes.mean,
+            data.record_bytes.stdev,
+            cfg.train.seed,
+        )
+        manifest = generate_records(spec, target)
+    files = manifest["files"]
+    return {
+        "path": str(target),
+        "files": len(files),
+        "bytes": sum(f["bytes"] for f in files),
+        "copied": 0,
+        "skipped": 0,
+    }
 
 
 def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
     """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked. `stage_on: node`
     runs all of it on a compute node through the launcher (bench.suite.stage_node), so the worker need
     not mount the store; `env` as for probe_storage."""
+    from bench.workloads.spec import check_refs
+
+    check_refs(cfg.workloads)  # every workload file valid before any dataset is written
     if cfg.resolved_stage_on() == "node":
         from bench.suite.stage_node import stage_on_node
 
         return stage_on_node(cfg, launcher, env)
-    return {
-        w: stage_one(DATASET_KIND[w], dataset_dir(cfg, w), cfg.stage_from, cfg.dataset_images, cfg.train.seed)
-        for w in cfg.workloads
-    }
+    return stage_here(cfg)
+
+
+def stage_here(cfg: SweepConfig) -> dict:
+    """Each workload's dataset staged from this process (the worker, or the node `stage_node` runs on): a
+    real model's generated tree, or a workload file's records."""
+    out = {}
+    for workload in workload_names(cfg):
+        kind = DATASET_KIND.get(workload) or workload_of(cfg, workload).spec.dataset.layout
+        if kind == "records":
+            out[workload] = stage_records(cfg, workload)
+        else:
+            target = dataset_dir(cfg, workload)
+            out[workload] = stage_one(kind, target, cfg.stage_from, cfg.dataset_images, cfg.train.seed)
+    return out
 
 
 def stage_one(kind: str, target: Path, stage_from: Path | None, images: int, seed: int) -> dict:

@@ -1,7 +1,8 @@
 """Staging where the storage is (`stage_on: node`): generation, staging and the manifest check run on a
 compute node through the suite's launcher, as its ranks and probe do, so the Airflow worker need not
 mount the store under test. The node runs `python -m bench.suite.stage_node` and prints what was
-staged as JSON; an error there fails the task naming the node."""
+staged as JSON; an error there fails the task naming the node. A workload file named by its path must
+be at that path on the node too (a shared folder, as the run folder is)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 from bench.config import SweepConfig
-from bench.suite.plan import DATASET_KIND
 
 
 def node_argv(cfg: SweepConfig, python: str) -> list[str]:
@@ -36,23 +36,30 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.config import SweepConfig, TrainConfig
     from bench.data.probe import node_name
     from bench.errors import BenchError
-    from bench.suite.run import stage_one
+    from bench.suite.run import stage_here
 
     p = argparse.ArgumentParser(prog="python -m bench.suite.stage_node")
     p.add_argument("--dataset-path", type=Path, required=True)
-    p.add_argument("--workload", action="append", required=True, choices=sorted(DATASET_KIND))
+    p.add_argument("--workload", action="append", required=True, help="a built-in's name or a workload file")
     p.add_argument("--images", type=int, required=True)
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--stage-from", type=Path)
     args = p.parse_args(argv)
     try:
-        out = {
-            w: stage_one(DATASET_KIND[w], args.dataset_path / DATASET_KIND[w], args.stage_from, args.images, args.seed)
-            for w in args.workload
-        }
-    except (BenchError, OSError) as error:
+        # the datasets' settings only, validated as the worker validated them (workload refs included)
+        train = TrainConfig(workload="ssd", data=args.dataset_path, seed=args.seed)
+        cfg = SweepConfig(
+            workloads=args.workload,
+            dataset_path=args.dataset_path,
+            dataset_images=args.images,
+            stage_from=args.stage_from,
+            train=train,
+        )
+        out = stage_here(cfg)
+    except (BenchError, OSError, ValueError) as error:
         print(f"{node_name()}: {error}", file=sys.stderr)
         return 2
     print(json.dumps(out), flush=True)

@@ -24,11 +24,12 @@ from bench.metrics.sampler import Sampler
 from bench.metrics.schema import validate_summary
 from bench.metrics.sources.pagecache import cache_domain
 from bench.metrics.summary import interference_of, mean, summarise
-from bench.models.registry import build
+from bench.models.registry import WorkloadModel, build
 from bench.train.dist import Dist, init
 from bench.train.dist.probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
 from bench.train.timing import GpuBusyWindow, StepTimer, busy_window, window_steps
+from bench.workloads.emulate import Accelerator, EmulatedModel
 
 MAX_EPOCHS = 1_000_000  # with --steps the epochs run until the steps (and min_measure_s) are done
 MAX_EXTENSION_ROUNDS = 20  # each round adds 1.1x the missing time; a crawling rank cannot extend forever
@@ -75,7 +76,15 @@ class _Rank:
         self.dist = dist = init(cfg.backend, cfg.bind)
         self.started = datetime.now(UTC).isoformat()
         torch.manual_seed(cfg.seed)
-        self.built = build(cfg.workload, cfg.preset, cfg.image_size)
+        # An emulated rank (bench.workloads.emulate) waits the accelerator's time instead of computing
+        self.emulator = Accelerator(cfg.accelerator_s) if cfg.accelerator_s is not None else None
+        if self.emulator is not None:
+            # one intra-op thread: its tiny backward needs no pool, and a pool's threads spin after each
+            # parallel region on the cores the reader's workers need
+            torch.set_num_threads(1)
+            self.built = WorkloadModel(EmulatedModel(cfg.gradient_bytes), self.emulator.loss, conv=False)
+        else:
+            self.built = build(cfg.workload, cfg.preset, cfg.image_size)
         # Horovod allreduces only contiguous gradients: channels_last weights need a backend that takes
         # strided ones (torch DDP).
         self.tuned = setup(cfg, dist.device, self.built.conv, dense_gradients=dist.backend == "horovod")
@@ -115,6 +124,8 @@ class _Rank:
             loss = self.built.loss(self.step_model, batch)
         optimizer.zero_grad()  # set_to_none, torch's default
         tuned.backward(loss)
+        if self.emulator is not None:
+            self.emulator.finish()  # the rest of the accelerator's time per batch, a timed wait
         mark("compute")
         if self.collective:
             optimizer.synchronize()  # the gradient allreduce's exposed part, timed on its own
@@ -319,6 +330,9 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
             **interference_of(training),
         },
         "precision": tuned.precision,
+        "accelerator_wait_median_s": (
+            statistics.median(rank.emulator.waits[rank.warmup :] or rank.emulator.waits) if rank.emulator else None
+        ),
         "allreduce": allreduce,
         "losses": progress.losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank

@@ -128,7 +128,9 @@ class StepSetup:
 
     def layout(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The batch with its images in the model's memory layout (a no-op when they already are)."""
-        images = batch["images"]
+        images = batch.get("images")
+        if images is None:  # an emulated rank's batch: byte counts
+            return dict(batch)
         if self.channels_last and not images.is_contiguous(memory_format=torch.channels_last):
             return {**batch, "images": images.contiguous(memory_format=torch.channels_last)}
         return dict(batch)

@@ -57,4 +57,6 @@ def check_suite_values(name: str, defaults: dict) -> None:
     for key, value in defaults.items():
         if isinstance(value, dict):
             defaults[key] = {str(k): v for k, v in value.items()}
-    settings_from(defaults).sweep_config(paths.home(), paths.output_dir())
+    from bench.workloads.spec import check_refs
+
+    check_refs(settings_from(defaults).sweep_config(paths.home(), paths.output_dir()).workloads)

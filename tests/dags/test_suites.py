@@ -230,8 +230,10 @@ def test_the_shipped_example_suite_is_valid(airflow_home, monkeypatch):
     assert example["cluster"] == "local"  # the file's one setting: its history's name, whatever the environment
     # a suite confirms a failing scale's cause; the embedded default (the built-in DAG, `bench sweep`) does not
     assert example["confirm_causes"] is True and embedded["confirm_causes"] is False
+    # the embedded default swaps DeepLabv3+ for an emulated accelerator that puts the disk to work (issue 39)
+    assert example["workloads"] == ["ssd", "deeplabv3plus"] and embedded["workloads"] == ["ssd", "retinanet-b200"]
     # every other field is the form's default: the file does not restate them (test_defaults_once checks it)
-    mine = {"cluster", "confirm_causes"}
+    mine = {"cluster", "confirm_causes", "workloads"}
     assert {k: example[k] for k in example if k not in mine} == {k: embedded[k] for k in embedded if k not in mine}
 
 

@@ -54,8 +54,12 @@ class Annotation(Frozen):
     @field_validator("workload")
     @classmethod
     def _workload(cls, value: str) -> str:
-        if value not in WORKLOADS:
-            raise ValueError(f"workload {value!r} is not one of {', '.join(WORKLOADS)}")
+        # a real model or a workload file's name (emulated workloads have series too): the change point
+        # itself must exist, which the annotation's writer checks
+        if value not in WORKLOADS and not NAME_RE.fullmatch(value):
+            raise ValueError(
+                f"workload {value!r}: a model ({', '.join(WORKLOADS)}) or a name matching {NAME_RE.pattern}"
+            )
         return value
 
     @field_validator("note")

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.history.regression import history_stats, regression_floor
+from bench.analysis.verdict import bounds
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
 from bench.results.schema import SERIES_KEY
 
@@ -102,7 +103,7 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
                 "delta_prev": delta_prev,
                 "delta_baseline": delta_baseline,
                 "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
-                "under_floor": bool(not np.isnan(floor[i]) and latest < floor[i]),
+                "under_floor": bounds.fails(bounds.REGRESSION, latest, _num(floor[i])),
             }
         )
     return out

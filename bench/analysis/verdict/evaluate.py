@@ -148,6 +148,8 @@ class Evaluation:
     verdict: str = "PASSED"  # PASSED, FAILED or INCONCLUSIVE
     inconclusive: list[dict] = field(default_factory=list)
     probe: dict | None = None  # the storage probe (probe.json), with "accepted" and "history_median"
+    # per emulated workload: accelerators fed at AU, measured and projected (verdict.accelerators)
+    accelerators_at_au: dict = field(default_factory=dict)
 
 
 def evaluate(
@@ -180,8 +182,20 @@ def evaluate(
         outcome = "FAILED"
     elif storage_inconclusive and outcome == "PASSED":
         outcome = "INCONCLUSIVE"
+    from bench.analysis.verdict.accelerators import accelerators_at_au
+    from bench.workloads.spec import emulated_workloads
+
+    at_au = accelerators_at_au(prepared, emulated_workloads(cfg.workloads, cfg.thresholds.min_au), ceiling)
     return Evaluation(
-        prepared, outcome == "PASSED", failures, verdict.warnings, verdict.data_docs, outcome, inconclusive, probe
+        prepared,
+        outcome == "PASSED",
+        failures,
+        verdict.warnings,
+        verdict.data_docs,
+        outcome,
+        inconclusive,
+        probe,
+        at_au,
     )
 
 

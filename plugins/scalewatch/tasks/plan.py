@@ -29,6 +29,7 @@ def validate_config(**context) -> dict:
 
     from bench.errors import ConfigError
     from bench.suite.plan import run_matrix, suite_run_identity
+    from bench.workloads.spec import check_refs
     from scalewatch import paths
     from scalewatch.params import settings_from_params
 
@@ -37,6 +38,7 @@ def validate_config(**context) -> dict:
     try:
         settings = settings_from_params(dict(context["params"]), conf)
         cfg = settings.sweep_config(paths.home(), paths.output_dir())
+        check_refs(cfg.workloads)  # each workload file's content, before anything runs
     except ConfigError as error:
         raise AirflowFailException(f"invalid params: {error}") from None
     return {

@@ -6,7 +6,7 @@ Rows stored before keep NULL: their ceiling was one client's fio on the worker, 
 no row is rewritten or guessed.
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 revision = "0017"
-down_revision = "0015"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 

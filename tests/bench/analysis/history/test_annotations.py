@@ -34,7 +34,7 @@ def test_a_plain_note_is_kept():
         ({"note": "bell\x07"}, "control"),
         ({"note": ""}, "note"),
         ({"kind": "ignore"}, "kind"),
-        ({"workload": "resnet"}, "workload"),
+        ({"workload": "res net"}, "workload"),  # workload files name series too: any name, never free text
         ({"cluster": "a b"}, "cluster"),
         ({"gpus": 0}, "gpus"),
     ],

@@ -1,0 +1,1 @@
+"""Workloads as files: dataset shape, reader, a real model or an emulated accelerator's time, AU bound."""
