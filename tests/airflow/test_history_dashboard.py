@@ -20,7 +20,8 @@ PAGE = f"/scalewatch/reports/history?cluster={CLUSTER}"
 OVERVIEW = "/scalewatch/reports/history"
 API = "/scalewatch/reports/api"
 # seed_many's clusters (its prefix, then -000): 20 series, ssd @ 4 GPUs 30% slower in its latest run; 10 series
-# whose latest run is five weeks old
+# whose latest run is five weeks old. The recent cluster's ssd @ 4 GPUs has checkpoint figures too, its latest
+# write 40% slower
 RECENT, STALE = "overview-000", "overview-stale-000"
 FINGERPRINT = {"driver": "550.54", "cuda": "12.4", "nccl": "2.21.5", "kernel": "6.1.0"}
 
@@ -31,7 +32,7 @@ def seeded(running_airflow):
     url = running_airflow.env.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{running_airflow.home}/sw/results.db"
     store = ResultsStore(url)
     results = seed_year(store, running_airflow.home / "sw" / "runs", CLUSTER)
-    seed_many(store, 1, 12, prefix="overview", drop=("ssd", 4))
+    seed_many(store, 1, 12, prefix="overview", drop=("ssd", 4), checkpoints=True)
     old = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=5)
     seed_many(store, 1, 12, configs=1, prefix="overview-stale", end=old)
     return store, results
@@ -184,11 +185,22 @@ def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(runn
     assert (
         rollup.count() == 3 and "worst regressed" in page.locator(f'ul.rollup li[data-cluster="{RECENT}"]').inner_text()
     )
+    ckpt = page.locator("table.checkpoints tr.line")  # ssd @ 4 GPUs' write and read lines, in both configs
+    assert [(ckpt.nth(i).get_attribute("data-figure"), ckpt.nth(i).get_attribute("data-status")) for i in range(4)] == [
+        ("ckpt_write_mb_s", "regressed"),
+        ("ckpt_write_mb_s", "regressed"),
+        ("ckpt_read_mb_s", "ok"),
+        ("ckpt_read_mb_s", "ok"),
+    ]
+    assert ckpt.count() == 4 and "checkpoint write" in ckpt.first.inner_text()
+    assert "MB/s" in ckpt.first.locator("td.latest").inner_text() and ckpt.first.locator("svg.spark").count() == 1
+    assert "outside noise" in ckpt.first.locator("td.delta-baseline").inner_text()
     page.locator("a.attention").click()
     page.wait_for_load_state()
     shown = page.locator("table.overview tr.line")
     kept = [shown.nth(i).get_attribute("data-status") for i in range(shown.count())]
     assert kept == [s for s in statuses if s in ("regressed", "inconclusive", "change", "stale")] and "ok" not in kept
+    assert page.locator("table.checkpoints tr.line").count() == 2  # the regressed writes need attention
     shown.first.locator("a.series").click()
     page.wait_for_load_state()
     panels = page.locator("section.panel")
@@ -237,6 +249,9 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     assert by_key[0]["total"] == 32 and by_key[1]["next_offset"] == 10
     keys = [(r["cluster"], r["workload"], r["gpus"], r["config_key"]) for page in by_key for r in page["series"]]
     assert len(set(keys)) == 10 and keys[:5] == sorted(keys[:5])  # the pages do not overlap
+    writes = _api(af, "/series?figure=ckpt_write_mb_s").json()["series"]  # the checkpoint lines, by figure
+    assert [(r["figure"], r["status"], r["gpus"]) for r in writes] == [("ckpt_write_mb_s", "regressed", 4)] * 2
+    assert writes[0]["outside_noise"]["delta_baseline"] is True and writes[0]["latest_img_s"] is None
     stale = _api(af, f"/series?status=stale&cluster={STALE}&limit=500").json()
     assert stale["total"] == 10 and {r["cluster"] for r in stale["series"]} == {STALE}
     points = _api(af, f"/series/{row['id']}/points?limit=4").json()
@@ -248,6 +263,7 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     for path, field in (
         ("/series?limit=0", "limit"),
         ("/series?status=broken", "status"),
+        ("/series?figure=img_s", "figure"),
         ("/series?colour=red", "colour"),
         ("/series/not-an-id/points", "id"),
         ("/compare?a=x", "b"),

@@ -99,6 +99,14 @@ WORKLOADS = ("ssd", "deeplabv3plus")
 SCALES = (1, 2, 4, 8, 16)
 
 
+def _checkpoint(rng, has: bool, last: bool) -> dict:
+    """A row's checkpoint figures: none off the checkpointed scale; its latest write 40% slower."""
+    if not has:
+        return {"ckpt_write_mb_s": None, "ckpt_read_mb_s": None}
+    write = float(rng.normal(400.0, 4.0)) * (0.6 if last else 1.0)
+    return {"ckpt_write_mb_s": write, "ckpt_read_mb_s": float(rng.normal(600.0, 6.0))}
+
+
 def seed_many(
     store: ResultsStore,
     clusters: int,
@@ -109,15 +117,18 @@ def seed_many(
     prefix: str = "load",
     chunk: int = 20_000,
     drop: tuple[str, int] | None = None,
+    checkpoints: bool = False,
 ) -> int:
     """`clusters` x 20 series (2 workloads x 5 scales x `configs` configs) x `weeks` weekly runs, written
         straight into the store's tables in large batches (the load benchmark's 1,000 series x 156 weeks
         takes a minute this way; through `upsert` and the change watch it would take hours). The last week
         ends at `end` (now). `drop`: the (workload, GPUs) whose latest run, in every config, is 30% slower (a
-    regression the overview must put first). Returns how many results rows it wrote."""
+    regression the overview must put first). `checkpoints`: the `drop` scale's runs have checkpoint write and
+    read MB/s too, its latest write 40% slower (reads steady). Returns how many results rows it wrote."""
     from bench.store.db import results_table, suite_runs_table
 
     rng = np.random.default_rng(156)
+    ckpt_rng = np.random.default_rng(40)  # its own draws: the throughputs stay those seeded without it
     end = end if end is not None else pd.Timestamp.now(tz="UTC").floor("D")
     rows, runs, written = [], [], 0
 
@@ -168,6 +179,7 @@ def seed_many(
                             "throughput_ci_high": thr * 1.02,
                             "scaling_efficiency": thr / (base * g),
                         }
+                        | (_checkpoint(ckpt_rng, drop == (workload, g), week == weeks - 1) if checkpoints else {})
                     )
             if len(rows) >= chunk:
                 flush()
