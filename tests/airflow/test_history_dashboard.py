@@ -12,7 +12,7 @@ import pytest
 
 from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
-from tests.infra.history_seed import WEEKS, seed_many, seed_year
+from tests.infra.history_seed import WEEKS, seed_checkpoints, seed_many, seed_year
 
 pytestmark = pytest.mark.slow
 CLUSTER = "history-test"
@@ -20,8 +20,7 @@ PAGE = f"/scalewatch/reports/history?cluster={CLUSTER}"
 OVERVIEW = "/scalewatch/reports/history"
 API = "/scalewatch/reports/api"
 # seed_many's clusters (its prefix, then -000): 20 series, ssd @ 4 GPUs 30% slower in its latest run; 10 series
-# whose latest run is five weeks old. The recent cluster's ssd @ 4 GPUs has checkpoint figures too, its latest
-# write 40% slower
+# whose latest run is five weeks old
 RECENT, STALE = "overview-000", "overview-stale-000"
 FINGERPRINT = {"driver": "550.54", "cuda": "12.4", "nccl": "2.21.5", "kernel": "6.1.0"}
 
@@ -32,10 +31,16 @@ def seeded(running_airflow):
     url = running_airflow.env.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{running_airflow.home}/sw/results.db"
     store = ResultsStore(url)
     results = seed_year(store, running_airflow.home / "sw" / "runs", CLUSTER)
-    seed_many(store, 1, 12, prefix="overview", drop=("ssd", 4), checkpoints=True)
+    seed_many(store, 1, 12, prefix="overview", drop=("ssd", 4))
     old = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=5)
     seed_many(store, 1, 12, configs=1, prefix="overview-stale", end=old)
     return store, results
+
+
+def _checkpoints(store) -> None:
+    """Checkpoint figures on the recent cluster's ssd @ 4 GPUs (both configs), its latest write 40% slower:
+    set by the tests that read them, after the downgrade test (stored figures keep it from running)."""
+    assert seed_checkpoints(store, RECENT, "ssd", 4) == 2 * 12
 
 
 def _fingerprints(store) -> None:
@@ -161,6 +166,7 @@ def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(runn
     """Chromium: one line per series with the contract's figures, worst first (the 30% drop is `regressed`,
     the five-week-old cluster `stale`), a roll-up line per cluster, the "needs attention" filter, and a
     line that opens its series' charts."""
+    _checkpoints(seeded[0])
     login(page, running_airflow.url)
     page.goto(running_airflow.url + OVERVIEW)
     lines = page.locator("table.overview tr.line")
@@ -205,7 +211,7 @@ def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(runn
     page.wait_for_load_state()
     panels = page.locator("section.panel")
     assert panels.count() == 1 and panels.first.get_attribute("data-series") == f"{RECENT}/ssd/4/cfg0"
-    assert panels.first.locator("figure svg").count() == 2  # the trend charts of the figures it has (no reads)
+    assert panels.first.locator("figure svg").count() == 4  # the charts of the figures it has: checkpoints, no reads
 
 
 def test_two_runs_compared_per_scale_with_intervals_noise_and_environment(running_airflow, seeded, page):
@@ -249,6 +255,7 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     assert by_key[0]["total"] == 32 and by_key[1]["next_offset"] == 10
     keys = [(r["cluster"], r["workload"], r["gpus"], r["config_key"]) for page in by_key for r in page["series"]]
     assert len(set(keys)) == 10 and keys[:5] == sorted(keys[:5])  # the pages do not overlap
+    _checkpoints(seeded[0])
     writes = _api(af, "/series?figure=ckpt_write_mb_s").json()["series"]  # the checkpoint lines, by figure
     assert [(r["figure"], r["status"], r["gpus"]) for r in writes] == [("ckpt_write_mb_s", "regressed", 4)] * 2
     assert writes[0]["outside_noise"]["delta_baseline"] is True and writes[0]["latest_img_s"] is None

@@ -185,3 +185,25 @@ def seed_many(
                 flush()
     flush()
     return written
+
+
+def seed_checkpoints(store: ResultsStore, cluster: str, workload: str, gpus: int) -> int:
+    """Checkpoint write and read MB/s on every stored run of (cluster, workload, GPUs), in every config:
+    writes about 400 MB/s, the latest 40% slower (under any floor the noise allows), reads a steady 600.
+    Set on rows already seeded, so that a test can add them after a test that downgrades the store past
+    the checkpoint columns (whose guard, rightly, refuses to drop stored figures). Returns the rows set."""
+    import sqlalchemy as sa
+
+    from bench.store.db import results_table as t
+
+    rng = np.random.default_rng(40)
+    of_scale = (t.c.cluster == cluster, t.c.workload == workload, t.c.gpus == gpus)
+    with store.engine.begin() as conn:
+        rows = conn.execute(sa.select(t.c.suite_run_id, t.c.config_key).where(*of_scale).order_by(t.c.started_at))
+        rows = rows.all()
+        latest = {config: run for run, config in rows}
+        for run, config in rows:
+            write = float(rng.normal(400.0, 4.0)) * (0.6 if latest[config] == run else 1.0)
+            figures = {"ckpt_write_mb_s": write, "ckpt_read_mb_s": float(rng.normal(600.0, 6.0))}
+            conn.execute(t.update().where(*of_scale, t.c.suite_run_id == run).values(**figures))
+    return len(rows)
