@@ -259,6 +259,9 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     writes = _api(af, "/series?figure=ckpt_write_mb_s").json()["series"]  # the checkpoint lines, by figure
     assert [(r["figure"], r["status"], r["gpus"]) for r in writes] == [("ckpt_write_mb_s", "regressed", 4)] * 2
     assert writes[0]["outside_noise"]["delta_baseline"] is True and writes[0]["latest_img_s"] is None
+    every = [r["figure"] for r in _api(af, "/series?figure=all&order=worst&limit=500").json()["series"]]
+    assert every.count("throughput_img_s") == 32 and every.count("ckpt_read_mb_s") == 2
+    assert every[0] == "ckpt_write_mb_s"  # 40% under its baseline: the worst line of all
     stale = _api(af, f"/series?status=stale&cluster={STALE}&limit=500").json()
     assert stale["total"] == 10 and {r["cluster"] for r in stale["series"]} == {STALE}
     points = _api(af, f"/series/{row['id']}/points?limit=4").json()
