@@ -12,7 +12,7 @@ import pytest
 
 from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
-from tests.infra.history_seed import WEEKS, seed_many, seed_year
+from tests.infra.history_seed import WEEKS, seed_checkpoints, seed_many, seed_year
 
 pytestmark = pytest.mark.slow
 CLUSTER = "history-test"
@@ -35,6 +35,12 @@ def seeded(running_airflow):
     old = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(weeks=5)
     seed_many(store, 1, 12, configs=1, prefix="overview-stale", end=old)
     return store, results
+
+
+def _checkpoints(store) -> None:
+    """Checkpoint figures on the recent cluster's ssd @ 4 GPUs (both configs), its latest write 40% slower:
+    set by the tests that read them, after the downgrade test (stored figures keep it from running)."""
+    assert seed_checkpoints(store, RECENT, "ssd", 4) == 2 * 12
 
 
 def _fingerprints(store) -> None:
@@ -160,6 +166,7 @@ def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(runn
     """Chromium: one line per series with the contract's figures, worst first (the 30% drop is `regressed`,
     the five-week-old cluster `stale`), a roll-up line per cluster, the "needs attention" filter, and a
     line that opens its series' charts."""
+    _checkpoints(seeded[0])
     login(page, running_airflow.url)
     page.goto(running_airflow.url + OVERVIEW)
     lines = page.locator("table.overview tr.line")
@@ -184,16 +191,27 @@ def test_the_overview_comes_first_worst_first_and_its_filter_and_links_work(runn
     assert (
         rollup.count() == 3 and "worst regressed" in page.locator(f'ul.rollup li[data-cluster="{RECENT}"]').inner_text()
     )
+    ckpt = page.locator("table.checkpoints tr.line")  # ssd @ 4 GPUs' write and read lines, in both configs
+    assert [(ckpt.nth(i).get_attribute("data-figure"), ckpt.nth(i).get_attribute("data-status")) for i in range(4)] == [
+        ("ckpt_write_mb_s", "regressed"),
+        ("ckpt_write_mb_s", "regressed"),
+        ("ckpt_read_mb_s", "ok"),
+        ("ckpt_read_mb_s", "ok"),
+    ]
+    assert ckpt.count() == 4 and "checkpoint write" in ckpt.first.inner_text()
+    assert "MB/s" in ckpt.first.locator("td.latest").inner_text() and ckpt.first.locator("svg.spark").count() == 1
+    assert "outside noise" in ckpt.first.locator("td.delta-baseline").inner_text()
     page.locator("a.attention").click()
     page.wait_for_load_state()
     shown = page.locator("table.overview tr.line")
     kept = [shown.nth(i).get_attribute("data-status") for i in range(shown.count())]
     assert kept == [s for s in statuses if s in ("regressed", "inconclusive", "change", "stale")] and "ok" not in kept
+    assert page.locator("table.checkpoints tr.line").count() == 2  # the regressed writes need attention
     shown.first.locator("a.series").click()
     page.wait_for_load_state()
     panels = page.locator("section.panel")
     assert panels.count() == 1 and panels.first.get_attribute("data-series") == f"{RECENT}/ssd/4/cfg0"
-    assert panels.first.locator("figure svg").count() == 2  # the trend charts of the figures it has (no reads)
+    assert panels.first.locator("figure svg").count() == 4  # the charts of the figures it has: checkpoints, no reads
 
 
 def test_two_runs_compared_per_scale_with_intervals_noise_and_environment(running_airflow, seeded, page):
@@ -237,6 +255,13 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     assert by_key[0]["total"] == 32 and by_key[1]["next_offset"] == 10
     keys = [(r["cluster"], r["workload"], r["gpus"], r["config_key"]) for page in by_key for r in page["series"]]
     assert len(set(keys)) == 10 and keys[:5] == sorted(keys[:5])  # the pages do not overlap
+    _checkpoints(seeded[0])
+    writes = _api(af, "/series?figure=ckpt_write_mb_s").json()["series"]  # the checkpoint lines, by figure
+    assert [(r["figure"], r["status"], r["gpus"]) for r in writes] == [("ckpt_write_mb_s", "regressed", 4)] * 2
+    assert writes[0]["outside_noise"]["delta_baseline"] is True and writes[0]["latest_img_s"] is None
+    every = [r["figure"] for r in _api(af, "/series?figure=all&order=worst&limit=500").json()["series"]]
+    assert every.count("throughput_img_s") == 32 and every.count("ckpt_read_mb_s") == 2
+    assert every[0] == "ckpt_write_mb_s"  # 40% under its baseline: the worst line of all
     stale = _api(af, f"/series?status=stale&cluster={STALE}&limit=500").json()
     assert stale["total"] == 10 and {r["cluster"] for r in stale["series"]} == {STALE}
     points = _api(af, f"/series/{row['id']}/points?limit=4").json()
@@ -248,6 +273,7 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     for path, field in (
         ("/series?limit=0", "limit"),
         ("/series?status=broken", "status"),
+        ("/series?figure=img_s", "figure"),
         ("/series?colour=red", "colour"),
         ("/series/not-an-id/points", "id"),
         ("/compare?a=x", "b"),

@@ -99,6 +99,14 @@ WORKLOADS = ("ssd", "deeplabv3plus")
 SCALES = (1, 2, 4, 8, 16)
 
 
+def _checkpoint(rng, has: bool, last: bool) -> dict:
+    """A row's checkpoint figures: none off the checkpointed scale; its latest write 40% slower."""
+    if not has:
+        return {"ckpt_write_mb_s": None, "ckpt_read_mb_s": None}
+    write = float(rng.normal(400.0, 4.0)) * (0.6 if last else 1.0)
+    return {"ckpt_write_mb_s": write, "ckpt_read_mb_s": float(rng.normal(600.0, 6.0))}
+
+
 def seed_many(
     store: ResultsStore,
     clusters: int,
@@ -109,15 +117,18 @@ def seed_many(
     prefix: str = "load",
     chunk: int = 20_000,
     drop: tuple[str, int] | None = None,
+    checkpoints: bool = False,
 ) -> int:
     """`clusters` x 20 series (2 workloads x 5 scales x `configs` configs) x `weeks` weekly runs, written
         straight into the store's tables in large batches (the load benchmark's 1,000 series x 156 weeks
         takes a minute this way; through `upsert` and the change watch it would take hours). The last week
         ends at `end` (now). `drop`: the (workload, GPUs) whose latest run, in every config, is 30% slower (a
-    regression the overview must put first). Returns how many results rows it wrote."""
+    regression the overview must put first). `checkpoints`: the `drop` scale's runs have checkpoint write and
+    read MB/s too, its latest write 40% slower (reads steady). Returns how many results rows it wrote."""
     from bench.store.db import results_table, suite_runs_table
 
     rng = np.random.default_rng(156)
+    ckpt_rng = np.random.default_rng(40)  # its own draws: the throughputs stay those seeded without it
     end = end if end is not None else pd.Timestamp.now(tz="UTC").floor("D")
     rows, runs, written = [], [], 0
 
@@ -168,8 +179,31 @@ def seed_many(
                             "throughput_ci_high": thr * 1.02,
                             "scaling_efficiency": thr / (base * g),
                         }
+                        | (_checkpoint(ckpt_rng, drop == (workload, g), week == weeks - 1) if checkpoints else {})
                     )
             if len(rows) >= chunk:
                 flush()
     flush()
     return written
+
+
+def seed_checkpoints(store: ResultsStore, cluster: str, workload: str, gpus: int) -> int:
+    """Checkpoint write and read MB/s on every stored run of (cluster, workload, GPUs), in every config:
+    writes about 400 MB/s, the latest 40% slower (under any floor the noise allows), reads a steady 600.
+    Set on rows already seeded, so that a test can add them after a test that downgrades the store past
+    the checkpoint columns (whose guard, rightly, refuses to drop stored figures). Returns the rows set."""
+    import sqlalchemy as sa
+
+    from bench.store.db import results_table as t
+
+    rng = np.random.default_rng(40)
+    of_scale = (t.c.cluster == cluster, t.c.workload == workload, t.c.gpus == gpus)
+    with store.engine.begin() as conn:
+        rows = conn.execute(sa.select(t.c.suite_run_id, t.c.config_key).where(*of_scale).order_by(t.c.started_at))
+        rows = rows.all()
+        latest = {config: run for run, config in rows}
+        for run, config in rows:
+            write = float(rng.normal(400.0, 4.0)) * (0.6 if latest[config] == run else 1.0)
+            figures = {"ckpt_write_mb_s": write, "ckpt_read_mb_s": float(rng.normal(600.0, 6.0))}
+            conn.execute(t.update().where(*of_scale, t.c.suite_run_id == run).values(**figures))
+    return len(rows)

@@ -13,6 +13,10 @@ latest run failed), `inconclusive` (the latest run could not be judged), `change
 point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
 the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
 was marked expected or explained), `ok`. The first four need attention (`NEEDS_ATTENTION`).
+
+A series whose runs have checkpoint figures (`ckpt_write_mb_s`, `ckpt_read_mb_s`) also gets a line per
+figure in the same form (`checkpoint_lines`), judged as the weekly check judges it: the figure's own
+accepted runs since the baseline (`history_values(..., column=)`'s set) through the same floor.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import pandas as pd
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
-from bench.results.schema import SERIES_KEY
+from bench.results.schema import CHECKPOINT_RATES, SERIES_KEY
 
 STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
 NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale")
@@ -48,6 +52,7 @@ COLUMNS = (
     "verdict",
     "throughput_img_s",
     "scaling_efficiency",
+    *CHECKPOINT_RATES,  # a series' checkpoint lines, where its runs have the figures
 )
 CEILING = "storage ceiling"  # the workload column of a storage-ceiling line
 
@@ -159,7 +164,13 @@ def _by_series(changes: pd.DataFrame | None, annotations: pd.DataFrame | None) -
 
 def _rank(line: dict) -> tuple:
     delta = line["delta_baseline"]
-    return (STATUSES.index(line["status"]), delta if delta is not None else 0.0, line["cluster"], line["id"])
+    ident = (line["cluster"], line["id"] or "", line.get("config_key") or "", line.get("figure", ""))
+    return (STATUSES.index(line["status"]), delta if delta is not None else 0.0, *ident)
+
+
+def worst_first(lines: list[dict]) -> list[dict]:
+    """Lines of any figure (series, checkpoint, ceiling) in the overview's order."""
+    return sorted(lines, key=_rank)
 
 
 def _nanoseconds(times: pd.Series) -> np.ndarray:
@@ -179,6 +190,21 @@ def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     }
 
 
+def _groups(frame: pd.DataFrame) -> list[tuple[tuple, np.ndarray]]:
+    grouped = frame.groupby(list(SERIES_KEY), sort=False).indices.items()
+    return [(_key(dict(zip(SERIES_KEY, k, strict=True))), rows) for k, rows in grouped]
+
+
+def _thresholds(groups, col: dict, thresholds: dict | None) -> tuple[list[float], list[int]]:
+    """Each series' tolerance and window: its latest run's configured ones."""
+    tolerances, windows = [], []
+    for _series, rows in groups:
+        th = (thresholds or {}).get(col["run"][rows[-1]]) or {}
+        tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
+        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
+    return tolerances, windows
+
+
 def overview_lines(
     recent: pd.DataFrame,
     changes: pd.DataFrame | None = None,
@@ -188,24 +214,22 @@ def overview_lines(
 ) -> list[dict]:
     """Every series' line, worst first (status, then the largest drop against its baseline). `recent`:
     the newest rows of each series (`ResultsStore.results_of(..., newest=RECENT_RUNS)`); `thresholds`:
-    suite run id -> its configured thresholds (the latest run's window and tolerance judge the series)."""
+    suite run id -> its configured thresholds (the latest run's window and tolerance judge the series).
+    The series' checkpoint lines are `checkpoint_lines`'."""
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
     if recent.empty:
         return []
     frame = recent.sort_values([*SERIES_KEY, "started_at"]).reset_index(drop=True)
     col = _columns(frame)
-    grouped = frame.groupby(list(SERIES_KEY), sort=False).indices.items()
-    groups = [(_key(dict(zip(SERIES_KEY, k, strict=True))), rows) for k, rows in grouped]
+    groups = _groups(frame)
     marks, notes, since = _by_series(changes, annotations)
-    picked, tolerances, windows = [], [], []
+    picked = []
     for key, rows in groups:
         ok = col["accepted"][rows] & ~np.isnan(col["thr"][rows])
         if key in since:
             ok &= col["started"][rows] >= since[key]
         picked.append(rows[ok])
-        th = (thresholds or {}).get(col["run"][rows[-1]]) or {}
-        tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
-        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
+    tolerances, windows = _thresholds(groups, col, thresholds)
     judged = judge_many([col["thr"][p].tolist() for p in picked], tolerances, windows)
     lines = []
     for (key, rows), used, verdict in zip(groups, picked, judged, strict=True):
@@ -234,6 +258,72 @@ def overview_lines(
                 "spark": spark,
             }
         )
+    return sorted(lines, key=_rank)
+
+
+def checkpoint_lines(
+    recent: pd.DataFrame,
+    annotations: pd.DataFrame | None = None,
+    now: pd.Timestamp | None = None,
+    thresholds: dict[str, dict] | None = None,
+) -> list[dict]:
+    """Each series' checkpoint write and read lines (where its shown runs have the figure), in the
+    overview's form, worst first. A line is judged as the weekly check judges the figure: its accepted
+    runs that have it, since the series' annotated baseline, through `judge_many` (the regression floor
+    of `history_runs` of them and the tolerance their noise allows), with the newest run that has it
+    counted as the latest even when not accepted (a run whose checkpoint figure regressed is stored not
+    accepted), unless it was inconclusive. Statuses: `regressed` (the newest figure is under its floor),
+    `inconclusive` (the newest run with the figure could not be judged), `stale` (no figure for two of
+    its own periods), `ok`; change points are watched on images/s, not here."""
+    now = now if now is not None else pd.Timestamp.now(tz="UTC")
+    figures = [f for f in CHECKPOINT_RATES if f in recent.columns and recent[f].notna().any()]
+    if recent.empty or not figures:
+        return []
+    frame = recent.sort_values([*SERIES_KEY, "started_at"]).reset_index(drop=True)
+    col, groups = _columns(frame), _groups(frame)
+    _marks, _notes, since = _by_series(None, annotations)
+    tolerances, windows = _thresholds(groups, col, thresholds)
+    lines = []
+    for figure in figures:
+        values = frame[figure].astype(float).to_numpy()
+        shown, picked, tol, win = [], [], [], []
+        for i, (key, rows) in enumerate(groups):
+            rows = rows[~np.isnan(values[rows])]
+            if not len(rows):
+                continue
+            judged = col["verdict"][rows[-1]] != "INCONCLUSIVE"
+            ok = col["accepted"][rows].copy()
+            ok[-1] = judged
+            if key in since:
+                ok &= col["started"][rows] >= since[key]
+            shown.append((key, rows, ok, judged))
+            picked.append(values[rows[ok]].tolist())
+            tol.append(tolerances[i])
+            win.append(windows[i])
+        for (key, rows, ok, judged), verdict in zip(shown, judge_many(picked, tol, win), strict=True):
+            if not judged:
+                status = "inconclusive"
+            elif verdict["under_floor"]:
+                status = "regressed"
+            else:
+                status = "stale" if _stale(col["stamps"][rows], now) else "ok"
+            lines.append(
+                {
+                    "id": series_id(*key),
+                    **dict(zip(SERIES_KEY, key, strict=True)),
+                    "figure": figure,
+                    "status": status,
+                    "latest_efficiency": None,
+                    "latest_img_s": None,
+                    "latest_mb_s": verdict["latest"],
+                    "delta_prev": verdict["delta_prev"],
+                    "delta_baseline": verdict["delta_baseline"],
+                    "outside_noise": verdict["noise"],
+                    "latest_at": col["started"][rows[-1]],
+                    "latest_run": col["run"][rows[-1]],
+                    "spark": [_num(v) if k else None for v, k in zip(values[rows], ok, strict=True)],
+                }
+            )
     return sorted(lines, key=_rank)
 
 
@@ -292,11 +382,12 @@ def needs_attention(lines: list[dict]) -> list[dict]:
 
 
 def rollup(lines: list[dict]) -> list[dict]:
-    """One line per cluster: how many series, how many of each status, its worst status."""
+    """One line per cluster: how many series, how many lines of each status (a series' checkpoint lines
+    and the storage-ceiling lines count too), its worst status."""
     out: dict[str, dict] = {}
     for line in lines:
         entry = out.setdefault(line["cluster"], {"cluster": line["cluster"], "series": 0, "counts": {}})
-        entry["series"] += 1
+        entry["series"] += line.get("figure", "throughput_img_s") == "throughput_img_s"
         entry["counts"][line["status"]] = entry["counts"].get(line["status"], 0) + 1
     for entry in out.values():
         entry["worst"] = min(entry["counts"], key=STATUSES.index)

@@ -22,6 +22,9 @@ router = APIRouter()
 User = Annotated[object, Depends(current_user)]
 MAX_LIMIT = 500
 Status = Literal["ok", "regressed", "change", "inconclusive", "annotated", "stale"]
+# An overview line's `figure`: a series' images/s, its checkpoint write or read MB/s, a storage ceiling.
+Figure = Literal["throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s"]
+FIGURE_ORDER = ("throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s")
 POINT_COLUMNS = (
     "dag_id",
     "suite_run_id",
@@ -52,6 +55,9 @@ class SeriesQuery(Page):
     # key: series in (cluster, workload, gpus, config) order, paged in SQL (only the page's series are
     # read and judged); worst: the overview's order, which judges every series first
     order: Literal["key", "worst"] = "key"
+    # which lines: a series' images/s line (the default, as before checkpoint lines existed), its
+    # checkpoint write or read line, the storage-ceiling lines, or every line (`all`)
+    figure: Figure | Literal["all"] = "throughput_img_s"
 
     @field_validator("cluster")
     @classmethod
@@ -122,6 +128,23 @@ def _key(line: dict) -> tuple:
     return (line["cluster"], line["workload"], line["gpus"], line["config_key"])
 
 
+def _key_order(line: dict) -> tuple:
+    """Series key order for lines of any figure (a ceiling line has no GPUs)."""
+    gpus = line["gpus"] if line["gpus"] is not None else -1
+    return (line["cluster"], line["workload"], gpus, line["config_key"], FIGURE_ORDER.index(line["figure"]))
+
+
+def _lines(store, scope, figure: str) -> list[dict]:
+    """Every line of `figure` (or of all figures) in scope, worst first."""
+    from bench.analysis.history.overview import worst_first
+    from scalewatch.web.overview import ceilings_for, lines_for
+
+    lines = lines_for(store, scope) if figure != "ceiling_mb_s" else []
+    if figure in ("ceiling_mb_s", "all"):
+        lines += ceilings_for(store, scope)
+    return worst_first([line for line in lines if figure in ("all", line["figure"])])
+
+
 def series_page(user, query: SeriesQuery) -> dict:
     from scalewatch.web.overview import Scope, lines_for
 
@@ -129,15 +152,17 @@ def series_page(user, query: SeriesQuery) -> dict:
     scope = Scope(dags, query.cluster, query.workload)
     if not dags:
         page, total = [], 0
-    elif query.order == "key" and query.status is None:  # paged in SQL: only this page's series are read
+    elif query.order == "key" and query.status is None and query.figure == "throughput_img_s":
+        # paged in SQL: only this page's series are read
         keys, total = store.series_keys(dags, query.limit, query.offset, cluster=query.cluster, workload=query.workload)
-        page = sorted(lines_for(store, scope, keys) if keys else [], key=lambda line: keys.index(_key(line)))
+        lines = [line for line in lines_for(store, scope, keys) if line["figure"] == "throughput_img_s"] if keys else []
+        page = sorted(lines, key=lambda line: keys.index(_key(line)))
     else:
-        lines = lines_for(store, scope)
+        lines = _lines(store, scope, query.figure)
         if query.status:
             lines = [line for line in lines if line["status"] == query.status]
         if query.order == "key":
-            lines.sort(key=_key)
+            lines.sort(key=_key_order)
         page, total = lines[query.offset : query.offset + query.limit], len(lines)
     end = query.offset + len(page)
     return {

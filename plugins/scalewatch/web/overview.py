@@ -15,6 +15,7 @@ from markupsafe import Markup, escape
 from scalewatch.web.reading import thresholds_of
 
 SPARK_W, SPARK_H = 120, 24
+FIGURE_NAMES = {"ckpt_write_mb_s": "checkpoint write", "ckpt_read_mb_s": "checkpoint read"}
 
 
 def sparkline(values: list[float | None], status: str = "ok") -> Markup:
@@ -46,8 +47,9 @@ class Scope:
 
 
 def lines_for(store, scope: Scope, series: list[tuple] | None = None) -> list[dict]:
-    """Every series line in scope (or of these `series` keys only), worst first."""
-    from bench.analysis.history.overview import COLUMNS, RECENT_RUNS, overview_lines
+    """Every series line in scope (or of these `series` keys only), worst first, then the series'
+    checkpoint lines (figure `ckpt_write_mb_s`, `ckpt_read_mb_s`), worst first: from the same rows."""
+    from bench.analysis.history.overview import COLUMNS, RECENT_RUNS, checkpoint_lines, overview_lines
 
     recent = store.results_of(
         scope.dag_ids,
@@ -64,7 +66,7 @@ def lines_for(store, scope: Scope, series: list[tuple] | None = None) -> list[di
     latest = recent.sort_values("started_at").groupby(["cluster", "workload", "gpus", "config_key"]).tail(1)
     thresholds = thresholds_of(store, scope.dag_ids, latest["suite_run_id"].astype(str).tolist())
     changes, notes = store.change_alerts(scope.cluster), store.annotations(scope.cluster)
-    return overview_lines(recent, changes, notes, None, thresholds)
+    return overview_lines(recent, changes, notes, None, thresholds) + checkpoint_lines(recent, notes, None, thresholds)
 
 
 def ceilings_for(store, scope: Scope) -> list[dict]:
@@ -77,19 +79,24 @@ def ceilings_for(store, scope: Scope) -> list[dict]:
 
 
 def page_context(lines: list[dict], ceilings: list[dict], attention: bool) -> dict:
-    """What the template shows: the roll-up over all lines, the (filtered) lines with their sparklines."""
+    """What the template shows: the roll-up over all lines, the (filtered) series lines, checkpoint lines
+    and ceiling lines with their sparklines; "needs attention" counts every line that needs it."""
     from bench.analysis.history.overview import NEEDS_ATTENTION, needs_attention, rollup
 
     def drawn(rows: list[dict]) -> list[dict]:
         rows = needs_attention(rows) if attention else rows
         return [line | {"spark_svg": sparkline(line["spark"], line["status"])} for line in rows]
 
+    series = [line for line in lines if line["figure"] == "throughput_img_s"]
+    checkpoints = [line for line in lines if line["figure"] != "throughput_img_s"]
     return {
-        "rollup": rollup(lines),
-        "lines": drawn(lines),
+        "rollup": rollup(lines),  # series and their checkpoint lines
+        "lines": drawn(series),
+        "checkpoints": drawn(checkpoints),
         "ceilings": drawn(ceilings),
         "attention": attention,
-        "total": len(lines),
-        "attention_count": len(needs_attention(lines)),
+        "total": len(series),
+        "attention_count": len(needs_attention(lines + ceilings)),
         "needs_attention": NEEDS_ATTENTION,
+        "figure_names": FIGURE_NAMES,
     }

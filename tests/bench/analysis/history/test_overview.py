@@ -134,3 +134,33 @@ def test_a_storage_ceiling_line_in_the_overview_form():
     assert unsure["status"] == "inconclusive" and unsure["latest_mb_s"] == NOISE[-1] * 5  # not judged
     (steady,) = ceiling_lines(probes.assign(conclusive=True, accepted=True, ceiling_mb_s=[*ceilings[:-1], 501.0]), NOW)
     assert steady["status"] == "ok" and steady["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
+
+
+def test_checkpoint_lines_judged_by_the_regression_floor_in_the_overview_form():
+    """A series with checkpoint figures gets a write and a read line in the throughput rows' form: its
+    last write 40% under a floor its noise puts at 10% is `regressed` (stored not accepted: the run failed
+    on it, still judged), its steady reads `ok`; a series without the figures gets none, and the
+    checkpoint lines leave the series' own line and the roll-up's series count as they were."""
+    from bench.analysis.history.overview import checkpoint_lines
+
+    ckpt = _series("ssd", [*NOISE, 100.2], "FAILED").assign(
+        ckpt_write_mb_s=[v * 4 for v in NOISE] + [240.0], ckpt_read_mb_s=[v * 6 for v in NOISE] + [601.0]
+    )
+    plain = _series("ssd", [*NOISE, 100.3], gpus=2)  # no checkpoint phase: no checkpoint line
+    recent = pd.concat([ckpt, plain])
+    write, read = checkpoint_lines(recent, None, NOW)
+    assert (write["figure"], write["gpus"], write["status"]) == ("ckpt_write_mb_s", 1, "regressed")
+    assert write["latest_mb_s"] == 240.0 and write["delta_baseline"] == pytest.approx(240.0 / (100.05 * 4) - 1)
+    assert write["outside_noise"] == {"delta_prev": True, "delta_baseline": True} and write["spark"][-1] == 240.0
+    assert write["id"] == series_id("c", "ssd", 1, "k") and write["latest_img_s"] is None
+    assert (read["figure"], read["status"], read["latest_mb_s"]) == ("ckpt_read_mb_s", "ok", 601.0)
+    assert read["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
+    steady = checkpoint_lines(recent.assign(ckpt_write_mb_s=recent["ckpt_write_mb_s"].replace(240.0, 401.0)), None, NOW)
+    assert [line["status"] for line in steady] == ["ok", "ok"]
+    unsure = ckpt.assign(verdict=["pass"] * 8 + ["inconclusive"])  # the newest write is not judged
+    assert checkpoint_lines(unsure, None, NOW)[0]["status"] == "inconclusive"
+    assert checkpoint_lines(plain, None, NOW) == []
+    series = overview_lines(recent, None, None, NOW)
+    assert [line["figure"] for line in series] == ["throughput_img_s"] * 2
+    assert rollup([*series, write, read])[0]["series"] == 2  # two series, and their checkpoint lines counted
+    assert series[1]["status"] == "ok" and rollup([series[1], write])[0]["worst"] == "regressed"
