@@ -226,6 +226,14 @@ class SuiteSettings(Frozen):
         "ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker).",
     )
     hosts: tuple[FormHost, ...] = _ui((), S_WHERE, "SSH hosts", "host[:slots] per entry, for the ssh launcher.")
+    ssh_config: FormPath | None = _ui(
+        None,
+        S_WHERE,
+        "SSH config file",
+        "ssh/slurm: an OpenSSH client config (ssh -F) for the hosts (User, Port, IdentityFile, "
+        "UserKnownHostsFile); empty: the user's own ~/.ssh/config. With a connection, its key and host "
+        "keys apply on top.",
+    )
     rendezvous_interface: FormInterface | None = _ui(
         None,
         S_WHERE,
@@ -502,6 +510,7 @@ class SuiteSettings(Frozen):
             "launcher": self.launcher,
             "conn_id": self.conn_id,
             "hosts": [HostSlots.parse(h).model_dump() for h in self.hosts],
+            "ssh_config": self.ssh_config,
             "rendezvous_interface": self.rendezvous_interface,
             "partition": self.partition,
             "account": self.account,
@@ -713,6 +722,9 @@ class RunSpec(Frozen):
     ranks: int = Field(ge=1, le=4096)
     output_dir: SafePath
     hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
+    # Airflow connection, reaches the hosts; none: the user's own ssh config.
+    ssh_config: SafePath | None = suite_default("ssh_config")
     partition: SlurmName | None = suite_default("partition")
     account: SlurmName | None = suite_default("account")
     gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
@@ -801,6 +813,9 @@ class SweepConfig(Frozen):
     launcher: LauncherKind = suite_default("launcher")
     conn_id: ConnId | None = suite_default("conn_id")
     hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
+    # Airflow connection, reaches the hosts; none: the user's own ssh config.
+    ssh_config: SafePath | None = suite_default("ssh_config")
     rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")
     partition: SlurmName | None = suite_default("partition")
     account: SlurmName | None = suite_default("account")
@@ -893,6 +908,8 @@ class SweepConfig(Frozen):
 
     @model_validator(mode="after")
     def _launcher_needs(self) -> SweepConfig:
+        if self.ssh_config is not None and self.launcher == "local":
+            raise ValueError("ssh_config: the local launcher runs no ssh; allowed with launcher ssh or slurm")
         if self.launcher == "ssh" and not self.hosts:
             raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
         if self.launcher == "ssh":
