@@ -32,6 +32,7 @@ from bench.suite.plan import suite_dir, suite_run_identity
 from bench.suite.probe import probe_nodes, suite_nodes
 from tests.dags.conftest import ROOT
 from tests.infra.ssh_hosts import SshHosts, download_rate_limit, link_rate_limit
+from tests.infra.suite_files import suite_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
@@ -52,33 +53,15 @@ def ssh_config_text(hosts: SshHosts) -> str:
 
 def suite_text(hosts: SshHosts, ssh_config: Path, point: Path, source: Path) -> str:
     """The suite file: the cluster's hosts, its store, how to reach them, and a small run per scale."""
-    return yaml.safe_dump(
-        {
-            "description": "Two compute nodes reading one sshfs store.",
-            "schedule": None,
-            "workloads": ["ssd"],
-            "gpus": [1, 2],
-            "launcher": "ssh",
-            "hosts": [f"{hosts.ip(1)}:1", f"{hosts.ip(2)}:1"],
-            "ssh_config": str(ssh_config),
-            "dataset_path": str(point),
-            "stage_from": str(source),
-            "probe_max_jobs": 1,  # one sshfs reader fills a link: a second job's level would add nothing
-            "probe_seconds": 2.0,  # 1 s reads of a 3 MB/s link came 10-12% under it; 2 s within 4%
-            "steps": 4,  # a small training run per scale: the verdicts, not their figures, are this test's
-            "warmup_steps": 1,
-            "min_measure_s": 0.0,
-            "max_step_time_spread": 100,
-            "batch_size": 8,
-            "image_size": 128,
-            # 3 MB/s links and 4 steps: the scales' figures are not this test's (the probe's are)
-            "min_scaling_efficiency": 0.1,
-            "min_bandwidth_efficiency": 0.1,
-            "ceilings": False,
-            "confirm_causes": False,
-            "confirm_regressions": False,
-        },
-        sort_keys=False,
+    return suite_file(
+        "Two compute nodes reading one sshfs store.",
+        launcher="ssh",
+        hosts=[f"{hosts.ip(1)}:1", f"{hosts.ip(2)}:1"],
+        ssh_config=str(ssh_config),
+        dataset_path=str(point),
+        stage_from=str(source),
+        probe_max_jobs=1,  # one sshfs reader fills a link: a second job's level would add nothing
+        probe_seconds=2.0,  # 1 s reads of a 3 MB/s link came 10-12% under it; 2 s within 4%
     )
 
 
@@ -155,6 +138,12 @@ def test_the_ssh_suite_file_through_the_dag_gives_verdicts_and_probes_the_nodes_
     assert set(frame["verdict"]) == {"pass"}, frame[["gpus", "verdict"]]
     hosts_of_2 = {r["host"] for r in json.loads(frame[frame["gpus"] == 2].iloc[0]["rank_breakdown"])}
     assert len(hosts_of_2) == 2, hosts_of_2  # one rank on each host
+    # the suite file names hosts, no address: the ranks met on the first rank's host, on its address
+    # toward the other host (not the worker's, not loopback); Horovod, as the suite's `auto` picks it
+    summary = json.loads((out / "ssd-2" / "metrics" / "summary.json").read_text())
+    assert summary["backend"] == "horovod" and summary["hosts"] == sorted([hosts.ip(1), hosts.ip(2)]), summary
+    assert summary["rendezvous"]["host"] == hosts.ip(1) and summary["rendezvous"]["port"], summary["rendezvous"]
+    assert summary["rendezvous"]["interface"], summary["rendezvous"]  # the ranks' interface toward it
     free = json.loads((out / "probe.json").read_text())
     assert free["conclusive"], free["reason"]
     assert free["per_node_mb_s"] == free["ceiling_mb_s"] == pytest.approx(ONE_LINK, rel=0.1), free
