@@ -230,9 +230,9 @@ class SuiteSettings(Frozen):
         None,
         S_WHERE,
         "SSH config file",
-        "ssh/slurm: an OpenSSH client config (ssh -F) for the hosts (User, Port, IdentityFile, "
-        "UserKnownHostsFile); empty: the user's own ~/.ssh/config. With a connection, its key and host "
-        "keys apply on top.",
+        "ssh (and a Slurm login node): an OpenSSH client config (ssh -F) for the hosts (User, Port, "
+        "IdentityFile, UserKnownHostsFile); empty: the user's own ~/.ssh/config. With a connection, its "
+        "key and host keys apply on top.",
     )
     rendezvous_interface: FormInterface | None = _ui(
         None,
@@ -908,8 +908,11 @@ class SweepConfig(Frozen):
 
     @model_validator(mode="after")
     def _launcher_needs(self) -> SweepConfig:
-        if self.ssh_config is not None and self.launcher == "local":
-            raise ValueError("ssh_config: the local launcher runs no ssh; allowed with launcher ssh or slurm")
+        if self.ssh_config is not None and not (self.launcher == "ssh" or (self.launcher == "slurm" and self.conn_id)):
+            raise ValueError(
+                f"ssh_config: launcher {self.launcher}{' without conn_id' if self.launcher == 'slurm' else ''} "
+                "runs no ssh; allowed with launcher ssh, or slurm with conn_id (its login node)"
+            )
         if self.launcher == "ssh" and not self.hosts:
             raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
         if self.launcher == "ssh":

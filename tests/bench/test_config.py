@@ -90,8 +90,11 @@ def test_ssh_config_is_an_absolute_path_for_a_launcher_that_runs_ssh_and_a_reada
     is relative or shell-active, and where the file cannot be read when the launcher is built."""
     from bench.launch.registry import suite_launcher
 
-    with pytest.raises(ConfigError, match="ssh_config: the local launcher runs no ssh"):
+    with pytest.raises(ConfigError, match="ssh_config: launcher local runs no ssh; allowed with launcher ssh"):
         parse(SweepConfig, sweep(ssh_config=str(tmp_path / "c")))
+    with pytest.raises(ConfigError, match="ssh_config: launcher slurm without conn_id runs no ssh"):
+        parse(SweepConfig, sweep(launcher="slurm", ssh_config=str(tmp_path / "c")))
+    parse(SweepConfig, sweep(launcher="slurm", conn_id="login", ssh_config=str(tmp_path / "c")))
     for bad in ("relative/config", "/x/$(id)"):
         with pytest.raises(ConfigError, match="ssh_config"):
             parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 2}], ssh_config=bad))
