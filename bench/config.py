@@ -326,6 +326,14 @@ class SuiteSettings(Frozen):
         "ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker).",
     )
     hosts: tuple[FormHost, ...] = _ui((), S_WHERE, "SSH hosts", "host[:slots] per entry, for the ssh launcher.")
+    ssh_config: FormPath | None = _ui(
+        None,
+        S_WHERE,
+        "SSH config file",
+        "ssh (and a Slurm login node): an OpenSSH client config (ssh -F) for the hosts (User, Port, "
+        "IdentityFile, UserKnownHostsFile); empty: the user's own ~/.ssh/config. With a connection, its "
+        "key and host keys apply on top.",
+    )
     rendezvous_interface: FormInterface | None = _ui(
         None,
         S_WHERE,
@@ -629,6 +637,7 @@ class SuiteSettings(Frozen):
             "launcher": self.launcher,
             "conn_id": self.conn_id,
             "hosts": [HostSlots.parse(h).model_dump() for h in self.hosts],
+            "ssh_config": self.ssh_config,
             "rendezvous_interface": self.rendezvous_interface,
             "partition": self.partition,
             "account": self.account,
@@ -907,6 +916,9 @@ class RunSpec(Frozen):
     ranks: int = Field(ge=1, le=4096)
     output_dir: SafePath
     hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
+    # Airflow connection, reaches the hosts; none: the user's own ssh config.
+    ssh_config: SafePath | None = suite_default("ssh_config")
     partition: SlurmName | None = suite_default("partition")
     account: SlurmName | None = suite_default("account")
     gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
@@ -997,6 +1009,9 @@ class SweepConfig(Frozen):
     launcher: LauncherKind = suite_default("launcher")
     conn_id: ConnId | None = suite_default("conn_id")
     hosts: tuple[HostSlots, ...] = suite_default("hosts")
+    # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
+    # Airflow connection, reaches the hosts; none: the user's own ssh config.
+    ssh_config: SafePath | None = suite_default("ssh_config")
     rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")
     partition: SlurmName | None = suite_default("partition")
     account: SlurmName | None = suite_default("account")
@@ -1098,6 +1113,11 @@ class SweepConfig(Frozen):
 
     @model_validator(mode="after")
     def _launcher_needs(self) -> SweepConfig:
+        if self.ssh_config is not None and not (self.launcher == "ssh" or (self.launcher == "slurm" and self.conn_id)):
+            raise ValueError(
+                f"ssh_config: launcher {self.launcher}{' without conn_id' if self.launcher == 'slurm' else ''} "
+                "runs no ssh; allowed with launcher ssh, or slurm with conn_id (its login node)"
+            )
         if self.launcher == "ssh" and not self.hosts:
             raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
         if self.launcher == "ssh":

@@ -105,7 +105,10 @@ def _sweep(args: argparse.Namespace) -> int:
     settings = settings_from(settings_values(args, base))
     output_dir = args.output_dir.absolute() if args.output_dir else base / "runs"
     cfg = settings.sweep_config(base, output_dir)
-    store_url = args.results_url or os.environ.get("SCALEWATCH_RESULTS_URL") or f"sqlite:///{base / 'results.db'}"
+    store_url = args.results_url or os.environ.get("SCALEWATCH_RESULTS_URL")
+    if not store_url:  # the default store's folder, which --output-dir elsewhere never creates
+        base.mkdir(parents=True, exist_ok=True)
+        store_url = f"sqlite:///{base / 'results.db'}"
     outcome = sweep(cfg, store_url, args.suite_run_id, log=lambda m: print(m, file=sys.stderr))
     print(json.dumps(outcome, indent=2))
     print(f"verdict: {'PASSED' if outcome['passed'] else 'FAILED'}; report: {outcome['report']}")

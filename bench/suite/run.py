@@ -107,10 +107,10 @@ def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[
     (bench.suite.probe), written beside the run's results; raises ProbeError or DatasetError naming the
     node (the task fails; the suite is evaluated without a ceiling, history untouched). `env`: what the
     nodes' probe processes get (sshd passes none of ours), as a RunSpec's env."""
-    from bench.launch.registry import build_launcher
+    from bench.launch.registry import suite_launcher
     from bench.suite.probe import probe_nodes, suite_nodes, write_probe
 
-    launcher = launcher or build_launcher(cfg.launcher)
+    launcher = launcher or suite_launcher(cfg)
     result = probe_nodes(cfg, suite_nodes(cfg, launcher, env))
     result["probed_at"] = datetime.now(UTC).isoformat()
     write_probe(suite_dir(cfg.output_dir, suite_run_id), result, PROBE_FILE)

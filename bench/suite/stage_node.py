@@ -26,10 +26,10 @@ def node_argv(cfg: SweepConfig, python: str) -> list[str]:
 def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
     """Each workload's dataset staged on the suite's first node; raises DatasetError (or ProbeError, for a
     node that printed no result) naming the node."""
-    from bench.launch.registry import build_launcher
+    from bench.launch.registry import suite_launcher
     from bench.suite.probe import node_doc, suite_nodes
 
-    nodes = suite_nodes(cfg, launcher or build_launcher(cfg.launcher), env)
+    nodes = suite_nodes(cfg, launcher or suite_launcher(cfg), env)
     argv = node_argv(cfg, sys.executable)
     out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
     return node_doc(out, "staging")

@@ -21,12 +21,12 @@ def sweep(
     """The whole suite without Airflow: what the README's first command runs. `launcher`: one built with
     ssh options of the caller's (default: the suite's, with the user's ssh config); `node_env`: what
     staging and the probe get on the nodes (sshd passes none of ours)."""
-    from bench.launch.registry import build_launcher
+    from bench.launch.registry import suite_launcher
 
     suite_run_id = suite_run_id or new_suite_run_id()
     started = datetime.now(UTC).isoformat()
     log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path} on the {cfg.resolved_stage_on()}")
-    launcher = launcher or build_launcher(cfg.launcher)
+    launcher = launcher or suite_launcher(cfg)
     if not cfg.train.synthetic:
         stage_datasets(cfg, launcher, node_env)
     runs = []

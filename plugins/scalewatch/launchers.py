@@ -6,11 +6,14 @@ from bench.launch.registry import build_launcher
 from bench.launch.sshopts import SshOptions
 
 
-def launcher_kwargs(kind: str, conn_id: str | None, hosts=()) -> dict:
-    """What a trigger carries: the connection's id, never its key material or the paths of its files."""
+def launcher_kwargs(kind: str, conn_id: str | None, hosts=(), ssh_config=None) -> dict:
+    """What a trigger carries: the connection's id, never its key material or the paths of its files;
+    the suite's ssh config file (a setting the user gave, as visible as the hosts)."""
     kwargs: dict = {"kind": kind}
     if kind in ("ssh", "slurm") and conn_id:
         kwargs["conn_id"] = conn_id
+    if kind in ("ssh", "slurm") and ssh_config:
+        kwargs["ssh_config"] = str(ssh_config)
     return kwargs
 
 
@@ -25,4 +28,10 @@ def from_kwargs(kwargs: dict):
             login_host = host
     elif kwargs.get("ssh"):
         ssh = SshOptions.model_validate(kwargs["ssh"])
-    return build_launcher(kwargs["kind"], ssh=ssh, login_host=login_host, slurm_env=kwargs.get("slurm_env"))
+    return build_launcher(
+        kwargs["kind"],
+        ssh=ssh,
+        login_host=login_host,
+        slurm_env=kwargs.get("slurm_env"),
+        ssh_config=kwargs.get("ssh_config"),
+    )

@@ -85,6 +85,27 @@ def test_ssh_ranks_must_fit_slots():
         parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 1}], gpus=[1, 4]))
 
 
+def test_ssh_config_is_an_absolute_path_for_a_launcher_that_runs_ssh_and_a_readable_file(tmp_path):
+    """The suite's ssh config file (ssh -F): refused naming the field where no ssh runs, where the path
+    is relative or shell-active, and where the file cannot be read when the launcher is built."""
+    from bench.launch.registry import suite_launcher
+
+    with pytest.raises(ConfigError, match="ssh_config: launcher local runs no ssh; allowed with launcher ssh"):
+        parse(SweepConfig, sweep(ssh_config=str(tmp_path / "c")))
+    with pytest.raises(ConfigError, match="ssh_config: launcher slurm without conn_id runs no ssh"):
+        parse(SweepConfig, sweep(launcher="slurm", ssh_config=str(tmp_path / "c")))
+    parse(SweepConfig, sweep(launcher="slurm", conn_id="login", ssh_config=str(tmp_path / "c")))
+    for bad in ("relative/config", "/x/$(id)"):
+        with pytest.raises(ConfigError, match="ssh_config"):
+            parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 2}], ssh_config=bad))
+    cfg = parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 2}], ssh_config=str(tmp_path / "c")))
+    with pytest.raises(ConfigError, match=f"ssh_config: {tmp_path / 'c'} is not a readable file"):
+        suite_launcher(cfg)
+    (tmp_path / "c").write_text("Host h1\n  User alice\n")
+    argv = suite_launcher(cfg).ssh.argv("h1", "true")
+    assert argv[argv.index("-F") + 1] == str(tmp_path / "c")
+
+
 def test_run_spec_env_and_directives_are_checked():
     train = TrainConfig(workload="ssd", synthetic=True, steps=1)
     with pytest.raises(ValueError, match="env value"):

@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.analysis.cluster import rate_bytes_s
 from bench.launch.sshopts import SshOptions, known_hosts_line
 
+CHECKOUT = Path(__file__).resolve().parents[2]
 NETWORKS = range(8, 250)  # 10.213.<n>.0/24 and bridge swbr<n> (10.213.7 was every session's before)
 OWNER = "scalewatch-test-hosts"  # the bridge's alias: "<OWNER> <pid> <namespace prefix> <count>"
 
@@ -152,6 +153,10 @@ class SshHosts:
                         "MaxStartups 50",
                         "MaxSessions 50",
                         "Subsystem sftp /usr/lib/openssh/sftp-server",  # sshfs mounts (a network filesystem)
+                        # this checkout importable on every host, as a cluster's nodes have the suite
+                        # installed: runs that pass the nodes no env of theirs (the DAG's, `bench sweep`'s)
+                        # would otherwise import whatever the venv's editable install points at
+                        f"SetEnv PYTHONPATH={CHECKOUT}",
                     ]
                 )
                 + "\n"

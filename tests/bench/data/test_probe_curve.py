@@ -1,5 +1,5 @@
 """The multi-node probe's curve as sizing, the knee and `bench project` read it: what the storage gives
-n nodes, and whether the client or the store binds (measured curves: tests/bench/suite/test_probe_nodes.py)."""
+n nodes, and whether the client or the store binds (measured curves: tests/dags/test_ssh_suite.py)."""
 
 from __future__ import annotations
 

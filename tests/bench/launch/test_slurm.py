@@ -201,21 +201,40 @@ def test_a_one_node_job_meets_on_loopback(cluster, tmp_path, datasets, backend):
     assert result.summary["rendezvous"]["host"] == "127.0.0.1"
 
 
-def test_the_storage_probe_runs_on_one_node_then_two_at_once_through_srun(cluster, tmp_path, datasets):
-    """(b) the multi-node probe through Slurm: one srun step per node count, each task its own share
-    (SLURM_PROCID of SLURM_NTASKS), all started at one timestamp; here both nodes read this host's disk."""
-    from bench.config import SuiteSettings
-    from bench.data.stage import stage
-    from bench.suite.probe import probe_nodes, suite_nodes
+def test_the_suite_file_on_two_slurm_nodes_passes_bench_sweep_and_probes_them_at_once(cluster, tmp_path, datasets):
+    """(b) tests/dags/test_ssh_suite.py's suite file with the Slurm launcher in place of ssh, through
+    `bench sweep --config` as a user runs it (Slurm found by SLURM_CONF, as on a login node): staged on
+    a node, verdicts at 1 and 2 ranks, one rank per node, and the probe through srun, one step per node
+    count, each task its own share (SLURM_PROCID of SLURM_NTASKS), all started at one timestamp; here
+    both nodes read this host's disk, so no figure is judged."""
+    import json
 
-    stage(datasets["coco"], tmp_path / "data" / "coco")
-    settings = {"workloads": ["ssd"], "gpus": [1, 2], "launcher": "slurm", "partition": "test", "ranks_per_node": 1}
-    settings |= {"dataset_path": str(tmp_path / "data"), "probe_max_jobs": 1, "probe_seconds": 0.5}
-    cfg = SuiteSettings(**settings).sweep_config(tmp_path, tmp_path / "out")
-    nodes = suite_nodes(cfg, build_launcher("slurm", slurm_env=cluster.env))
-    assert len(nodes.names) == 2
-    probe = probe_nodes(cfg, nodes)
+    import pandas as pd
+
+    from tests.infra.suite_files import suite_file
+
+    suite = tmp_path / "cluster.yaml"
+    where = {"launcher": "slurm", "partition": "test", "ranks_per_node": 1, "dataset_path": str(tmp_path / "data")}
+    where |= {"stage_from": str(datasets["coco"].parent), "probe_max_jobs": 1, "probe_seconds": 0.5}
+    suite.write_text(suite_file("Two Slurm nodes.", **where))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "sweep", "--config", str(suite), "--output-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        env=os.environ | cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0 and "verdict: PASSED" in done.stdout, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "staging datasets" in done.stderr and "on the node" in done.stderr, done.stderr[-2000:]
+    run = next((tmp_path / "runs").glob("*/results.csv")).parent
+    frame = pd.read_csv(run / "results.csv")
+    assert sorted(frame["gpus"]) == [1, 2] and set(frame["verdict"]) == {"pass"}, frame
+    assert len({r["host"] for r in json.loads(frame[frame["gpus"] == 2].iloc[0]["rank_breakdown"])}) == 2
+    probe = json.loads((run / "probe.json").read_text())
     assert [a["nodes"] for a in probe["aggregate"]] == [1, 2] and probe["bound"] in ("client", "store")
     level = probe["node_levels"][0]
     assert len({p["host"] for p in level["per_node"]}) == 2  # one task on each node, named as Slurm names it
     assert all(p["bytes"] > 0 for p in level["per_node"]) and probe["per_node_mb_s"] > 0
+    assert set(frame["probe_nodes"].dropna()) == {2}

@@ -1,0 +1,28 @@
+"""Suite files as a user writes them, for tests that run a whole suite over several hosts (ssh, Slurm)."""
+
+from __future__ import annotations
+
+import yaml
+
+# A small training run per scale: these suites' verdicts, not their figures, are judged (the probe's are).
+SMALL_SCALES = {
+    "workloads": ["ssd"],
+    "gpus": [1, 2],
+    "steps": 4,
+    "warmup_steps": 1,
+    "min_measure_s": 0.0,
+    "max_step_time_spread": 100,
+    "batch_size": 8,
+    "image_size": 128,
+    # slow links (3 MB/s) or a busy 2-core box and 4 steps: no scaling figure of theirs is judged
+    "min_scaling_efficiency": 0.1,
+    "min_bandwidth_efficiency": 0.1,
+    "ceilings": False,
+    "confirm_causes": False,
+    "confirm_regressions": False,
+}
+
+
+def suite_file(description: str, **where) -> str:
+    """A suite file's text: where it runs (launcher, hosts or partition, store) over SMALL_SCALES."""
+    return yaml.safe_dump({"description": description, "schedule": None, **SMALL_SCALES, **where}, sort_keys=False)
