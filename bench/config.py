@@ -605,6 +605,17 @@ class SuiteSettings(Frozen):
     warmup_steps: int = _ui(2, S_ADVANCED, "Warm-up steps (not measured)", ge=0, le=100_000)
     probe_max_jobs: int = _ui(8, S_ADVANCED, "Storage probe: most fio jobs", ge=1, le=256)
     probe_seconds: float = _ui(3.0, S_ADVANCED, "Storage probe: seconds per level", ge=0.5, le=600)
+    au_search_max_ranks: int = _ui(
+        256,
+        S_ADVANCED,
+        "AU search: most emulated ranks (0: off)",
+        "An emulated workload also runs at doubling rank counts (1, 2, 4, ... and the slots themselves) up to "
+        "the slots its nodes offer (ssh: the hosts' slots; local: this node's cores / cpus_per_rank; Slurm "
+        "without hosts: none known, so none added), and at most this many, so accelerators-at-AU is measured "
+        "where AU falls. 0: only the suite's GPU counts. Real-model workloads run the suite's counts.",
+        ge=0,
+        le=4096,
+    )
     time_limit_s: int = _ui(3600, S_ADVANCED, "Time limit per scale (s)", ge=10, le=14 * 24 * 3600)
 
     @field_validator("ranks_per_node")
@@ -694,6 +705,7 @@ class SuiteSettings(Frozen):
             "probe_storage": self.probe_storage,
             "probe_max_jobs": self.probe_max_jobs,
             "probe_seconds": self.probe_seconds,
+            "au_search_max_ranks": self.au_search_max_ranks,
             "confirm_causes": self.confirm_causes,
             "confirm_regressions": self.confirm_regressions,
             "ceilings": self.ceilings,
@@ -1038,6 +1050,9 @@ class SweepConfig(Frozen):
     probe_storage: bool = suite_default("probe_storage")
     probe_max_jobs: int = suite_default("probe_max_jobs", ge=1, le=256)
     probe_seconds: float = suite_default("probe_seconds", ge=0.5, le=600)
+    # An emulated workload's extra rank counts, doubling up to its nodes' slots and this cap (0: none):
+    # bench.suite.plan.scales_of; accelerators-at-AU is then measured where AU falls.
+    au_search_max_ranks: int = suite_default("au_search_max_ranks", ge=0, le=4096)
     # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
     # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
     # extra runs per failing workload.

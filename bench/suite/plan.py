@@ -30,14 +30,53 @@ def workload_of(cfg: SweepConfig, name: str):
 
 
 def run_matrix(cfg: SweepConfig) -> list[dict]:
-    """Each scale, each above one rank followed at once by its node ceiling (so drift hits both alike)."""
+    """Each scale, each above one rank followed at once by its node ceiling (so drift hits both alike).
+    An emulated workload's scales include its AU search's counts (scales_of)."""
     out = []
     for w in workload_names(cfg):
-        for g in sorted(cfg.gpus):
+        for g in scales_of(cfg, w):
             out.append({"workload": w, "gpus": g})
             if cfg.ceilings and g > 1:
                 out.append({"workload": w, "gpus": g, "variant": INDEPENDENT})
     return out
+
+
+def node_slots(cfg: SweepConfig) -> int | None:
+    """The ranks the suite's nodes offer without oversubscribing: the hosts' slots where hosts are
+    listed, this node's cores / cpus_per_rank for the local launcher (the plan runs on the worker,
+    which is the local launcher's node), None for Slurm without hosts (its nodes are not known
+    before a job is granted)."""
+    if cfg.hosts:
+        return sum(h.slots for h in cfg.hosts)
+    if cfg.launcher == "local":
+        from bench.train.slots import cpu_slots
+
+        return max(1, cpu_slots(cfg.cpus_per_rank))
+    return None
+
+
+def au_search_counts(slots: int | None, cap: int) -> list[int]:
+    """The AU search's rank counts: 1, 2, 4, ... up to min(slots, cap), and that limit itself (the
+    largest count the nodes hold); none where the slots are unknown or the search is off (cap 0)."""
+    if not slots or cap <= 0:
+        return []
+    limit = min(slots, cap)
+    counts, n = [], 1
+    while n < limit:
+        counts.append(n)
+        n *= 2
+    return [*counts, limit]
+
+
+def scales_of(cfg: SweepConfig, workload: str) -> list[int]:
+    """The rank counts a workload runs at, known at plan time (the DAG expands one task per scale): the
+    suite's `gpus`, and for an emulated workload also the AU search's counts within the nodes' slots
+    (au_search_max_ranks), so its accelerators-at-AU is measured up to where AU falls. A real model
+    runs the suite's counts only."""
+    counts = set(cfg.gpus)
+    if cfg.au_search_max_ranks and workload_of(cfg, workload).seconds_per_batch is not None:
+        counts |= set(au_search_counts(node_slots(cfg), cfg.au_search_max_ranks))
+    return sorted(counts)
 
 
 def dataset_dir(cfg: SweepConfig, workload: str) -> Path:

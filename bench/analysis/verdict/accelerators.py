@@ -1,20 +1,28 @@
 """Accelerators the storage feeds at AU (MLPerf Storage's headline figure), per emulated workload.
 
-Measured: the emulated scales ran at rising rank counts within the nodes' slots; the figure is the
-largest count whose every scale up to it held AU >= the workload's min_au (a count past which AU fell
-is named). Projected: past the largest measured count, the storage probe's read ceiling over one
-accelerator's demand at that AU, floor(ceiling / (bytes per batch / seconds per batch x min_au)),
-labelled `measured: false` (the multi-node aggregate curve of `bench project` replaces the ceiling
-once it exists; until then the single-client fio ceiling is the basis, and says so).
+Measured: the emulated scales ran at rising rank counts within the nodes' slots (the plan's AU search,
+bench.suite.plan.scales_of); the figure is the largest count whose every scale up to it held AU >= the
+workload's min_au (a count past which AU fell is named). Projected, past the largest measured count:
+the storage the probe measured for a scale's nodes (bench.data.probe.storage_at through
+evaluate.storage_for: nodes x one node's ceiling while under the multi-node aggregate curve's figure,
+that figure above it) against the accelerators' demand at AU, the largest count N for which it and
+every smaller count are fed (N x demand x min_au <= storage(N)); `basis` names what binds at N + 1:
+'client' (one node's ceiling times the nodes) or 'store' (the aggregate stopped rising with nodes).
+Labelled `measured: false`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 
 _EPS = 1e-9
+# The projection's most accelerators: past this many, the count is reported as "at least" it.
+MAX_PROJECTED = 1_000_000
+
+Storage = Callable[[int], tuple[float, str]]  # gpus -> (MB/s the storage gives that scale's nodes, bound)
 
 
 def per_accelerator_mb_s(bytes_per_sample: float, batch: int, seconds_per_batch: float) -> float:
@@ -35,9 +43,47 @@ def measured_count(rows: pd.DataFrame, min_au: float) -> tuple[int | None, int |
     return held, fell
 
 
-def accelerators_at_au(frame: pd.DataFrame, workloads: dict[str, dict], ceiling_mb_s: float | None) -> dict:
+def projected_count(storage: Storage, demand_at_au: float) -> tuple[int, float, str]:
+    """(the largest N whose every count up to it the storage feeds at AU, the storage's MB/s at N + 1,
+    what binds there): counts rise one by one, each placed on its nodes as the suite places ranks."""
+    n = 0
+    while n < MAX_PROJECTED:
+        mb_s, bound = storage(n + 1)
+        if (n + 1) * demand_at_au > mb_s + _EPS:
+            return n, mb_s, bound
+        n += 1
+    mb_s, bound = storage(n)
+    return n, mb_s, bound
+
+
+def projected_entry(storage: Storage, w: dict, demand: float) -> dict:
+    """The `measured: false` entry: the probe's storage for a scale's nodes over the demand at AU."""
+    min_au = w["min_au"]
+    count, mb_s, bound = projected_count(storage, demand * min_au)
+    why = {
+        "client": "one node's read ceiling x the nodes binds (the store's limit lies beyond the nodes probed)",
+        "store": "the store binds (the aggregate stopped rising with nodes)",
+    }.get(bound, bound)
+    return {
+        "accelerators": count,
+        "measured": False,
+        "accelerator": w["accelerator"],
+        "min_au": min_au,
+        "demand_mb_s": round(demand, 3),
+        "storage_mb_s": round(mb_s, 3),
+        "bound": bound,
+        "basis": (
+            f"projected from the probe's aggregate curve: at {count + 1} accelerators the storage gives "
+            f"{mb_s:.1f} MB/s < {count + 1} x {demand:.1f} MB/s x {min_au}; {why}"
+        ),
+    }
+
+
+def accelerators_at_au(frame: pd.DataFrame, workloads: dict[str, dict], storage: Storage | None) -> dict:
     """{workload: [measured entry, projected entry]} for each emulated workload in `workloads`
-    ({name: {accelerator, min_au, batch, seconds_per_batch, record_bytes}}); each entry has `measured`."""
+    ({name: {accelerator, min_au, batch, seconds_per_batch, record_bytes}}); each entry has `measured`.
+    `storage`: gpus -> (MB/s, bound) from a conclusive probe (evaluate.storage_for), else None (no
+    projection)."""
     out: dict[str, list[dict]] = {}
     for name, w in workloads.items():
         rows = frame[(frame["workload"] == name)]
@@ -65,16 +111,7 @@ def accelerators_at_au(frame: pd.DataFrame, workloads: dict[str, dict], ceiling_
                 ),
             }
         ]
-        if fell is None and ceiling_mb_s is not None and demand > 0:
-            entries.append(
-                {
-                    "accelerators": math.floor(ceiling_mb_s / (demand * min_au) + _EPS),
-                    "measured": False,
-                    "accelerator": w["accelerator"],
-                    "min_au": min_au,
-                    "demand_mb_s": round(demand, 3),
-                    "basis": f"projected: fio read ceiling {ceiling_mb_s:.1f} MB/s / ({demand:.1f} MB/s x {min_au})",
-                }
-            )
+        if fell is None and storage is not None and demand > 0:
+            entries.append(projected_entry(storage, w, demand))
         out[name] = entries
     return out

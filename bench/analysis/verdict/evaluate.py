@@ -185,7 +185,8 @@ def evaluate(
     from bench.analysis.verdict.accelerators import accelerators_at_au
     from bench.workloads.spec import emulated_workloads
 
-    at_au = accelerators_at_au(prepared, emulated_workloads(cfg.workloads, cfg.thresholds.min_au), ceiling)
+    emulated = emulated_workloads(cfg.workloads, cfg.thresholds.min_au)
+    at_au = accelerators_at_au(prepared, emulated, storage_for(cfg, curve))
     return Evaluation(
         prepared,
         outcome == "PASSED",

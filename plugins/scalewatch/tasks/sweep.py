@@ -85,10 +85,13 @@ def timeout_of_form(values: dict) -> timedelta:
     )
 
 
-def timeout_of_sweep(cfg: SweepConfig) -> timedelta:
-    """The bound of what this run will do (synthetic data has no differential reruns)."""
+def timeout_of_sweep(cfg: SweepConfig, matrix: list[dict] | None = None) -> timedelta:
+    """The bound of what this run will do (synthetic data has no differential reruns): each scale of
+    the plan's matrix (an emulated workload's AU search adds counts to the suite's gpus), else each
+    workload at each of the suite's counts."""
     causes = cfg.confirm_causes and not cfg.train.synthetic
-    return confirm_causes_timeout(len(cfg.workloads), len(cfg.gpus), cfg.time_limit_s, cfg.confirm_regressions, causes)
+    scales = len({(m["workload"], m["gpus"]) for m in matrix}) if matrix else len(cfg.workloads) * len(cfg.gpus)
+    return confirm_causes_timeout(1, scales, cfg.time_limit_s, cfg.confirm_regressions, causes)
 
 
 def bound_to_this_run(context) -> None:
@@ -99,7 +102,7 @@ def bound_to_this_run(context) -> None:
     arguments = inspect.signature(task_.python_callable).bind_partial(*task_.op_args, **task_.op_kwargs).arguments
     plan = arguments.get("plan")
     if isinstance(plan, dict) and isinstance(plan.get("sweep"), dict):
-        task_.execution_timeout = timeout_of_sweep(sweep_config(plan))
+        task_.execution_timeout = timeout_of_sweep(sweep_config(plan), plan.get("matrix"))
         log.info("confirm_causes: execution_timeout %s from this run's settings", task_.execution_timeout)
 
 

@@ -42,3 +42,27 @@ def test_the_node_ceiling_reads_the_page_cache_and_runs_no_collective(tmp_path):
 def test_a_synthetic_suites_node_ceiling_has_nothing_to_warm(tmp_path):
     ceiling = run_spec(cfg(tmp_path, synthetic=True, data=None), "r", "ssd", 2, INDEPENDENT).train
     assert ceiling.independent and ceiling.synthetic and not ceiling.warm_cache
+
+
+def test_an_emulated_workload_searches_doubling_counts_within_the_slots_and_a_real_model_does_not(tmp_path):
+    """The AU search's counts are fixed at plan time (the DAG expands one task per scale): the suite's
+    gpus plus 1, 2, 4, ... up to the nodes' slots (and the slots themselves), capped by
+    au_search_max_ranks, off at 0; a real model keeps the suite's counts."""
+    from bench.config import HostSlots
+
+    def scales(workload: str, hosts: tuple[str, ...], **over) -> list[int]:
+        base = cfg(tmp_path).model_copy(
+            update={"workloads": ("ssd", "retinanet-b200"), "gpus": (1, 2), "ceilings": False} | over
+        )
+        if hosts:
+            base = base.model_copy(update={"launcher": "ssh", "hosts": tuple(HostSlots.parse(h) for h in hosts)})
+        return [m["gpus"] for m in run_matrix(base) if m["workload"] == workload]
+
+    assert scales("retinanet-b200", ("a:1", "b:1")) == [1, 2]  # two slots: nothing beyond the suite's counts
+    assert scales("retinanet-b200", ("a:4", "b:4")) == [1, 2, 4, 8]
+    assert scales("retinanet-b200", ("a:4", "b:2")) == [1, 2, 4, 6]  # the slots themselves end the search
+    assert scales("retinanet-b200", ("a:4", "b:4"), au_search_max_ranks=4) == [1, 2, 4]
+    assert scales("retinanet-b200", ("a:4", "b:4"), au_search_max_ranks=0) == [1, 2]
+    assert scales("ssd", ("a:4", "b:4")) == [1, 2]
+    slurm = {"launcher": "slurm", "ranks_per_node": 4}  # no hosts: the nodes a job gets are not known
+    assert scales("retinanet-b200", (), **slurm) == [1, 2]

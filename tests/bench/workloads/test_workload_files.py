@@ -154,20 +154,44 @@ def test_a_gpu_checks_profile_file_loads_and_a_dry_run_is_refused(tmp_path):
         profiles_from_file(path)
 
 
-def test_accelerators_at_au_is_measured_up_to_the_first_fall_then_projected_from_the_ceiling():
+def test_accelerators_at_au_is_measured_up_to_the_first_fall_then_projected_from_the_probe(tmp_path):
+    """Measured up to the first count under min_au; past it, projected from the probe's storage for a
+    scale's nodes (one node's ceiling x nodes under the aggregate curve's figure, evaluate.storage_for),
+    and the basis names what binds: the per-node ceiling (client) or the aggregate (store)."""
     import pandas as pd
 
     from bench.analysis.verdict.accelerators import accelerators_at_au
+    from bench.analysis.verdict.evaluate import storage_for
+    from bench.config import HostSlots, SweepConfig
+
+    def storage(probe: dict, launcher: str = "local", hosts: tuple[str, ...] = ()):
+        suite = {"workloads": ("retinanet-b200",), "gpus": (1, 2), "dataset_path": tmp_path, "launcher": launcher}
+        suite |= {"hosts": tuple(HostSlots.parse(h) for h in hosts), "output_dir": tmp_path / "out"}
+        return storage_for(SweepConfig(**suite, train=TrainConfig(workload="ssd", steps=1, data=tmp_path)), probe)
 
     w = {"accelerator": "retinanet-b200", "min_au": 0.85, "batch": 24, "seconds_per_batch": 0.04755}
-    w |= {"record_bytes": 322957.0}
+    w |= {"record_bytes": 322957.0}  # demand 163.0 MB/s, x 0.85 = 138.6 MB/s per accelerator at AU
     held = pd.DataFrame({"workload": "r", "gpus": [1, 2], "au": [0.93, 0.88], "valid": True})
-    measured, projected = accelerators_at_au(held, {"r": w}, ceiling_mb_s=434.0)["r"]
+    one_node = storage({"ceiling_mb_s": 434.0})  # a probe written before the multi-node curve
+    measured, projected = accelerators_at_au(held, {"r": w}, one_node)["r"]
     assert (measured["measured"], measured["accelerators"], measured["au_fell_at"]) == (True, 2, None)
     # 434 MB/s / (163.0 MB/s x 0.85) = 3.13
-    assert (projected["measured"], projected["accelerators"]) == (False, 3)
+    assert (projected["measured"], projected["accelerators"], projected["bound"]) == (False, 3, "client")
+    hosts = ("a:4", "b:4", "c:4", "d:4")
+    # Four slots a node; one node reads 434 MB/s, under four accelerators' 554: the client binds at 4.
+    client = {"per_node_mb_s": 434.0, "bound": "client"}
+    client["aggregate"] = [{"nodes": n, "mb_s": 430.0 * n, "min_node_mb_s": 430.0} for n in (1, 2, 4)]
+    (_, projected) = accelerators_at_au(held, {"r": w}, storage(client, "ssh", hosts))["r"]
+    assert (projected["accelerators"], projected["bound"]) == (3, "client")
+    assert "one node's read ceiling" in projected["basis"]
+    # One node feeds its four; from two nodes on the store gives 900 MB/s whatever the nodes: 900 / 138.6 = 6.5.
+    store = {"per_node_mb_s": 600.0, "bound": "store"}
+    store["aggregate"] = [{"nodes": 1, "mb_s": 600.0, "min_node_mb_s": 600.0}, {"nodes": 2, "mb_s": 900.0}]
+    (_, projected) = accelerators_at_au(held, {"r": w}, storage(store, "ssh", hosts))["r"]
+    assert (projected["accelerators"], projected["bound"], projected["storage_mb_s"]) == (6, "store", 900.0)
+    assert "the store binds" in projected["basis"]
     fell = pd.DataFrame({"workload": "r", "gpus": [1, 2, 4], "au": [0.93, 0.80, 0.9], "valid": True})
-    (only,) = accelerators_at_au(fell, {"r": w}, ceiling_mb_s=434.0)["r"]  # AU fell: nothing to project
+    (only,) = accelerators_at_au(fell, {"r": w}, one_node)["r"]  # AU fell: nothing to project
     assert (only["accelerators"], only["au_fell_at"], only["measured"]) == (1, 2, True)
     none = pd.DataFrame({"workload": "r", "gpus": [1], "au": [0.5], "valid": True})
     assert accelerators_at_au(none, {"r": w}, None)["r"][0]["accelerators"] is None
