@@ -1173,8 +1173,14 @@ SETTING_NAMES: tuple[str, ...] = tuple(SuiteSettings.model_fields)
 # emulated B200 (the storage side: 163 MB/s per accelerator of 323 kB JPEG records, so two ranks put
 # this machine's disk at a few hundred MB/s, toward its fio ceiling, where CPU-trained ranks read
 # ~1.5 MB/s each). DeepLabv3+ (a second real model, ~70 s here) stays in the suites' default, not in
-# the 3-minute README command 1.
-EMBEDDED_DEFAULT: dict = {"confirm_causes": False, "workloads": ["ssd", "retinanet-b200"]}
+# the 3-minute README command 1. The emulated workload's rank search stops at 8 ranks: on this 2-core
+# machine its slots stop it at 2 anyway, and on a large workstation README command 1 stays a few minutes
+# (a suite's own default searches up to 256).
+EMBEDDED_DEFAULT: dict = {
+    "confirm_causes": False,
+    "workloads": ["ssd", "retinanet-b200"],
+    "au_search_max_ranks": 8,
+}
 
 
 def environment_defaults(home: Path | str, cluster: str | None) -> dict:

@@ -232,8 +232,10 @@ def test_the_shipped_example_suite_is_valid(airflow_home, monkeypatch):
     assert example["confirm_causes"] is True and embedded["confirm_causes"] is False
     # the embedded default swaps DeepLabv3+ for an emulated accelerator that puts the disk to work (issue 39)
     assert example["workloads"] == ["ssd", "deeplabv3plus"] and embedded["workloads"] == ["ssd", "retinanet-b200"]
+    # and stops its emulated rank search at 8 ranks (a suite searches to the default cap)
+    assert embedded["au_search_max_ranks"] == 8 and example["au_search_max_ranks"] == 256
     # every other field is the form's default: the file does not restate them (test_defaults_once checks it)
-    mine = {"cluster", "confirm_causes", "workloads"}
+    mine = {"cluster", "confirm_causes", "workloads", "au_search_max_ranks"}
     assert {k: example[k] for k in example if k not in mine} == {k: embedded[k] for k in embedded if k not in mine}
 
 
