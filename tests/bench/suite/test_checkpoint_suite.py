@@ -85,6 +85,7 @@ def test_each_scale_reports_its_checkpoint_in_the_summary_the_columns_and_the_re
         assert c["bytes"] == 4 * MiB * r["gpus"] and c["write_mb_s"] > 0 and c["read_mb_s"] > 0
         assert c["cleanup"] == {"removed": 2 * r["gpus"], "left": []}
         assert c["stall"]["saves"] == 3 and 0 < c["stall"]["share"] < 1  # 6 measured steps, a save every 2
+        assert c["stall"]["left"] == []  # every rank's saves and save folder removed
     frame = pd.read_csv(outcome["results_csv"])
     assert frame["ckpt_bytes"].tolist() == [4 * MiB, 8 * MiB]
     assert (frame["ckpt_write_mb_s"] > 0).all() and (frame["ckpt_read_mb_s"] > 0).all()
