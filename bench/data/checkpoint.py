@@ -48,6 +48,7 @@ from bench.data.checkpoint_files import (
     KINDS,
     CheckpointError,
     Created,
+    Naming,
     Pattern,
     Shard,
     States,
@@ -72,7 +73,8 @@ class CheckpointSpaceError(ConfigError):
 
 # Where a rank notes, as it goes, what another process must remove should it be killed (a killed process
 # cannot clean up after itself): journal(key, JSON-able value), the latest value per key kept. Keys:
-# "folders" (rank 0's), "made" (its named files, after each checkpoint), "writes" (its complete
+# "folders" (rank 0's), "made" (its named files, each as soon as it is named), "naming" (the file it is
+# about to name: a rank killed between the naming and "made" leaves it), "writes" (its complete
 # checkpoints), "cleanup" (once it removed its files). bench.data.checkpoint_local keeps it in files.
 Journal = Callable[[str, Any], None]
 
@@ -204,13 +206,16 @@ def run_rank(
     def _note_made(files: list[Created]) -> None:  # each file as soon as it is named
         journal("made", [vars(c) for c in files])
 
+    def _note_naming(intent: Naming) -> None:  # each file just before it is named
+        journal("naming", vars(intent))
+
     try:
         root, seed = _agree_on_folders(rank, directory, spec, [p["bytes"] for p in peers], sync, folders, journal)
         model = spec.mode == "model"
         shard = Shard(sizes, None if model else Pattern(seed, rank), states if model else None)
         for step in range(spec.writes):
             sync.allgather(None)  # a checkpoint is a burst: every rank starts it together
-            writes.append(write_shard(directory, root, step, rank, shard, made, _note_made))
+            writes.append(write_shard(directory, root, step, rank, shard, made, _note_made, _note_naming))
             journal("writes", writes)  # complete checkpoints only: one cut short is never in `writes`
         written = {f["rel"]: f for files in sync.allgather([vars(c) for c in made]) for f in files}
         for i in range(spec.reads):

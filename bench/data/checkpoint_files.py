@@ -86,6 +86,30 @@ class Created:
         return (st.st_ino, st.st_size, st.st_ctime_ns) == (self.ino, self.size, self.ctime_ns)
 
 
+@dataclass(frozen=True)
+class Naming:
+    """A complete unnamed file about to be named (`_name`), journaled first: a rank killed between its
+    naming and its journal of `made` leaves a named file that only this record can tell is ours. The
+    naming itself moves the file's change time, so it is matched by inode, size and modification time
+    (which naming leaves as writing left it), and a change time no earlier than this record's: an inode
+    number freed because the naming never happened and handed to another file gives that file its own
+    modification time."""
+
+    rel: str
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, rel: str, st: os.stat_result) -> Naming:
+        return cls(rel, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def matches(self, st: os.stat_result) -> bool:
+        same = (st.st_ino, st.st_size, st.st_mtime_ns) == (self.ino, self.size, self.mtime_ns)
+        return same and st.st_ctime_ns >= self.ctime_ns
+
+
 def make_folders(directory: Path, writes: int, made: list[Created] | None = None) -> list[Created]:
     """Rank 0's folders: a fresh, uniquely named root (never one that was there) and a folder per
     checkpoint in it, each added to `made` as it is made (so a failure half-way still removes them);
@@ -112,8 +136,9 @@ def make_folders(directory: Path, writes: int, made: list[Created] | None = None
     return made
 
 
-def remove_files(directory: Path, files: list[Created]) -> tuple[int, list[str]]:
-    """Remove each file that still is the one we created (`Created.matches`, a regular file);
+def remove_files(directory: Path, files: list[Created] | list[Created | Naming]) -> tuple[int, list[str]]:
+    """Remove each file that still is the one we created (`Created.matches`, or `Naming.matches` for a
+    file a killed rank named but did not journal as made; a regular file);
     (how many were removed, what was left and why). Nothing else is ever removed."""
     removed, left = 0, []
     for item in files:
@@ -273,12 +298,14 @@ def _name(fd: int, dir_fd: int, name: str) -> None:
 def write_shard(
     directory: Path, root: str, step: int, rank: int, shard: Shard, made: list[Created],
     noted: Callable[[list[Created]], Any] = lambda made: None,
+    naming: Callable[[Naming], Any] = lambda intent: None,
 ) -> dict:  # fmt: skip
     """One checkpoint of this rank: both files, each fsynced and only then named (`_create`), timed
     from the first create to the last name; then evicted (not timed), so no later read finds them in
     this node's cache. A file goes into `made` once it has a name, so a rank that fails half-way
     still removes it, and one killed half-way leaves no shard behind (an unnamed file is freed; one
-    named before is in `made` when `noted` is called with it, for another process to remove)."""
+    named before is in `made` when `noted` is called with it, for another process to remove; one
+    killed between a naming and that `noted` left its `Naming`, given to `naming` before the name)."""
     folder = f"{root}/{step_folder(step)}"
     total, fds = 0, []  # fds: (index in made, descriptor)
     try:
@@ -298,12 +325,14 @@ def write_shard(
                     if named:
                         made[fds[-1][0]] = Created.of(rel, os.fstat(fd))
                     else:
+                        naming(Naming.of(rel, os.fstat(fd)))  # before the name: a kill after it is covered
                         _name(fd, dir_fd, n)
                         made.append(Created.of(rel, os.fstat(fd)))
                         fds.append((len(made) - 1, fd))
                     noted(made)
                 except BaseException:
                     if all(f != fd for _, f in fds):
+                        _claim_if_named(fd, dir_fd, n, rel, made)  # named just before a stop (SIGTERM)
                         os.close(fd)  # never named: closing it frees it
                     raise
             total += out.written
@@ -315,6 +344,15 @@ def write_shard(
             made[index] = Created.of(made[index].rel, os.fstat(fd))
             os.close(fd)
     return {"step": step, "bytes": total, "seconds": seconds}
+
+
+def _claim_if_named(fd: int, dir_fd: int, name: str, rel: str, made: list[Created]) -> None:
+    """A failure (a SIGTERM's SystemExit) between `_name` and `made.append`: where the name holds this
+    very file, it goes into `made`, so the rank's own cleanup removes it."""
+    with contextlib.suppress(OSError):
+        st, there = os.fstat(fd), lstat_at(dir_fd, name)
+        if there is not None and stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+            made.append(Created.of(rel, st))
 
 
 def _read_into(fd: int, states: bool) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.data.checkpoint import CheckpointSpaceError, CheckpointSpec, Journal, aggregate, check_space, run_rank
-from bench.data.checkpoint_files import CheckpointError, Created, States, remove_files, remove_folders
+from bench.data.checkpoint_files import CheckpointError, Created, Naming, States, remove_files, remove_folders
 from bench.errors import ConfigError
 from bench.safe_fs import open_root, read_bounded, write_atomic
 
@@ -186,8 +186,7 @@ def _failed(directory: Path, folder: Path, results: list[dict], failed_rank: int
     for rank, result in enumerate(results):
         cleanup = _noted(folder, rank, "cleanup")
         if cleanup is None:  # it ended before removing its files: killed
-            made = [Created(**c) for c in _noted(folder, rank, "made") or []]
-            cleanup = dict(zip(("removed", "left"), remove_files(directory, made), strict=True))
+            cleanup = dict(zip(("removed", "left"), remove_files(directory, _left_by(folder, rank)), strict=True))
         removed += cleanup["removed"]
         left += [item for item in cleanup["left"] if item.split(":")[0] not in ours]
         writes = _noted(folder, rank, "writes") or []
@@ -213,6 +212,16 @@ def _failed(directory: Path, folder: Path, results: list[dict], failed_rank: int
         "per_rank": per_rank,
         "cleanup": {"removed": removed, "left": left},
     }
+
+
+def _left_by(folder: Path, rank: int) -> list[Created | Naming]:
+    """What a killed rank may have left named, by its journal: the files it noted as made, and the one it
+    was naming, where it was killed before noting it (row 130): each removed only while still its file."""
+    made: list[Created | Naming] = [Created(**c) for c in _noted(folder, rank, "made") or []]
+    naming = _noted(folder, rank, "naming")
+    if naming is not None and naming["rel"] not in {m.rel for m in made}:
+        made.append(Naming(**naming))
+    return made
 
 
 def _wait(procs: list, barrier: Any) -> None:

@@ -136,7 +136,10 @@ CHECKPOINT = {
         "stall": {
             "type": ["object", "null"],
             "required": ["every_steps", "saves", "seconds", "share"],
-            "properties": {"share": {"type": ["number", "null"], "minimum": 0, "maximum": 1}},
+            "properties": {
+                "share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                "left": {"type": "array", "items": {"type": "string"}},  # what the saves did not remove, why
+            },
         },
     },
 }

@@ -291,6 +291,12 @@ PROBE_FIELDS: dict[str, str] = {
     "allreduce_bus_gb_s": "bus_gb_s",
     "allreduce_latency_s": "latency_s",
 }
+# A stored figure the store keeps NULL where its row's label says it was not measured as the column
+# means: figure -> (label column, label value). The in-memory frame keeps it (the report shows it with
+# its label); history (regression floors, series bands, charts) never sees it, whoever reads the store.
+# A restore the page cache served is memory's speed, not the store's: a floor learnt from it would
+# call every later cold restore a regression (docs/faults.md row 128).
+WITHHELD: dict[str, tuple[str, str]] = {"ckpt_read_mb_s": ("ckpt_state", "not_cold")}
 # Bound column -> its Bound; figure -> the Thresholds field it is held to directly.
 BOUNDS: dict[str, Bound] = {c.name: c.bound for c in RESULT_COLUMNS if c.bound is not None}
 HELD_TO: dict[str, str] = {c.name: c.held_to for c in RESULT_COLUMNS if c.held_to is not None}

@@ -36,6 +36,7 @@ from bench.results.schema import (
     RESULT_COLUMNS,
     SERIES_KEY,
     STORE_KEY,
+    WITHHELD,
     Column,
 )
 
@@ -915,10 +916,15 @@ _STORED = {c.name for c in results_table.columns}
 
 
 def _row(record: dict) -> dict:
+    """A frame record as the store's row: stored columns only, NaN as NULL, and a figure its label
+    marks as not measured (`WITHHELD`: a restore the page cache served) NULL, so it never enters history."""
     row = {}
     for key, value in record.items():
         if key not in _STORED:
             continue
+        label = WITHHELD.get(key)
+        if label is not None and record.get(label[0]) == label[1]:
+            value = None
         if isinstance(value, float) and np.isnan(value):
             value = None
         elif isinstance(value, np.generic):

@@ -15,13 +15,15 @@ leaves the others waiting, as it would in training.
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.config import TrainConfig
-from bench.data.checkpoint_files import CheckpointError
+from bench.data.checkpoint_files import REFUSAL, CheckpointError, Created
+from bench.safe_fs import CREATE_FLAGS, lstat_at, open_dir
 
 
 class PeerFailed(CheckpointError):
@@ -72,14 +74,30 @@ class Stall:
     torch.saves its model and optimizer state into a folder of its own on the store, fsyncs it, and
     meets the other ranks (so a checkpoint lasts as long as its slowest rank, as a synchronous save
     does); the file is removed after (not timed). The save is kept out of the step times (images/s
-    and the step-time spread stay training's); its share of the measured time with it is the stall."""
+    and the step-time spread stay training's); its share of the measured time with it is the stall.
+
+    The store is shared: whoever can rename entries in it could swap our folder for a link to theirs.
+    So the folder is made fresh and held open (O_DIRECTORY|O_NOFOLLOW, checked: ours, empty), every
+    file is created and removed relative to that descriptor, a file is removed only while its name
+    still holds the file we wrote (`Created.matches`), and the folder is removed through its parent's
+    descriptor only while its name still holds our folder: a swapped-in link is neither written
+    through nor emptied (docs/faults.md row 129)."""
 
     def __init__(self, cfg: TrainConfig, dist, model, optimizer) -> None:
         assert cfg.checkpoint_dir is not None
         cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.every, self.dist, self.model, self.optimizer = cfg.checkpoint_every_steps, dist, model, optimizer
-        self.folder = Path(tempfile.mkdtemp(prefix=f"scalewatch-stall-rank{dist.rank}-", dir=cfg.checkpoint_dir))
         self.saves, self.seconds, self.bytes = 0, 0.0, 0
+        self.pending: list[Created] = []  # saves written and not yet removed (a save cut short included)
+        self.left: list[str] = []  # what close() did not remove, and why
+        self.top = os.open(cfg.checkpoint_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.name, self.fd = _own_folder(self.top, cfg.checkpoint_dir, f"scalewatch-stall-rank{dist.rank}-")
+        except BaseException:
+            os.close(self.top)
+            raise
+        self.folder = cfg.checkpoint_dir / self.name
+        self.ino = os.fstat(self.fd).st_ino
 
     def due(self, measured_steps: int) -> bool:
         return measured_steps > 0 and measured_steps % self.every == 0
@@ -89,27 +107,41 @@ class Stall:
         import torch
 
         start = time.perf_counter()
-        path = self.folder / f"step{self.saves}.pt"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        name = f"step{self.saves}.pt"
+        fd = os.open(name, CREATE_FLAGS, 0o600, dir_fd=self.fd)
         try:
             with os.fdopen(fd, "wb", closefd=False) as out:
                 torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, out)
                 out.flush()
             os.fsync(fd)
-            size = os.fstat(fd).st_size
-        finally:
+        finally:  # the file as we leave it, written or cut short: the only file close() may remove by that name
+            wrote = Created.of(name, os.fstat(fd))
+            self.pending.append(wrote)
             os.close(fd)
         self.dist.barrier()  # the slowest rank's save is every rank's stall
         end = time.perf_counter()
-        path.unlink()
-        self.saves, self.seconds, self.bytes = self.saves + 1, self.seconds + end - start, size
+        self.left += _remove_own(self.fd, self.folder, [wrote])
+        self.pending.remove(wrote)
+        self.saves, self.seconds, self.bytes = self.saves + 1, self.seconds + end - start, wrote.size
         return time.perf_counter()
 
     def close(self) -> None:
-        """Remove this rank's save folder (a save interrupted between its write and its removal included)."""
-        for leftover in self.folder.glob("step*.pt"):
-            leftover.unlink(missing_ok=True)
-        self.folder.rmdir()
+        """Remove this rank's save folder (a save interrupted between its write and its removal included):
+        our files in it while they are ours, then the folder through its parent while its name is ours."""
+        try:
+            self.left += _remove_own(self.fd, self.folder, self.pending)
+            self.pending = []
+            st = lstat_at(self.top, self.name)
+            if st is None or not stat.S_ISDIR(st.st_mode) or st.st_ino != self.ino:
+                self.left.append(f"{self.folder}: no longer the folder this rank made; left as it is")
+            else:
+                try:
+                    os.rmdir(self.name, dir_fd=self.top)
+                except OSError as error:  # someone else's file in it: not ours to remove
+                    self.left.append(f"{self.folder}: not removed ({error.strerror or error})")
+        finally:
+            os.close(self.fd)
+            os.close(self.top)
 
     def report(self, measured_s: float) -> dict:
         total = measured_s + self.seconds
@@ -119,13 +151,53 @@ class Stall:
             "seconds": self.seconds,
             "bytes": self.bytes,
             "share": self.seconds / total if total > 0 else None,
+            "left": self.left,
         }
+
+
+def _own_folder(top: int, directory: Path, prefix: str) -> tuple[str, int]:
+    """(name, descriptor) of a fresh folder of this process in `top`: made under a random name never
+    there before, opened without following a link, and checked to be a folder this user owns, empty."""
+    for _ in range(8):
+        name = prefix + secrets.token_hex(6)
+        try:
+            os.mkdir(name, 0o700, dir_fd=top)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise CheckpointError(f"{directory}: no fresh name for a save folder after 8 tries")
+    fd = open_dir(top, name, directory / name, REFUSAL)
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or os.listdir(fd):
+        os.close(fd)
+        raise CheckpointError(f"{directory / name}: not the folder this rank just made; not written to")
+    return name, fd
+
+
+def _remove_own(fd: int, folder: Path, files: list[Created]) -> list[str]:
+    """Remove each of our files in the held folder `fd` while its name still holds the file we wrote;
+    what was left and why (nothing else is ever removed)."""
+    left = []
+    for item in files:
+        st = lstat_at(fd, item.rel)
+        if st is None:
+            continue
+        if not stat.S_ISREG(st.st_mode) or not item.matches(st):
+            left.append(f"{folder / item.rel}: no longer the file this rank wrote; left as it is")
+            continue
+        try:
+            os.unlink(item.rel, dir_fd=fd)
+        except OSError as error:
+            left.append(f"{folder / item.rel}: not removed ({error.strerror or error})")
+    return left
 
 
 def summary_block(cfg: TrainConfig, ranks: list[dict]) -> dict:
     """The run summary's `checkpoint` from every rank's {"phase", "stall"}: the phase aggregated
     (bench.data.checkpoint.aggregate) with its `status` (done, failed, off) and `error`, and the stall
-    (`share`: the largest rank's, each rank's saves over its measured time with them)."""
+    (`share`: the largest rank's, each rank's saves over its measured time with them; `left`: every
+    rank's)."""
     from bench.data.checkpoint import aggregate
 
     out: dict = {"status": "off", "error": None}
@@ -140,4 +212,6 @@ def summary_block(cfg: TrainConfig, ranks: list[dict]) -> dict:
             out |= {"status": "done", **aggregate([p["record"] for p in phases])}
     stalls = [r["stall"] for r in ranks if r.get("stall")]
     out["stall"] = max(stalls, key=lambda s: s["share"] or 0.0) if stalls else None
+    if out["stall"] is not None:  # what any rank's saves left on the store, not only the slowest rank's
+        out["stall"] = {**out["stall"], "left": [item for s in stalls for item in s.get("left", [])]}
     return out

@@ -169,6 +169,72 @@ def test_a_rank_killed_mid_write_leaves_no_shard_counted_and_no_file_behind(stor
     assert not ours(store)
 
 
+def _killed_once_named(directory: str, exchange: str) -> None:
+    """A one-rank phase SIGKILLed in the one window its journal of made files cannot cover: its first
+    file complete and named (linkat), that journal entry not yet written."""
+    from bench.data.checkpoint_local import _journal
+
+    note = _journal(Path(exchange), 0)
+
+    def journal(key: str, value) -> None:
+        if key == "made":
+            os.kill(os.getpid(), signal.SIGKILL)
+        note(key, value)
+
+    spec = CheckpointSpec(mode="size", bytes_per_rank=MiB, writes=1, reads=1)
+    run_rank(0, 1, Path(directory), spec, OneRank(), journal=journal)
+
+
+def test_a_rank_killed_between_naming_a_file_and_journaling_it_leaves_nothing_behind(store, tmp_path):
+    """The parent's cleanup after a killed rank removes the file the rank named but never noted as made
+    (by the naming it journaled first), then the folders; nothing of ours is left."""
+    import multiprocessing
+
+    from bench.data.checkpoint_local import _failed, _noted, _result
+
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    proc = multiprocessing.get_context("spawn").Process(target=_killed_once_named, args=(str(store), str(exchange)))
+    proc.start()
+    proc.join(120)
+    try:
+        assert proc.exitcode == -signal.SIGKILL
+        assert _noted(exchange, 0, "made") is None and _noted(exchange, 0, "cleanup") is None
+        (named,) = [p for p in store.rglob("*.pt")]  # complete, named, in no journal of made files
+        assert named.name == shard_names(0)["model_states"] and named.stat().st_size == size_split(MiB)["model_states"]
+        summary = _failed(store, exchange, [_result(exchange, 0, proc.exitcode)], 0)
+        assert summary["cleanup"] == {"removed": 1, "left": []}
+        assert "killed by SIGKILL" in summary["per_rank"][0]["outcome"] and summary["bytes"] == 0
+        assert not ours(store)
+    finally:
+        for root in ours(store):  # a failing run must not leave its files to the tests after it
+            for p in sorted(root.rglob("*"), reverse=True):
+                p.rmdir() if p.is_dir() else p.unlink()
+            root.rmdir()
+
+
+def test_a_stop_between_naming_and_noting_claims_the_file_only_while_the_name_holds_it(store):
+    """The rank's own side of the same window (a SIGTERM's SystemExit after the linkat, before `made`):
+    the file goes into `made` where its name holds it, and nothing does where the name holds another."""
+    from bench.data.checkpoint_files import _claim_if_named, _create, _name
+
+    made: list[Created] = []
+    fd_dir = os.open(store, os.O_RDONLY | os.O_DIRECTORY)
+    fds = [_create(fd_dir, "claimed.pt")[0], _create(fd_dir, "other.pt")[0]]
+    try:
+        os.write(fds[0], b"ours")
+        _name(fds[0], fd_dir, "claimed.pt")
+        _claim_if_named(fds[0], fd_dir, "claimed.pt", "claimed.pt", made)
+        (store / "other.pt").write_bytes(b"theirs")  # the name taken by another file: ours was never named
+        _claim_if_named(fds[1], fd_dir, "other.pt", "other.pt", made)
+        assert [m.rel for m in made] == ["claimed.pt"] and made[0].ino == os.fstat(fds[0]).st_ino
+        assert remove_files(store, made) == (1, []) and (store / "other.pt").read_bytes() == b"theirs"
+    finally:
+        for fd in (*fds, fd_dir):
+            os.close(fd)
+        (store / "other.pt").unlink()
+
+
 def test_shards_are_named_as_deepspeed_and_split_as_dlio(store):
     seen: dict[str, bytes] = {}
 

@@ -85,6 +85,7 @@ def test_each_scale_reports_its_checkpoint_in_the_summary_the_columns_and_the_re
         assert c["bytes"] == 4 * MiB * r["gpus"] and c["write_mb_s"] > 0 and c["read_mb_s"] > 0
         assert c["cleanup"] == {"removed": 2 * r["gpus"], "left": []}
         assert c["stall"]["saves"] == 3 and 0 < c["stall"]["share"] < 1  # 6 measured steps, a save every 2
+        assert c["stall"]["left"] == []  # every rank's saves and save folder removed
     frame = pd.read_csv(outcome["results_csv"])
     assert frame["ckpt_bytes"].tolist() == [4 * MiB, 8 * MiB]
     assert (frame["ckpt_write_mb_s"] > 0).all() and (frame["ckpt_read_mb_s"] > 0).all()
@@ -180,3 +181,36 @@ def test_a_checkpoint_rate_under_its_history_floor_is_run_again_then_called_nami
     assert not [f for f in ev.failures if f["expectation"] == "ExpectCheckpointReadNotRegressed"]
     judged = ev.frame.drop(columns=[c for c in ev.frame if c.endswith(("_floor", "_checked"))])
     assert sorted(g for _, g in suspected_regressions(cfg, judged, store, "ckpt")) == [1, 2]
+
+
+def test_a_restore_the_page_cache_served_is_shown_but_never_enters_history(measured, url):  # noqa: F811
+    """The 2-rank scale of this run with the phase its ranks ran on tmpfs instead (real: no page can be
+    evicted, every restore is served from memory). The judged row is accepted (its images/s and its
+    write figure are good) and shows the read figure labelled not_cold; the store keeps its write MB/s
+    but not that read MB/s, so no read floor or band is ever learnt from memory's speed."""
+    import tempfile
+
+    from bench.config import TrainConfig
+    from bench.train.checkpointing import summary_block
+    from tests.bench.train.test_checkpointing import SPEC, ranks
+
+    cfg, runs, started, *_ = measured
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        train = TrainConfig(workload="ssd", synthetic=True, steps=1, checkpoint=SPEC, checkpoint_dir=Path(shm))
+        block = summary_block(train, ranks([Path(shm), Path(shm)]))
+    assert block["status"] == "done" and block["read"]["cold"] is False
+    two = json.loads(json.dumps(runs[1]))
+    two["result"]["summary"]["checkpoint"] = block | {"stall": two["result"]["summary"]["checkpoint"]["stall"]}
+    frame = evaluate(cfg, "shm", [runs[0], two], started).frame.sort_values("gpus")
+    shown = frame.iloc[1]
+    assert shown["ckpt_state"] == "not_cold" and shown["ckpt_read_mb_s"] == block["read_mb_s"] > 0
+    assert bool(shown["accepted"]), shown["failed_expectations"]
+    store = ResultsStore(url)
+    store.upsert(frame, {"suite_run_id": "shm", "cluster": "local", "passed": True, "config": "{}"})
+    back = store.frame().sort_values("gpus")
+    assert back["accepted"].tolist() == [True, True]
+    assert back["ckpt_write_mb_s"].tolist() == frame["ckpt_write_mb_s"].tolist()  # the write figure is history's
+    assert back["ckpt_read_mb_s"].iloc[0] == frame["ckpt_read_mb_s"].iloc[0] and pd.isna(back["ckpt_read_mb_s"].iloc[1])
+    reads = store.history_values(back, 8, "a-later-run", column="ckpt_read_mb_s")
+    assert reads == [[frame["ckpt_read_mb_s"].iloc[0]], []]  # the cold 1-rank read only
+    store.engine.dispose()

@@ -16,7 +16,7 @@ import torch
 
 from bench.config import TrainConfig
 from bench.data.checkpoint_local import LocalSync
-from bench.train.checkpointing import phase, summary_block
+from bench.train.checkpointing import Stall, phase, summary_block
 
 SPEC = {"bytes_per_rank": "1MiB", "writes": 1, "reads": 1}
 
@@ -95,3 +95,35 @@ def test_the_reports_interval_of_a_phase_of_several_checkpoints_holds_its_rate(t
     for kind in ("write", "read"):
         low, high = spans[("ssd", 2)][kind]
         assert 0 < low <= block[f"{kind}_mb_s"] / 1e3 <= high, (kind, low, high, block[f"{kind}_mb_s"])
+
+
+def test_a_save_folder_swapped_for_a_link_is_neither_written_through_nor_emptied(tmp_path):
+    """Saves during training on a shared store: during the first save (written, not yet removed) someone
+    who can rename entries there moves this rank's save folder away and puts a link to their own folder
+    in its place, a folder holding their step0.pt and step7.pt. Nothing of theirs is removed, the next
+    save is not written there, and our own saves are still removed from our folder wherever it went."""
+    store, theirs, moved = tmp_path / "store", tmp_path / "someone-elses", tmp_path / "moved"
+    theirs.mkdir()
+    for name in ("step0.pt", "step7.pt"):
+        (theirs / name).write_bytes(f"their {name}".encode())
+    seen: list[list[str]] = []
+
+    def barrier() -> None:  # every rank's save written: the moment between a save and its removal
+        if not seen:
+            stall.folder.rename(moved)
+            stall.folder.symlink_to(theirs)
+        seen.append(sorted(p.name for p in theirs.iterdir()))
+
+    cfg = TrainConfig(workload="ssd", synthetic=True, steps=1, checkpoint_every_steps=1, checkpoint_dir=store)
+    model = torch.nn.Linear(8, 8)
+    stall = Stall(cfg, SimpleNamespace(rank=0, barrier=barrier), model, torch.optim.SGD(model.parameters(), lr=0.1))
+    stall.save()
+    stall.save()  # into our folder (held open), not through the link
+    assert seen == [["step0.pt", "step7.pt"]] * 2  # their step0.pt not removed, our step1.pt not written there
+    stall.close()  # their step7.pt is no file of ours either
+    assert [(theirs / n).read_bytes() for n in ("step0.pt", "step7.pt")] == [b"their step0.pt", b"their step7.pt"]
+    assert list(moved.iterdir()) == []  # both saves were ours: removed from our folder
+    report = stall.report(1.0)
+    assert report["saves"] == 2
+    assert report["left"] == [f"{stall.folder}: no longer the folder this rank made; left as it is"]
+    assert stall.folder.is_symlink() and [p.name for p in store.iterdir()] == [stall.folder.name]
