@@ -164,3 +164,24 @@ def test_checkpoint_lines_judged_by_the_regression_floor_in_the_overview_form():
     assert [line["figure"] for line in series] == ["throughput_img_s"] * 2
     assert rollup([*series, write, read])[0]["series"] == 2  # two series, and their checkpoint lines counted
     assert series[1]["status"] == "ok" and rollup([series[1], write])[0]["worst"] == "regressed"
+
+
+def test_a_line_judges_the_figure_its_runs_check_judged_the_better_of_two_runs():
+    """A scale whose first run fell 20% under its floor, ran again (`confirm_regressions`) and passed on
+    the second is `ok` at the second run's images/s, as its verdict said, not `regressed` at the first's;
+    the same for a checkpoint figure, whose better of two runs is stored (`ckpt_*_checked`)."""
+    from bench.analysis.history.overview import checkpoint_lines
+
+    confirmed = _series("ssd", [*NOISE, 80.0]).assign(
+        repeat_img_s=[None] * 8 + [100.4],
+        ckpt_write_mb_s=[v * 4 for v in NOISE] + [240.0],
+        ckpt_write_checked=[v * 4 for v in NOISE] + [401.0],
+    )
+    (line,) = overview_lines(confirmed, None, None, NOW)
+    assert (line["status"], line["latest_img_s"], line["spark"][-1]) == ("ok", 100.4, 100.4)
+    assert line["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
+    (write,) = checkpoint_lines(confirmed, None, NOW)
+    assert (write["status"], write["latest_mb_s"], write["spark"][-1]) == ("ok", 401.0, 401.0)
+    both_under = confirmed.assign(repeat_img_s=[None] * 8 + [81.0], ckpt_write_checked=None)
+    assert overview_lines(both_under, None, None, NOW)[0]["status"] == "regressed"  # both runs under it
+    assert checkpoint_lines(both_under, None, NOW)[0]["status"] == "regressed"  # stored before: the first's
