@@ -483,12 +483,14 @@ class ResultsStore:
         since: list[str | None] | None = None,
         column: str = "throughput_img_s",
         dag_ids: Iterable[str] | None = None,
+        until: list[str | None] | None = None,
     ) -> list[list[float]]:
         """`column` (throughput by default; a checkpoint MB/s) of the last `runs` accepted runs of each row's
         series (workload, GPUs, cluster, config) that have it, from `since[i]` on where a row's series was
         re-baselined by an annotated change. `dag_ids`: only rows of these DAGs (a page's readable ones:
         nothing it derives may come from a DAG its user cannot read); None: every DAG that runs the series
-        (the weekly check's own history)."""
+        (the weekly check's own history). `until[i]`: only runs started at or before it (a comparison's
+        later run: the history as it stood then, not runs stored since)."""
         t = results_table
         figure = t.c[column]
         of_dags = t.c.dag_id.in_(list(dag_ids)) if dag_ids is not None else sa.true()
@@ -496,6 +498,7 @@ class ResultsStore:
         with self._connect() as conn:
             for i, (_, row) in enumerate(frame.iterrows()):
                 start = since[i] if since is not None else None
+                end = until[i] if until is not None else None
                 q = (
                     sa.select(figure)
                     .where(
@@ -507,6 +510,7 @@ class ResultsStore:
                         t.c.suite_run_id != exclude_suite,
                         figure.is_not(None),
                         t.c.started_at >= start if start is not None else sa.true(),
+                        t.c.started_at <= end if end is not None else sa.true(),
                         of_dags,
                     )
                     .order_by(t.c.started_at.desc())

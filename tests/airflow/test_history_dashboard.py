@@ -12,7 +12,7 @@ import pytest
 
 from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
-from tests.infra.history_seed import WEEKS, seed_checkpoints, seed_many, seed_year
+from tests.infra.history_seed import CONFIG, CONFIG_KEY, WEEKS, seed_checkpoints, seed_many, seed_year
 
 pytestmark = pytest.mark.slow
 CLUSTER = "history-test"
@@ -241,7 +241,26 @@ def _api(af, path: str, token: str | None = None) -> httpx.Response:
     return httpx.get(af.url + API + path, headers=headers, timeout=30)
 
 
+def _compared_as_of_b(results: pd.DataFrame, a: int, b: int) -> list[dict]:
+    """/api/compare's scales for weeks a and b of the year, worked out here: the noise history of each
+    scale is its 8 newest accepted runs up to b's start (the seed's history_runs), at its 10% tolerance."""
+    import json
+
+    from bench.analysis.history.compare import compare_runs
+
+    run = {week: results[results["suite_run_id"] == f"scheduled__{CLUSTER}-{week:03d}"] for week in (a, b)}
+    at = run[b]["started_at"].iloc[0]
+    before = results[results["accepted"].astype(bool) & (results["started_at"] < at)].sort_values("started_at")
+    keys = {g: (CLUSTER, "ssd", g, CONFIG_KEY) for g in (1, 2)}
+    history = {keys[g]: before[before["gpus"] == g]["throughput_img_s"].tail(8).tolist() for g in keys}
+    tolerance = CONFIG["thresholds"]["regression_tolerance"]
+    expected = compare_runs(run[a], run[b], None, None, history, dict.fromkeys(keys.values(), tolerance))
+    return json.loads(json.dumps(expected["scales"]))
+
+
 def test_the_json_api_pages_filters_validates_and_checks_read_access(running_airflow, seeded):
+    from bench.analysis.history.overview import series_id
+
     af = running_airflow
     _fingerprints(seeded[0])
     first = _api(af, "/series?limit=5&order=worst")
@@ -270,6 +289,8 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     assert run["runs"][0]["environment"]["nccl"] == "2.23.4" and len(run["runs"][0]["rows"]) == 2
     compared = _api(af, f"/compare?a=scheduled__{CLUSTER}-035&b=scheduled__{CLUSTER}-036").json()
     assert compared["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
+    assert compared["scales"] == _compared_as_of_b(seeded[1], 35, 36)  # no run stored after b sizes its noise
+    huge = series_id(CLUSTER, "ssd", 10**30, CONFIG_KEY)  # a 500 on SQLite before it was bounded
     for path, field in (
         ("/series?limit=0", "limit"),
         ("/series?status=broken", "status"),
@@ -277,6 +298,8 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
         ("/series?colour=red", "colour"),
         ("/series/not-an-id/points", "id"),
         ("/compare?a=x", "b"),
+        (f"/series/{huge}/points", "gpus"),
+        (f"/series/{series_id(CLUSTER, 'ssd', 0, CONFIG_KEY)}/points", "gpus"),
     ):
         bad = _api(af, path)
         assert bad.status_code == 400 and field in bad.json()["detail"], (path, bad.text)
@@ -380,7 +403,7 @@ def shared_ids(running_airflow, seeded):
     hidden_suite (wild figures, another fingerprint, and the storage probe of the newest id)."""
     import json
 
-    from tests.infra.history_seed import CONFIG, _rows
+    from tests.infra.history_seed import _rows
 
     store, _ = seeded
     _hidden_team(running_airflow, up=True)  # before any page looks hidden_suite's team up
@@ -415,7 +438,6 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
 
     from bench.analysis.history.compare import compare_runs
     from bench.analysis.history.overview import series_id
-    from tests.infra.history_seed import CONFIG_KEY
 
     af, (store, steady) = running_airflow, shared_ids
     viewer, nobody = af.token_for("viewer", VIEWER_PASSWORD), af.token_for("nobody", NOBODY_PASSWORD)

@@ -60,7 +60,8 @@ COLUMNS = (
     *CHECKPOINT_RATES,  # a series' checkpoint lines, where its runs have the figures
     *CHECKPOINT_CHECKED.values(),
 )
-CEILING = "storage ceiling"
+CEILING = "storage ceiling"  # the workload column of a storage-ceiling line
+MAX_GPUS = 4096  # a series id's GPUs: the bound bench.config holds a sweep's `gpus` to
 
 
 def checked(frame: pd.DataFrame, figure: str) -> np.ndarray:
@@ -80,7 +81,7 @@ def _judged_values(values: np.ndarray, judged: np.ndarray, rows: np.ndarray) -> 
     out = values[rows].tolist()
     if out:
         out[-1] = float(judged[rows[-1]])
-    return out  # the workload column of a storage-ceiling line
+    return out
 
 
 def series_id(cluster: str, workload: str, gpus: int | None, config_key: str) -> str:
@@ -96,8 +97,10 @@ def series_key(series: str) -> dict:
         cluster, workload, gpus, config_key = json.loads(raw)
     except (ValueError, TypeError, binascii.Error):
         raise ValueError(f"{series!r} is not a series id (see /api/series)") from None
-    if not all(isinstance(v, str) for v in (cluster, workload, config_key)) or not isinstance(gpus, int):
+    if not all(isinstance(v, str) for v in (cluster, workload, config_key)) or type(gpus) is not int:
         raise ValueError(f"{series!r} is not a series id (see /api/series)")
+    if not 1 <= gpus <= MAX_GPUS:  # a larger one overflows the store's integer (a 500, not an answer)
+        raise ValueError(f"gpus {gpus} is not in 1..{MAX_GPUS}")
     return {"cluster": cluster, "workload": workload, "gpus": gpus, "config_key": config_key}
 
 

@@ -104,6 +104,12 @@ def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change(
     assert two["interval_from"] == "history" and two["ci_low"] < 0 < two["ci_high"] and two["outside_noise"] is False
     assert out["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
     assert series_id("c", "ssd", 1, "k/with/slashes").isascii()
+    history = {("c", "ssd", 1, "k"): NOISE}
+    loose = compare_runs(a, b, None, None, history, {("c", "ssd", 1, "k"): 0.15})  # b's config: 15% for it
+    assert loose["scales"][0]["tolerance_used"] == 0.15 and loose["scales"][0]["changes"][0]["outside_noise"] is False
+    for gpus in (0, 4097, 10**30, True):  # bounded as a sweep's gpus: a huge one overflowed the store's integer
+        with pytest.raises(ValueError, match="gpus" if gpus is not True else "is not a series id"):
+            series_key(series_id("c", "ssd", gpus, "k"))
 
 
 def test_a_storage_ceiling_line_in_the_overview_form():
