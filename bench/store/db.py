@@ -576,10 +576,24 @@ class ResultsStore:
         with self._connect() as conn:
             return pd.read_sql(q, conn)
 
-    def change_alerts(self, cluster: str | None = None) -> pd.DataFrame:
-        query = sa.select(change_alerts_table)
+    def change_alerts(self, cluster: str | None = None, dag_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """The stored change points (of `cluster`). `dag_ids`: only those a page whose user reads these DAGs
+        may derive a status from: a change point is kept when a results row of one of their stored runs,
+        on its series, started at its `changed_at` (a series spans the DAGs that run it, so one found in
+        another DAG's runs alone is not shown)."""
+        c = change_alerts_table
+        query = sa.select(c)
         if cluster is not None:
-            query = query.where(change_alerts_table.c.cluster == cluster)
+            query = query.where(c.c.cluster == cluster)
+        if dag_ids is not None:
+            t = results_table
+            joined, allowed = self._of_runs(dag_ids)
+            readable = (
+                sa.select(sa.literal(1))
+                .select_from(joined)
+                .where(allowed, t.c.started_at == c.c.changed_at, *(t.c[k] == c.c[k] for k in SERIES_KEY))
+            )
+            query = query.where(readable.exists())
         with self._connect() as conn:
             return pd.read_sql(query.order_by(change_alerts_table.c.changed_at), conn)
 

@@ -390,11 +390,12 @@ def _hidden_team(af, up: bool) -> None:
 
 
 def _forget_shared(store) -> None:
-    from bench.store.db import probes_table, results_table, run_environment_table, suite_runs_table
+    from bench.store.db import change_alerts_table, probes_table, results_table, run_environment_table, suite_runs_table
 
     with store.engine.begin() as conn:
         for table in (results_table, suite_runs_table, run_environment_table, probes_table):
             conn.execute(table.delete().where(table.c.suite_run_id.like("manual__shared-%")))
+        conn.execute(change_alerts_table.delete().where(change_alerts_table.c.cluster == SHARED))
 
 
 @pytest.fixture(scope="module")
@@ -419,6 +420,16 @@ def shared_ids(running_airflow, seeded):
         if week >= SHARED_WEEKS - 2:
             store.upsert_environment(DAG, suite, READABLE_ENV)
             store.upsert_environment(HIDDEN, suite, HIDDEN_ENV if week % 2 else READABLE_ENV)
+    # a run of hidden_suite alone, between the last two weeks, and a change point of the shared series found
+    # at it: a status derived from hidden_suite's rows only, which the viewer must not see
+    alone = (start + pd.Timedelta(weeks=SHARED_WEEKS - 1.5)).isoformat()
+    frame = _rows("manual__shared-hidden", alone, SHARED, 130.0, 247.0, True, "pass")
+    run = {"suite_run_id": "manual__shared-hidden", "started_at": alone, "cluster": SHARED, "passed": True}
+    store.upsert(frame, run | {"report_path": "", "config": json.dumps(CONFIG), "dag_id": HIDDEN})
+    key = {"cluster": SHARED, "workload": "ssd", "gpus": 1, "config_key": CONFIG_KEY, "metric": "throughput_img_s"}
+    found = {"changed_in": "manual__shared-hidden", "detected_at": alone, "detected_in": "manual__shared-hidden"}
+    figures = {"before": 100.0, "after": 130.0, "change": 0.3, "pvalue": 0.001, "size": 0.3, "state": "pending"}
+    store.upsert_change(key | {"changed_at": alone} | found | figures)
     store.upsert_probe(
         {"suite_run_id": suite, "cluster": SHARED, "probed_at": started, "paths": ["/hidden/ceiling-probe"]}
         | {"ceiling_mb_s": 900.0, "conclusive": True, "reason": "", "method": "fio", "block_size": 1 << 20}
@@ -459,6 +470,11 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
     )
     assert compared["environment_changes"] == [] and compared["scales"] == json.loads(json.dumps(expected["scales"]))
     assert _api(af, f"/compare?a={a}&b={b}").json()["scales"] != compared["scales"]  # the wild runs widen it
+    status = {
+        who: {r["gpus"]: r["status"] for r in _api(af, f"/series?cluster={SHARED}", token).json()["series"]}
+        for who, token in (("viewer", viewer), ("admin", None))
+    }
+    assert status["viewer"] == {1: "ok", 2: "ok"} and status["admin"][1] == "change"  # hidden_suite's change
     points = _api(af, f"/series/{series_id(SHARED, 'ssd', 1, CONFIG_KEY)}/points?limit=500", viewer).json()
     assert {p["dag_id"] for p in points["points"]} == {DAG} and len(points["points"]) == SHARED_WEEKS
     headers = {"Authorization": f"Bearer {viewer}"}
