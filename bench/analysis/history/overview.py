@@ -7,6 +7,9 @@ judged with the machinery the weekly check itself uses, not a second one: the re
 series' own noise allows) says whether the latest run regressed and whether its changes against the
 previous run and the baseline are outside noise; the stored change points (`changes`) and their
 annotations (`annotations.baseline_since`, the re-baseline) say whether a change is open or explained.
+The latest run is judged on the figure its own check judged (`checked`: the better of the scale's run
+and its second run, `repeat_img_s` or a checkpoint figure's `ckpt_*_checked`), so a line never reads
+`regressed` where the run's verdict passed on its second run.
 
 Statuses, worst first (`STATUSES`): `regressed` (the latest accepted run is under its floor, or the
 latest run failed), `inconclusive` (the latest run could not be judged), `change` (a confirmed change
