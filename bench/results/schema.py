@@ -244,8 +244,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     ),
     _c("ckpt_write_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_write_checked", "min")),
     _c("ckpt_read_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_read_checked", "min")),
-    _c("ckpt_write_checked", "float", "MB/s", "regression", stored=False),
-    _c("ckpt_read_checked", "float", "MB/s", "regression", stored=False),
+    # the better of the scale's run and its second run: what the floor was held against; stored (revision
+    # 0015) so that the overview judges the figure the verdict judged, not the first run's
+    _c("ckpt_write_checked", "float", "MB/s", "regression"),
+    _c("ckpt_read_checked", "float", "MB/s", "regression"),
     # an emulated accelerator's scale (bench.workloads.emulate, revision 0016): its profile's name, '' when
     # the model trained for real; NULL on rows stored before (all real)
     _c("emulated", "bool", "flag", "run"),

@@ -484,12 +484,14 @@ class ResultsStore:
         since: list[str | None] | None = None,
         column: str = "throughput_img_s",
         dag_ids: Iterable[str] | None = None,
+        until: list[str | None] | None = None,
     ) -> list[list[float]]:
         """`column` (throughput by default; a checkpoint MB/s) of the last `runs` accepted runs of each row's
         series (workload, GPUs, cluster, config) that have it, from `since[i]` on where a row's series was
         re-baselined by an annotated change. `dag_ids`: only rows of these DAGs (a page's readable ones:
         nothing it derives may come from a DAG its user cannot read); None: every DAG that runs the series
-        (the weekly check's own history)."""
+        (the weekly check's own history). `until[i]`: only runs started at or before it (a comparison's
+        later run: the history as it stood then, not runs stored since)."""
         t = results_table
         figure = t.c[column]
         of_dags = t.c.dag_id.in_(list(dag_ids)) if dag_ids is not None else sa.true()
@@ -497,6 +499,7 @@ class ResultsStore:
         with self._connect() as conn:
             for i, (_, row) in enumerate(frame.iterrows()):
                 start = since[i] if since is not None else None
+                end = until[i] if until is not None else None
                 q = (
                     sa.select(figure)
                     .where(
@@ -508,6 +511,7 @@ class ResultsStore:
                         t.c.suite_run_id != exclude_suite,
                         figure.is_not(None),
                         t.c.started_at >= start if start is not None else sa.true(),
+                        t.c.started_at <= end if end is not None else sa.true(),
                         of_dags,
                     )
                     .order_by(t.c.started_at.desc())
@@ -573,10 +577,24 @@ class ResultsStore:
         with self._connect() as conn:
             return pd.read_sql(q, conn)
 
-    def change_alerts(self, cluster: str | None = None) -> pd.DataFrame:
-        query = sa.select(change_alerts_table)
+    def change_alerts(self, cluster: str | None = None, dag_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """The stored change points (of `cluster`). `dag_ids`: only those a page whose user reads these DAGs
+        may derive a status from: a change point is kept when a results row of one of their stored runs,
+        on its series, started at its `changed_at` (a series spans the DAGs that run it, so one found in
+        another DAG's runs alone is not shown)."""
+        c = change_alerts_table
+        query = sa.select(c)
         if cluster is not None:
-            query = query.where(change_alerts_table.c.cluster == cluster)
+            query = query.where(c.c.cluster == cluster)
+        if dag_ids is not None:
+            t = results_table
+            joined, allowed = self._of_runs(dag_ids)
+            readable = (
+                sa.select(sa.literal(1))
+                .select_from(joined)
+                .where(allowed, t.c.started_at == c.c.changed_at, *(t.c[k] == c.c[k] for k in SERIES_KEY))
+            )
+            query = query.where(readable.exists())
         with self._connect() as conn:
             return pd.read_sql(query.order_by(change_alerts_table.c.changed_at), conn)
 

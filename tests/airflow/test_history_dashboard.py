@@ -12,7 +12,7 @@ import pytest
 
 from bench.store.db import ResultsStore
 from tests.airflow.conftest import NOBODY_PASSWORD, VIEWER_PASSWORD, login, view_showing
-from tests.infra.history_seed import WEEKS, seed_checkpoints, seed_many, seed_year
+from tests.infra.history_seed import CONFIG, CONFIG_KEY, WEEKS, seed_checkpoints, seed_many, seed_year
 
 pytestmark = pytest.mark.slow
 CLUSTER = "history-test"
@@ -241,7 +241,26 @@ def _api(af, path: str, token: str | None = None) -> httpx.Response:
     return httpx.get(af.url + API + path, headers=headers, timeout=30)
 
 
+def _compared_as_of_b(results: pd.DataFrame, a: int, b: int) -> list[dict]:
+    """/api/compare's scales for weeks a and b of the year, worked out here: the noise history of each
+    scale is its 8 newest accepted runs up to b's start (the seed's history_runs), at its 10% tolerance."""
+    import json
+
+    from bench.analysis.history.compare import compare_runs
+
+    run = {week: results[results["suite_run_id"] == f"scheduled__{CLUSTER}-{week:03d}"] for week in (a, b)}
+    at = run[b]["started_at"].iloc[0]
+    before = results[results["accepted"].astype(bool) & (results["started_at"] < at)].sort_values("started_at")
+    keys = {g: (CLUSTER, "ssd", g, CONFIG_KEY) for g in (1, 2)}
+    history = {keys[g]: before[before["gpus"] == g]["throughput_img_s"].tail(8).tolist() for g in keys}
+    tolerance = CONFIG["thresholds"]["regression_tolerance"]
+    expected = compare_runs(run[a], run[b], None, None, history, dict.fromkeys(keys.values(), tolerance))
+    return json.loads(json.dumps(expected["scales"]))
+
+
 def test_the_json_api_pages_filters_validates_and_checks_read_access(running_airflow, seeded):
+    from bench.analysis.history.overview import series_id
+
     af = running_airflow
     _fingerprints(seeded[0])
     first = _api(af, "/series?limit=5&order=worst")
@@ -270,6 +289,8 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
     assert run["runs"][0]["environment"]["nccl"] == "2.23.4" and len(run["runs"][0]["rows"]) == 2
     compared = _api(af, f"/compare?a=scheduled__{CLUSTER}-035&b=scheduled__{CLUSTER}-036").json()
     assert compared["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
+    assert compared["scales"] == _compared_as_of_b(seeded[1], 35, 36)  # no run stored after b sizes its noise
+    huge = series_id(CLUSTER, "ssd", 10**30, CONFIG_KEY)  # a 500 on SQLite before it was bounded
     for path, field in (
         ("/series?limit=0", "limit"),
         ("/series?status=broken", "status"),
@@ -277,6 +298,8 @@ def test_the_json_api_pages_filters_validates_and_checks_read_access(running_air
         ("/series?colour=red", "colour"),
         ("/series/not-an-id/points", "id"),
         ("/compare?a=x", "b"),
+        (f"/series/{huge}/points", "gpus"),
+        (f"/series/{series_id(CLUSTER, 'ssd', 0, CONFIG_KEY)}/points", "gpus"),
     ):
         bad = _api(af, path)
         assert bad.status_code == 400 and field in bad.json()["detail"], (path, bad.text)
@@ -367,11 +390,12 @@ def _hidden_team(af, up: bool) -> None:
 
 
 def _forget_shared(store) -> None:
-    from bench.store.db import probes_table, results_table, run_environment_table, suite_runs_table
+    from bench.store.db import change_alerts_table, probes_table, results_table, run_environment_table, suite_runs_table
 
     with store.engine.begin() as conn:
         for table in (results_table, suite_runs_table, run_environment_table, probes_table):
             conn.execute(table.delete().where(table.c.suite_run_id.like("manual__shared-%")))
+        conn.execute(change_alerts_table.delete().where(change_alerts_table.c.cluster == SHARED))
 
 
 @pytest.fixture(scope="module")
@@ -380,7 +404,7 @@ def shared_ids(running_airflow, seeded):
     hidden_suite (wild figures, another fingerprint, and the storage probe of the newest id)."""
     import json
 
-    from tests.infra.history_seed import CONFIG, _rows
+    from tests.infra.history_seed import _rows
 
     store, _ = seeded
     _hidden_team(running_airflow, up=True)  # before any page looks hidden_suite's team up
@@ -396,6 +420,16 @@ def shared_ids(running_airflow, seeded):
         if week >= SHARED_WEEKS - 2:
             store.upsert_environment(DAG, suite, READABLE_ENV)
             store.upsert_environment(HIDDEN, suite, HIDDEN_ENV if week % 2 else READABLE_ENV)
+    # a run of hidden_suite alone, between the last two weeks, and a change point of the shared series found
+    # at it: a status derived from hidden_suite's rows only, which the viewer must not see
+    alone = (start + pd.Timedelta(weeks=SHARED_WEEKS - 1.5)).isoformat()
+    frame = _rows("manual__shared-hidden", alone, SHARED, 130.0, 247.0, True, "pass")
+    run = {"suite_run_id": "manual__shared-hidden", "started_at": alone, "cluster": SHARED, "passed": True}
+    store.upsert(frame, run | {"report_path": "", "config": json.dumps(CONFIG), "dag_id": HIDDEN})
+    key = {"cluster": SHARED, "workload": "ssd", "gpus": 1, "config_key": CONFIG_KEY, "metric": "throughput_img_s"}
+    found = {"changed_in": "manual__shared-hidden", "detected_at": alone, "detected_in": "manual__shared-hidden"}
+    figures = {"before": 100.0, "after": 130.0, "change": 0.3, "pvalue": 0.001, "size": 0.3, "state": "pending"}
+    store.upsert_change(key | {"changed_at": alone} | found | figures)
     store.upsert_probe(
         {"suite_run_id": suite, "cluster": SHARED, "probed_at": started, "paths": ["/hidden/ceiling-probe"]}
         | {"ceiling_mb_s": 900.0, "conclusive": True, "reason": "", "method": "fio", "block_size": 1 << 20}
@@ -415,7 +449,6 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
 
     from bench.analysis.history.compare import compare_runs
     from bench.analysis.history.overview import series_id
-    from tests.infra.history_seed import CONFIG_KEY
 
     af, (store, steady) = running_airflow, shared_ids
     viewer, nobody = af.token_for("viewer", VIEWER_PASSWORD), af.token_for("nobody", NOBODY_PASSWORD)
@@ -437,6 +470,11 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
     )
     assert compared["environment_changes"] == [] and compared["scales"] == json.loads(json.dumps(expected["scales"]))
     assert _api(af, f"/compare?a={a}&b={b}").json()["scales"] != compared["scales"]  # the wild runs widen it
+    status = {
+        who: {r["gpus"]: r["status"] for r in _api(af, f"/series?cluster={SHARED}", token).json()["series"]}
+        for who, token in (("viewer", viewer), ("admin", None))
+    }
+    assert status["viewer"] == {1: "ok", 2: "ok"} and status["admin"][1] == "change"  # hidden_suite's change
     points = _api(af, f"/series/{series_id(SHARED, 'ssd', 1, CONFIG_KEY)}/points?limit=500", viewer).json()
     assert {p["dag_id"] for p in points["points"]} == {DAG} and len(points["points"]) == SHARED_WEEKS
     headers = {"Authorization": f"Bearer {viewer}"}

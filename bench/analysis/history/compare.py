@@ -8,8 +8,9 @@ Where a run was stored without its interval, the series' own run-to-run spread s
 (`regression.history_stats`: 1.4826 x MAD / median of its recent accepted runs, each run's relative
 standard deviation, so 1.96 x sqrt(2) x spread for a difference of two runs); `interval_from` says
 which. A difference is outside noise when its interval excludes zero and it is larger than the
-tolerance the series' regression floor allows (`overview.judge` over
-the accepted runs before the later one): the weekly check's own noise model, not a second one.
+tolerance the series' regression floor allows (`regression.series_floor` over the accepted runs up to
+the later one's start, with the tolerance and window the later run's config set): the weekly check's
+own noise model, not a second one.
 """
 
 from __future__ import annotations
@@ -92,15 +93,17 @@ def compare_runs(
     env_a: dict[str, str] | None,
     env_b: dict[str, str] | None,
     history: dict[tuple, list[float]] | None = None,
+    tolerances: dict[tuple, float] | None = None,
 ) -> dict:
     """Per scale of either run: both runs' figures and each figure's change. `history`: per scale, the
-    accepted images/s before run b (newest last) that size the series' noise tolerance."""
-    history = history or {}
+    accepted images/s up to run b (newest last) that size the series' noise tolerance; `tolerances`: per
+    scale, the regression tolerance run b's config set for it (the default where none is given)."""
+    history, tolerances = history or {}, tolerances or {}
     ra, rb = _records(a), _records(b)
     scales = []
     for key in sorted(set(ra) | set(rb), key=lambda k: tuple(str(v) for v in k)):
         x, y = ra.get(key, {}), rb.get(key, {})
-        floor = series_floor(history.get(key, []), DEFAULT_REGRESSION_TOLERANCE)
+        floor = series_floor(history.get(key, []), tolerances.get(key, DEFAULT_REGRESSION_TOLERANCE))
         tolerance = floor["tolerance_used"]
         spread = history_stats([history.get(key, [])], pd.RangeIndex(1))["history_spread"].iloc[0]
         scales.append(

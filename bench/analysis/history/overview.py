@@ -7,6 +7,9 @@ judged with the machinery the weekly check itself uses, not a second one: the re
 series' own noise allows) says whether the latest run regressed and whether its changes against the
 previous run and the baseline are outside noise; the stored change points (`changes`) and their
 annotations (`annotations.baseline_since`, the re-baseline) say whether a change is open or explained.
+The latest run is judged on the figure its own check judged (`checked`: the better of the scale's run
+and its second run, `repeat_img_s` or a checkpoint figure's `ckpt_*_checked`), so a line never reads
+`regressed` where the run's verdict passed on its second run.
 
 Statuses, worst first (`STATUSES`): `regressed` (the latest accepted run is under its floor, or the
 latest run failed), `inconclusive` (the latest run could not be judged), `change` (a confirmed change
@@ -33,6 +36,10 @@ from bench.analysis.verdict import bounds
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
 from bench.results.schema import CHECKPOINT_RATES, SERIES_KEY
 
+# A checkpoint figure's stored "better of two runs" (what its regression floor was held against).
+CHECKPOINT_CHECKED = {figure: figure.replace("_mb_s", "_checked") for figure in CHECKPOINT_RATES}
+CHECKED_FROM = {"throughput_img_s": "repeat_img_s", **CHECKPOINT_CHECKED}
+
 STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
 NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale")
 # Rows read per series: the sparkline's runs and enough accepted ones before the latest for the floor's
@@ -51,10 +58,33 @@ COLUMNS = (
     "accepted",
     "verdict",
     "throughput_img_s",
+    "repeat_img_s",  # a suspected regression's second run: the latest is judged on the better of the two
     "scaling_efficiency",
     *CHECKPOINT_RATES,  # a series' checkpoint lines, where its runs have the figures
+    *CHECKPOINT_CHECKED.values(),
 )
 CEILING = "storage ceiling"  # the workload column of a storage-ceiling line
+MAX_GPUS = 4096  # a series id's GPUs: the bound bench.config holds a sweep's `gpus` to
+
+
+def checked(frame: pd.DataFrame, figure: str) -> np.ndarray:
+    """Each row's `figure` as its run's check judged it: the better of the scale's run and its second run
+    (`repeat_img_s`; a checkpoint figure's stored `ckpt_*_checked`), the first run's where no second
+    ran or the row was stored without the figure."""
+    first = frame[figure].astype(float).to_numpy()
+    second = CHECKED_FROM.get(figure)
+    if second is None or second not in frame:
+        return first
+    return np.fmax(first, frame[second].astype(float).to_numpy())
+
+
+def _judged_values(values: np.ndarray, judged: np.ndarray, rows: np.ndarray) -> list[float]:
+    """The runs a line is judged on, oldest first: the history's as stored (the weekly check's history
+    reads the first run's figure), the latest as its own check judged it (`checked`)."""
+    out = values[rows].tolist()
+    if out:
+        out[-1] = float(judged[rows[-1]])
+    return out
 
 
 def series_id(cluster: str, workload: str, gpus: int | None, config_key: str) -> str:
@@ -70,8 +100,10 @@ def series_key(series: str) -> dict:
         cluster, workload, gpus, config_key = json.loads(raw)
     except (ValueError, TypeError, binascii.Error):
         raise ValueError(f"{series!r} is not a series id (see /api/series)") from None
-    if not all(isinstance(v, str) for v in (cluster, workload, config_key)) or not isinstance(gpus, int):
+    if not all(isinstance(v, str) for v in (cluster, workload, config_key)) or type(gpus) is not int:
         raise ValueError(f"{series!r} is not a series id (see /api/series)")
+    if not 1 <= gpus <= MAX_GPUS:  # a larger one overflows the store's integer (a 500, not an answer)
+        raise ValueError(f"gpus {gpus} is not in 1..{MAX_GPUS}")
     return {"cluster": cluster, "workload": workload, "gpus": gpus, "config_key": config_key}
 
 
@@ -181,6 +213,7 @@ def _nanoseconds(times: pd.Series) -> np.ndarray:
 def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return {
         "thr": frame["throughput_img_s"].astype(float).to_numpy(),
+        "checked": checked(frame, "throughput_img_s"),
         "eff": frame["scaling_efficiency"].astype(float).to_numpy(),
         "accepted": frame["accepted"].fillna(False).astype(bool).to_numpy(),
         "started": frame["started_at"].astype(str).to_numpy(),
@@ -230,7 +263,7 @@ def overview_lines(
             ok &= col["started"][rows] >= since[key]
         picked.append(rows[ok])
     tolerances, windows = _thresholds(groups, col, thresholds)
-    judged = judge_many([col["thr"][p].tolist() for p in picked], tolerances, windows)
+    judged = judge_many([_judged_values(col["thr"], col["checked"], p) for p in picked], tolerances, windows)
     lines = []
     for (key, rows), used, verdict in zip(groups, picked, judged, strict=True):
         last = col["verdict"][rows[-1]]
@@ -241,7 +274,7 @@ def overview_lines(
         else:
             status = _change_status(marks.get(key, []), notes.get(key, set()), col["started"][rows[0]]) or "ok"
             status = "stale" if status != "change" and _stale(col["stamps"][rows], now) else status
-        spark = [_num(v) if a else None for v, a in zip(col["thr"][rows], col["accepted"][rows], strict=True)]
+        spark = [_num(v) if a else None for v, a in zip(col["checked"][rows], col["accepted"][rows], strict=True)]
         lines.append(
             {
                 "id": series_id(*key),
@@ -285,7 +318,7 @@ def checkpoint_lines(
     tolerances, windows = _thresholds(groups, col, thresholds)
     lines = []
     for figure in figures:
-        values = frame[figure].astype(float).to_numpy()
+        values, judged_as = frame[figure].astype(float).to_numpy(), checked(frame, figure)
         shown, picked, tol, win = [], [], [], []
         for i, (key, rows) in enumerate(groups):
             rows = rows[~np.isnan(values[rows])]
@@ -297,7 +330,7 @@ def checkpoint_lines(
             if key in since:
                 ok &= col["started"][rows] >= since[key]
             shown.append((key, rows, ok, judged))
-            picked.append(values[rows[ok]].tolist())
+            picked.append(_judged_values(values, judged_as, rows[ok]))
             tol.append(tolerances[i])
             win.append(windows[i])
         for (key, rows, ok, judged), verdict in zip(shown, judge_many(picked, tol, win), strict=True):
@@ -321,7 +354,7 @@ def checkpoint_lines(
                     "outside_noise": verdict["noise"],
                     "latest_at": col["started"][rows[-1]],
                     "latest_run": col["run"][rows[-1]],
-                    "spark": [_num(v) if k else None for v, k in zip(values[rows], ok, strict=True)],
+                    "spark": [_num(v) if k else None for v, k in zip(judged_as[rows], ok, strict=True)],
                 }
             )
     return sorted(lines, key=_rank)

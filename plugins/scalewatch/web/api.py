@@ -220,11 +220,33 @@ def run_detail(user, run_id: str, query: RunQuery) -> dict:
     return {"suite_run_id": run_id, "runs": out}
 
 
+def _noise_history(store, dags: list[str], later, run_id: str) -> tuple[dict, dict]:
+    """Per scale of run b (`later`): the accepted images/s of readable DAGs up to b's start (never runs
+    stored since) and the regression tolerance b's config set, with its `history_runs` as the window,
+    each from the config of b's run in the row's own DAG (the defaults where it set none)."""
+    from bench.analysis.history.compare import SCALE
+    from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
+    from scalewatch.web.reading import thresholds_by_dag
+
+    configured = thresholds_by_dag(store, later["dag_id"].unique().tolist(), run_id)
+    history, tolerances = {}, {}
+    for dag_id, rows in later.groupby("dag_id", sort=False):
+        th = configured.get(dag_id, {})
+        window = int(th.get("history_runs", DEFAULT_HISTORY_RUNS))
+        until = rows["started_at"].astype(str).tolist()
+        values = store.history_values(rows, window, run_id, since=None, dag_ids=dags, until=until)
+        for row, v in zip(rows.to_dict("records"), values, strict=True):
+            key = tuple(int(row[k]) if k == "gpus" else row[k] for k in SCALE)
+            history[key] = list(reversed(v))  # oldest first, as the floor reads it
+            tolerances[key] = float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE))
+    return history, tolerances
+
+
 def compare(user, query: CompareQuery) -> dict:
     """Run a against run b (each of a DAG the user may read); see bench.analysis.history.compare. Every
     figure shown comes from readable DAGs' rows only: the runs' rows, the history that sizes each scale's
     noise tolerance and interval, and each run's fingerprint (that of the DAGs whose rows it shows)."""
-    from bench.analysis.history.compare import COLUMNS, SCALE, compare_runs
+    from bench.analysis.history.compare import COLUMNS, compare_runs
 
     store, dags = _store_and_dags(user)
     frames = {}
@@ -233,17 +255,12 @@ def compare(user, query: CompareQuery) -> dict:
         if frame is None or frame.empty:
             raise HTTPException(status_code=404, detail=f"{name}: no suite run {run_id!r} in a DAG you may read")
         frames[name] = frame
-    later = frames["b"]
-    values = store.history_values(later, 8, query.b, since=None, dag_ids=dags)
-    history = {
-        tuple(int(r[k]) if k == "gpus" else r[k] for k in SCALE): v
-        for r, v in zip(later.to_dict("records"), values, strict=True)
-    }
+    history, tolerances = _noise_history(store, dags, frames["b"], query.b)
     env = {
         name: store.environments([run_id], dag_ids=frames[name]["dag_id"].unique().tolist()).get(run_id)
         for name, run_id in (("a", query.a), ("b", query.b))
     }
-    result = compare_runs(frames["a"], later, env["a"], env["b"], history)
+    result = compare_runs(frames["a"], frames["b"], env["a"], env["b"], history, tolerances)
     started = {name: str(frame["started_at"].iloc[0]) for name, frame in frames.items()}
     return {
         "a": {"suite_run_id": query.a, "started_at": started["a"]},

@@ -227,7 +227,7 @@ def _series_charts(store, readable: list[str], filters) -> dict:
     )
     ids = results["suite_run_id"].astype(str).unique().tolist()
     allowed = store.suite_runs(readable, ids=ids)
-    changes = store.change_alerts(filters.cluster)
+    changes = store.change_alerts(filters.cluster, readable)  # not one found in a hidden DAG's runs alone
     root = reports_root()
 
     def report_link(path: str | None) -> str | None:

@@ -65,7 +65,9 @@ def lines_for(store, scope: Scope, series: list[tuple] | None = None) -> list[di
         return []
     latest = recent.sort_values("started_at").groupby(["cluster", "workload", "gpus", "config_key"]).tail(1)
     thresholds = thresholds_of(store, scope.dag_ids, latest["suite_run_id"].astype(str).tolist())
-    changes, notes = store.change_alerts(scope.cluster), store.annotations(scope.cluster)
+    # only change points at a run the user may read: a series' change found in a hidden DAG's runs alone
+    # would otherwise show as `change` here
+    changes, notes = store.change_alerts(scope.cluster, scope.dag_ids), store.annotations(scope.cluster)
     return overview_lines(recent, changes, notes, None, thresholds) + checkpoint_lines(recent, notes, None, thresholds)
 
 

@@ -29,14 +29,21 @@ def readable_dags(user, store) -> list[str]:
     return [d for d in store.dag_ids() if may_read_dag(user, d or None)]
 
 
+def _thresholds(config) -> dict:
+    try:
+        config = json.loads(config) if isinstance(config, str) and config else {}
+    except ValueError:
+        config = {}
+    return (config if isinstance(config, dict) else {}).get("thresholds") or {}
+
+
 def thresholds_of(store, dag_ids: list[str], run_ids) -> dict[str, dict]:
     """suite run id -> the thresholds its config held (only the runs asked for: the series' latest)."""
-    runs = store.suite_runs(dag_ids, ids=run_ids)
-    out = {}
-    for run in runs.itertuples():
-        try:
-            config = json.loads(run.config) if isinstance(run.config, str) and run.config else {}
-        except ValueError:
-            config = {}
-        out[str(run.suite_run_id)] = (config or {}).get("thresholds") or {}
-    return out
+    return {
+        str(run.suite_run_id): _thresholds(run.config) for run in store.suite_runs(dag_ids, ids=run_ids).itertuples()
+    }
+
+
+def thresholds_by_dag(store, dag_ids: list[str], run_id: str) -> dict[str, dict]:
+    """DAG id -> the thresholds its run `run_id` held (several DAGs may hold runs of one suite run id)."""
+    return {str(run.dag_id): _thresholds(run.config) for run in store.suite_runs(dag_ids, ids=[run_id]).itertuples()}

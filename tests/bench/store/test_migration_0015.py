@@ -1,5 +1,5 @@
 """Revision 0015 (the checkpoint columns) on SQLite and PostgreSQL: a store written before it keeps every
-row and gains the four columns empty; the downgrade is refused while any of them holds a value, and
+row and gains the six columns empty; the downgrade is refused while any of them holds a value, and
 once they are empty it gives back every row."""
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ from alembic import command
 from bench.store.db import SCHEMA_REVISION, ResultsStore, StoreDowngradeRefused, _alembic_config
 from tests.bench.store.test_store import frame
 
-CKPT = ("ckpt_write_mb_s", "ckpt_read_mb_s", "ckpt_bytes", "ckpt_stall_share")
+CKPT = (
+    "ckpt_write_mb_s",
+    "ckpt_read_mb_s",
+    "ckpt_bytes",
+    "ckpt_stall_share",
+    "ckpt_write_checked",
+    "ckpt_read_checked",
+)
 SUITE = {"cluster": "c", "passed": True, "config": "{}"}
 
 
@@ -33,7 +40,12 @@ def test_0015_adds_the_checkpoint_columns_keeping_every_row_and_its_downgrade_lo
     assert len(rows) == 4 and sorted(rows["throughput_img_s"]) == [100.0, 101.0, 200.0, 202.0]
     assert rows[list(CKPT)].isna().all().all()  # not measured then: empty, never guessed
     measured = frame("w3", 102.0, "2026-01-03").assign(
-        ckpt_write_mb_s=310.0, ckpt_read_mb_s=420.0, ckpt_bytes=4.0 * 2**20, ckpt_stall_share=0.2
+        ckpt_write_mb_s=310.0,
+        ckpt_read_mb_s=420.0,
+        ckpt_bytes=4.0 * 2**20,
+        ckpt_stall_share=0.2,
+        ckpt_write_checked=330.0,
+        ckpt_read_checked=420.0,
     )
     store.upsert(measured, {"suite_run_id": "w3", **SUITE})
     with pytest.raises(StoreDowngradeRefused, match="ckpt_"), store.migration_connection() as conn:

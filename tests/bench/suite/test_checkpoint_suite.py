@@ -96,6 +96,8 @@ def test_each_scale_reports_its_checkpoint_in_the_summary_the_columns_and_the_re
     assert "write GB/s [95% CI]" in html and "checkpoint GB/s vs GPUs" in html
     stored = ResultsStore(recorded).frame().sort_values("gpus")
     assert np.allclose(stored[CKPT].to_numpy(float), frame[CKPT].to_numpy(float))
+    checked = ["ckpt_write_checked", "ckpt_read_checked"]  # what the verdict judged, stored (no second run here)
+    assert np.allclose(stored[checked].to_numpy(float), stored[CKPT[:2]].to_numpy(float))
 
 
 def test_the_store_gives_the_checkpoint_columns_back(measured, url):  # noqa: F811

@@ -104,6 +104,12 @@ def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change(
     assert two["interval_from"] == "history" and two["ci_low"] < 0 < two["ci_high"] and two["outside_noise"] is False
     assert out["environment_changes"] == [{"field": "nccl", "before": "2.21.5", "after": "2.23.4"}]
     assert series_id("c", "ssd", 1, "k/with/slashes").isascii()
+    history = {("c", "ssd", 1, "k"): NOISE}
+    loose = compare_runs(a, b, None, None, history, {("c", "ssd", 1, "k"): 0.15})  # b's config: 15% for it
+    assert loose["scales"][0]["tolerance_used"] == 0.15 and loose["scales"][0]["changes"][0]["outside_noise"] is False
+    for gpus in (0, 4097, 10**30, True):  # bounded as a sweep's gpus: a huge one overflowed the store's integer
+        with pytest.raises(ValueError, match="gpus" if gpus is not True else "is not a series id"):
+            series_key(series_id("c", "ssd", gpus, "k"))
 
 
 def test_a_storage_ceiling_line_in_the_overview_form():
@@ -164,3 +170,24 @@ def test_checkpoint_lines_judged_by_the_regression_floor_in_the_overview_form():
     assert [line["figure"] for line in series] == ["throughput_img_s"] * 2
     assert rollup([*series, write, read])[0]["series"] == 2  # two series, and their checkpoint lines counted
     assert series[1]["status"] == "ok" and rollup([series[1], write])[0]["worst"] == "regressed"
+
+
+def test_a_line_judges_the_figure_its_runs_check_judged_the_better_of_two_runs():
+    """A scale whose first run fell 20% under its floor, ran again (`confirm_regressions`) and passed on
+    the second is `ok` at the second run's images/s, as its verdict said, not `regressed` at the first's;
+    the same for a checkpoint figure, whose better of two runs is stored (`ckpt_*_checked`)."""
+    from bench.analysis.history.overview import checkpoint_lines
+
+    confirmed = _series("ssd", [*NOISE, 80.0]).assign(
+        repeat_img_s=[None] * 8 + [100.4],
+        ckpt_write_mb_s=[v * 4 for v in NOISE] + [240.0],
+        ckpt_write_checked=[v * 4 for v in NOISE] + [401.0],
+    )
+    (line,) = overview_lines(confirmed, None, None, NOW)
+    assert (line["status"], line["latest_img_s"], line["spark"][-1]) == ("ok", 100.4, 100.4)
+    assert line["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
+    (write,) = checkpoint_lines(confirmed, None, NOW)
+    assert (write["status"], write["latest_mb_s"], write["spark"][-1]) == ("ok", 401.0, 401.0)
+    both_under = confirmed.assign(repeat_img_s=[None] * 8 + [81.0], ckpt_write_checked=None)
+    assert overview_lines(both_under, None, None, NOW)[0]["status"] == "regressed"  # both runs under it
+    assert checkpoint_lines(both_under, None, NOW)[0]["status"] == "regressed"  # stored before: the first's
