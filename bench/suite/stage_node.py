@@ -30,7 +30,7 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
     from bench.suite.probe import node_doc, suite_nodes
 
     nodes = suite_nodes(cfg, launcher or build_launcher(cfg.launcher), env)
-    argv = node_argv(cfg, sys.executable)
+    argv = node_argv(cfg, nodes.python)
     out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
     return node_doc(out, "staging")
 
