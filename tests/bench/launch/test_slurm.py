@@ -215,7 +215,11 @@ def test_the_storage_probe_runs_on_one_node_then_two_at_once_through_srun(cluste
     nodes = suite_nodes(cfg, build_launcher("slurm", slurm_env=cluster.env))
     assert len(nodes.names) == 2
     probe = probe_nodes(cfg, nodes)
-    assert [a["nodes"] for a in probe["aggregate"]] == [1, 2] and probe["bound"] in ("client", "store")
+    # both nodes read this host's fast disk: a dataset this small may be read round within a level, and
+    # such a level is left out of the curve, naming both nodes (tests/bench/suite/test_probe_guards.py)
+    counted, left = [a["nodes"] for a in probe["aggregate"]], [x["nodes"] for x in probe["left_out"]]
+    assert sorted(counted + left) == [1, 2] and probe["bound"] in ("client", "store"), probe["left_out"]
+    assert all("node node1" in x["reason"] and "node node2" in x["reason"] for x in probe["left_out"])
     level = probe["node_levels"][0]
     assert len({p["host"] for p in level["per_node"]}) == 2  # one task on each node, named as Slurm names it
     assert all(p["bytes"] > 0 for p in level["per_node"]) and probe["per_node_mb_s"] > 0
