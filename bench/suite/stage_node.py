@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         # the datasets' settings only, validated as the worker validated them (workload refs included)
-        train = TrainConfig(workload="ssd", data=args.dataset_path, seed=args.seed)
+        train = TrainConfig(workload="ssd", data=args.dataset_path, seed=args.seed, steps=1)  # no run here
         cfg = SweepConfig(
             workloads=args.workload,
             dataset_path=args.dataset_path,
