@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             dataset_images=args.images,
             stage_from=args.stage_from,
             train=train,
+            output_dir=args.dataset_path,  # required by SweepConfig; staging writes no run folder
         )
         out = stage_here(cfg)
     except (BenchError, OSError, ValueError) as error:
