@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -31,6 +32,11 @@ MIN_LEVEL_S = 1.0  # a level measured for less is too short to call a sustained 
 PLATEAU_GAIN = 0.05  # two doublings that add less than this end the climb
 MIN_DIRECT_BLOCK = 4096  # the logical block of 4Kn devices: the smallest direct read that works on all
 MIN_BLOCK = 512
+# What a file name (relative to its dataset) and a dataset folder may hold to reach fio's job file: the
+# characters bench.config's SafePath allows. fio's job file is line- and option-based, so a newline in a
+# name would add options (exec_prerun runs a command); `:` separates file names and `\\` escapes. No
+# spaces either: refused rather than trusted to fio's trimming of option values.
+SAFE_NAME_RE = re.compile(r"[A-Za-z0-9._/+@,=-]+")
 
 
 class ProbeError(BenchError):
@@ -74,15 +80,17 @@ def sample_files(dirs: list[Path], max_files: int) -> list[tuple[Path, int]]:
 
     files: list[tuple[Path, int]] = []
     for d in dirs:
+        safe_name(d, str(d), "dataset folder")
         if (d / RECORDS_MANIFEST).is_file() and not (d / MANIFEST).exists():
-            files += [(d / f["name"], int(f["bytes"])) for f in load_records(d)["files"] if f["bytes"] > 0]
+            listed = load_records(d)["files"]
+            files += [(d / safe_name(d, f["name"]), int(f["bytes"])) for f in listed if f["bytes"] > 0]
             continue
         try:
             doc = load_manifest(d)
         except DatasetError as error:
             raise DatasetError(f"--path {d}: not a staged dataset ({error}); stage it first (no {MANIFEST})") from None
         for rel, entry in doc["files"].items():
-            path = d / rel
+            path = d / safe_name(d, rel)
             if path.is_file() and not path.is_symlink() and entry.get("size", 0) > 0:
                 files.append((path, int(entry["size"])))
     if not files:
@@ -91,6 +99,23 @@ def sample_files(dirs: list[Path], max_files: int) -> list[tuple[Path, int]]:
         step = len(files) / max_files
         files = [files[int(i * step)] for i in range(max_files)]
     return files
+
+
+def safe_name(d: Path, name: str, what: str = "file") -> str:
+    """`name` when it is safe to write into an fio job file (SAFE_NAME_RE; a name in a dataset relative,
+    with no `..`): a name from a manifest or a folder listing is anyone's who can write to the store, and
+    fio runs what its job file says. Raises DatasetError naming the file before any job file exists."""
+    from bench.errors import DatasetError
+
+    bad = not SAFE_NAME_RE.fullmatch(name)
+    if what == "file":  # the user's own --path may climb with '..'; a listed name may not leave it
+        bad = bad or name.startswith("/") or ".." in Path(name).parts
+    if bad:
+        raise DatasetError(
+            f"--path {d}: {what} name {name!r} is refused: the probe takes only letters, digits and "
+            "._/+@,=- in names (no spaces, control characters, '..' or ':'); rename it"
+        )
+    return name
 
 
 def fitted_block_size(sizes: list[int]) -> int:
@@ -341,6 +366,7 @@ def probe_share(
     done, level = _read(settings, sample, jobs, bs, direct, dirs, cap=True)
     if level is None and direct and "Invalid argument" in (done.stderr + done.stdout):
         direct = False
+        started = time.time()  # the read that counts starts now: a late retry is late, not the first try's
         done, level = _read(settings, sample, jobs, bs, direct, dirs, cap=True)
     if level is None:
         raise _failed(done, jobs)
@@ -429,15 +455,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     settings = ProbeSettings(max_jobs=args.max_jobs, seconds=args.seconds)
     try:
+        # this node's clock at process start and at report: the suite checks them against its own
+        # (bench.suite.probe.judge_level) and takes its lead time from their difference
         if args.share is None:
             doc = probe(args.path, settings).as_dict()
-            doc["extra"]["process_started_at"] = began
+            doc["extra"] |= {"process_started_at": began, "reported_at": time.time()}
         else:
             if args.share == "slurm":
                 share, of = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
             else:
                 share, of = (int(x) for x in args.share.split("/"))
             doc = probe_share(args.path, settings, share, of, args.offset, args.jobs, args.start_at)
+            doc |= {"process_started_at": began, "reported_at": time.time()}
     except DatasetError as error:
         print(f"{node_name()}: {error}", file=sys.stderr)
         return 2

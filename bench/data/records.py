@@ -188,7 +188,12 @@ def load_records(root: Path, fmt: str | None = None) -> dict:
     if fmt is not None and manifest["format"] != fmt:
         raise DatasetError(f"{root / RECORDS_MANIFEST}: format {manifest['format']}, the workload declares {fmt}")
     for entry in manifest["files"]:
-        path = root / entry["name"]
+        name = entry["name"]
+        if not isinstance(name, str) or not name or "/" in name or "\0" in name or name in (".", ".."):
+            # a records folder is flat (scan_folder lists its own files): a name that climbs out of it
+            # would have the loaders and the probe read whatever it points at
+            raise DatasetError(f"{root / RECORDS_MANIFEST}: file name {name!r} is not a file of this folder")
+        path = root / name
         if not path.is_file() or path.stat().st_size != entry["bytes"]:
             raise DatasetError(
                 f"{path}: listed in {RECORDS_MANIFEST} with {entry['bytes']} bytes but missing or resized"

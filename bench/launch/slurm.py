@@ -13,7 +13,6 @@ import math
 import os
 import shlex
 import subprocess
-import sys
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -22,6 +21,7 @@ from bench.config import RunSpec
 from bench.errors import LaunchError
 from bench.launch.base import Handle, RunState
 from bench.launch.commands import CommandRunner
+from bench.launch.python import node_python
 from bench.launch.supervisor import rank_argv
 
 RESULT_PARTS = ("ranks", "metrics", "logs")
@@ -153,7 +153,7 @@ class SlurmLauncher:
     def submit(self, spec: RunSpec) -> Handle:
         self.check(spec)
         # The worker's interpreter when submitting locally; on a login node, the spec's (or python3 there).
-        python = str(spec.python or ("python3" if self.runner.remote else sys.executable))
+        python = node_python(spec.python, self.runner.remote)
         # slurmd opens --output before the script runs: the folders must exist where the job runs.
         folders = [str(spec.output_dir / "logs"), str(spec.output_dir / "ranks")]
         self.runner.run(["mkdir", "-p", *folders])

@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.config import RunSpec
 from bench.errors import LaunchError
 from bench.launch.lifetime import die_with_parent, send_line
+from bench.launch.python import node_python
 from bench.launch.rendezvous import start_rendezvous
 from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
@@ -83,7 +84,7 @@ class Supervisor:
         if self.backend == "local":
             return start_rendezvous(backend, self._hosts(), self.spec.ranks, "127.0.0.1", self.secret)
         assert self.ssh is not None
-        python = str(self.spec.python or sys.executable)
+        python = node_python(self.spec.python)
         log = self.out / "logs" / "rendezvous.log"
         rendezvous = RemoteRendezvous(self.ssh, self.spec, backend, self.secret, python, log)
         try:
@@ -95,7 +96,7 @@ class Supervisor:
 
     def _start_rank(self, slot) -> subprocess.Popen:
         env = self.rendezvous.env(slot, self.rendezvous.listen_addr) | dict(self.spec.env)
-        python = str(self.spec.python or sys.executable)
+        python = node_python(self.spec.python)
         backend = ["--backend", self.rendezvous.backend]
         argv = rank_argv(self.spec, python, backend)
         log = (self.out / "logs" / f"rank{slot.rank}.log").open("ab")

@@ -13,24 +13,36 @@ before the suite runs), while a timestamp travels in the argv of the ssh or srun
 node's probe, needs only the nodes' clocks in step (NTP keeps them within milliseconds of a level that
 lasts seconds), and works alike over ssh, srun and a local process. The lead time is twice the first
 node's measured start-up (ssh, Python) plus a second; a node that starts more than LATE_SHARE of a
-level late makes the probe inconclusive, naming the node, since its read did not overlap the others'.
+level late leaves its level out of the curve, naming the node, since its read did not overlap the others'.
+
+Clocks: a node's `started_at` and `late_s` are read on its own clock, so the worker does not take
+them on trust. It notes (on its clock) when it launched each level and when it got each node's result;
+a node whose reported process start, read window and report time do not fit inside that span (give or
+take LATE_SHARE of a level) has a clock out of step with the worker's, and its level is not counted
+(`judge_level`). The lead time is measured on the worker alone: the climb's round trip less the time
+the node reports it spent (two differences, each on one clock).
 
 A level's aggregate is every node's bytes over the window from the first node's start to the last
-one's end: what the store served them together. `bound`: bench.data.probe.BOUND_RULE.
+one's end: what the store served them together. `bound`: bench.data.probe.BOUND_RULE. A level that
+re-read files (`fresh` false on any node), read for less than MIN_LEVEL_S, started late or came from a
+node whose clock is out of step is left out of `aggregate` (kept in `node_levels` with its reason and
+listed in `left_out`), so neither `bound` nor sizing rests on it.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from bench.config import SweepConfig
-from bench.data.probe import BOUND_RULE, ProbeError, aggregate_bound, nodes_for
+from bench.data.probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.errors import DatasetError
+from bench.launch.python import node_python
 from bench.suite.plan import dataset_dir, workload_names
 
 LATE_SHARE = 0.1  # a node starting later than this share of a level did not read beside the others
@@ -52,19 +64,69 @@ class NodeOutput:
     returncode: int
     stdout: str
     stderr: str
+    received_at: float = 0.0  # the worker's clock when it had this node's result
 
 
-def node_doc(out: NodeOutput, what: str = "storage probe") -> dict:
-    """A node's JSON, or the error naming it: exit 2 is the dataset (unreadable, not staged there)."""
+class _Level(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    jobs: int
+    mb_s: float
+    bytes: int
+    seconds: float
+    fresh: bool
+
+
+class ClimbDoc(BaseModel):
+    """One node's climb (bench.data.probe.probe's document): the keys the suite reads, the rest kept."""
+
+    model_config = ConfigDict(extra="allow")
+    ceiling_mb_s: float
+    levels: list[_Level]
+    repeat: _Level
+    conclusive: bool
+    reason: str
+    extra: dict
+
+
+class ShareDoc(_Level):
+    """One node's part of a multi-node level (bench.data.probe.probe_share); times on the node's clock."""
+
+    host: str
+    share: int
+    of: int
+    started_at: float
+    late_s: float
+    method: str
+    next_offset: int
+    process_started_at: float
+    reported_at: float
+
+
+def node_doc(out: NodeOutput, what: str = "storage probe", model: type[BaseModel] | None = None) -> dict:
+    """A node's JSON (checked against `model` where given), or the error naming the node: exit 2 is the
+    dataset (unreadable, not staged there), unless it is argparse's usage error (an older scalewatch on
+    the node that does not know an argument): that is the node's install, not the data."""
     if out.returncode != 0:
         lines = [x for x in out.stderr.strip().splitlines() if x.strip()]
         why = lines[-1] if lines else f"exit {out.returncode}"
+        usage = any(x.startswith("usage:") for x in lines)
+        if out.returncode == 2 and usage:
+            older = "is the scalewatch installed there older than the worker's?"
+            raise ProbeError(f"{what} on node {out.node}: the node refused its arguments ({why}); {older}")
         kind = DatasetError if out.returncode == 2 else ProbeError
         raise kind(f"{what} on node {out.node}: {why}")
     try:
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        doc = json.loads(out.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         raise ProbeError(f"{what} on node {out.node}: no JSON result ({out.stderr.strip()[-300:]})") from None
+    if model is None:
+        return doc
+    try:
+        return model.model_validate(doc).model_dump()
+    except ValidationError as error:
+        first = error.errors()[0]
+        field_name = ".".join(str(x) for x in first["loc"]) or "document"
+        raise ProbeError(f"{what} on node {out.node}: result field {field_name!r}: {first['msg']}") from None
 
 
 @dataclass
@@ -72,6 +134,7 @@ class LocalNodes:
     """One node: this machine (the local launcher trains here)."""
 
     names: list[str] = field(default_factory=lambda: ["localhost"])
+    python: str = field(default_factory=node_python)  # the interpreter the launcher's ranks run
 
     def run(self, count: int, argv_for, timeout: float) -> list[NodeOutput]:
         done = _communicate({"localhost": subprocess.Popen(argv_for("0/1"), **_PIPES)}, timeout)
@@ -89,6 +152,10 @@ class SshNodes:
     @property
     def names(self) -> list[str]:
         return [h.host for h in self.hosts]
+
+    @property
+    def python(self) -> str:
+        return node_python()  # as the ssh launcher's ranks run (bench.launch.supervisor)
 
     def run(self, count: int, argv_for, timeout: float) -> list[NodeOutput]:
         from bench.launch.ssh_rendezvous import remote_command
@@ -113,12 +180,17 @@ class SlurmNodes:
     def names(self) -> list[str]:
         return [f"node {i}" for i in range(self.total)]
 
+    @property
+    def python(self) -> str:
+        return node_python(None, self.runner.remote)  # type: ignore[attr-defined]  # as bench.launch.slurm
+
     def run(self, count: int, argv_for, timeout: float) -> list[NodeOutput]:
         srun = ["srun", "--label", "--kill-on-bad-exit=0", "-N", str(count), "--ntasks-per-node=1", "-n", str(count)]
         srun += [f"--partition={self.cfg.partition}"] if self.cfg.partition else []
         srun += [f"--account={self.cfg.account}"] if self.cfg.account else []
         done = self.runner.run([*srun, *argv_for("slurm")], check=False, timeout=timeout)  # type: ignore[attr-defined]
-        outs = {i: NodeOutput(f"slurm task {i}", 0, "", "") for i in range(count)}
+        received = time.time()
+        outs = {i: NodeOutput(f"slurm task {i}", 0, "", "", received) for i in range(count)}
         general = []  # srun's own words (no task label): every task's failure shows them
         for stream in ("stdout", "stderr"):
             for line in getattr(done, stream).splitlines():
@@ -147,7 +219,8 @@ def _communicate(procs: dict[str, subprocess.Popen], timeout: float) -> list[Nod
             proc.kill()
             stdout, stderr = proc.communicate()
             stderr += f"\nno result within {timeout:.0f} s"
-        outs.append(NodeOutput(name, proc.returncode if proc.returncode is not None else 1, stdout, stderr))
+        code = proc.returncode if proc.returncode is not None else 1
+        outs.append(NodeOutput(name, code, stdout, stderr, time.time()))
     return outs
 
 
@@ -164,59 +237,91 @@ def suite_nodes(cfg: SweepConfig, launcher, env: dict[str, str] | None = None):
 
 def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     """probe.json's document: one node's climb (its keys as before) with `per_node_mb_s`, `aggregate`
-    ({nodes, mb_s, min_node_mb_s} per node count) and `bound`. Raises DatasetError or ProbeError naming
-    the node that could not read."""
-    python = python or sys.executable
+    ({nodes, mb_s, min_node_mb_s} per node count counted) and `bound`. Raises DatasetError or ProbeError
+    naming the node that could not read or sent a malformed result."""
+    python = python or getattr(nodes, "python", None) or node_python()
     base = [python, "-m", "bench.data.probe", "--max-jobs", str(cfg.probe_max_jobs)]
     base += ["--seconds", str(cfg.probe_seconds)]
     for d in dict.fromkeys(dataset_dir(cfg, w) for w in workload_names(cfg)):
         base += ["--path", str(d)]
     limit = max(120.0, cfg.probe_seconds * 40)
     launched = time.time()
-    climb = node_doc(nodes.run(1, lambda share: base, limit)[0])
-    startup = max(0.0, float(climb.get("extra", {}).get("process_started_at", launched)) - launched)
+    out = nodes.run(1, lambda share: base, limit)[0]
+    climb = node_doc(out, model=ClimbDoc)
     per_node = float(climb["ceiling_mb_s"])
     top_jobs = max([*climb["levels"], climb["repeat"]], key=lambda lv: lv["mb_s"])["jobs"]
     aggregate = [{"nodes": 1, "mb_s": per_node, "min_node_mb_s": per_node}]
-    levels, reasons = [], [] if climb["conclusive"] else [climb["reason"]]
-    offset = int(climb.get("extra", {}).get("next_offset", 0))
+    levels, reasons, left_out = [], [] if climb["conclusive"] else [climb["reason"]], []
+    offset = int(climb["extra"].get("next_offset", 0))
+    lead = MIN_LEAD_S + 2 * startup_s(climb, launched, out.received_at)
     for count in node_counts(len(nodes.names))[1:]:
-        start_at = time.time() + MIN_LEAD_S + 2 * startup
+        level_launched = time.time()
+        start_at = level_launched + lead
 
         def argv_for(share: str, start_at=start_at, offset=offset) -> list[str]:
-            return [
-                *base,
-                "--share",
-                share,
-                "--offset",
-                str(offset),
-                "--jobs",
-                str(top_jobs),
-                "--start-at",
-                str(start_at),
-            ]
+            share_args = ["--share", share, "--offset", str(offset), "--jobs", str(top_jobs)]
+            return [*base, *share_args, "--start-at", str(start_at)]
 
-        docs = [node_doc(out) for out in nodes.run(count, argv_for, limit)]
-        level = _aggregate_level(count, docs)
-        aggregate.append({k: level[k] for k in ("nodes", "mb_s", "min_node_mb_s")})
+        outs = nodes.run(count, argv_for, limit)
+        docs = [node_doc(o, model=ShareDoc) for o in outs]
+        level = judge_level(count, docs, level_launched, [o.received_at for o in outs], cfg.probe_seconds)
         levels.append(level)
-        late = [d for d in docs if d["late_s"] > LATE_SHARE * cfg.probe_seconds]
-        reasons += [f"node {d['host']} started {d['late_s']:.2f} s after the others at {count} nodes" for d in late]
+        if level["conclusive"]:
+            aggregate.append({k: level[k] for k in ("nodes", "mb_s", "min_node_mb_s")})
+        else:
+            left_out.append({"nodes": count, "reason": level["reason"]})
         offset = max(int(d["next_offset"]) for d in docs)
-    bound = aggregate_bound(aggregate, per_node)
     return {
         **climb,
         "per_node_mb_s": per_node,
         "aggregate": aggregate,
-        "bound": bound,
+        "bound": aggregate_bound(aggregate, per_node),
         "bound_rule": BOUND_RULE,
         "node_levels": levels,
+        "left_out": left_out,
         # as the launcher names them (ssh: the suite's hosts); Slurm's node names, as its tasks reported
         "nodes": nodes.names if cfg.launcher != "slurm" or not levels else [p["host"] for p in levels[-1]["per_node"]],
         "start": "start-at timestamp",
         "conclusive": not reasons,
         "reason": "; ".join(r for r in reasons if r),
     }
+
+
+def startup_s(climb: dict, launched: float, received_at: float) -> float:
+    """How long starting a node's probe takes (ssh or srun, then Python), on the worker's clock alone:
+    the climb's round trip less the time the node says it ran (its report time less its process start,
+    both on the node's clock). A climb without them (or a node that says it ran longer than the round
+    trip) gives 0: the lead is then MIN_LEAD_S."""
+    extra = climb.get("extra") or {}
+    ran = float(extra.get("reported_at", 0.0)) - float(extra.get("process_started_at", 0.0))
+    if not received_at or "reported_at" not in extra or ran < 0:
+        return 0.0
+    return max(0.0, (received_at - launched) - ran)
+
+
+def judge_level(count: int, docs: list[dict], launched: float, received: list[float], seconds: float) -> dict:
+    """The level `count` nodes read together (_aggregate_level), with `conclusive` and `reason`: not
+    conclusive where any node re-read files (`fresh` false), read for less than MIN_LEVEL_S, started more
+    than LATE_SHARE of a level late, or reported times (process start, read window, report) that do not
+    fit inside the worker's span for that node, from `launched` to `received` (its clock) give or take
+    LATE_SHARE of a level: that node's clock is not the worker's, so its start-at was not the others'."""
+    tolerance = LATE_SHARE * seconds
+    why = []
+    for doc, got in zip(docs, received, strict=True):
+        node = f"node {doc['host']}"
+        if not doc["fresh"]:
+            why.append(f"{node} re-read files an earlier read had touched (not a cold read)")
+        if doc["seconds"] < MIN_LEVEL_S:
+            why.append(f"{node} read for {doc['seconds']:.2f} s (under {MIN_LEVEL_S:.0f} s: not a sustained rate)")
+        if doc["late_s"] > tolerance:
+            why.append(f"{node} started {doc['late_s']:.2f} s after the others")
+        times = (doc["process_started_at"], doc["started_at"], doc["started_at"] + doc["seconds"], doc["reported_at"])
+        if min(times) < launched - tolerance or max(times) > got + tolerance:
+            span = f"{min(times) - launched:+.2f} s to {max(times) - got:+.2f} s"
+            why.append(f"{node} reported times outside the worker's span for it ({span}): its clock is out of step")
+    level = _aggregate_level(count, docs)
+    reason = "; ".join(why)
+    return {**level, "conclusive": not why, "reason": f"at {count} nodes: {reason}" if why else ""}
 
 
 def _aggregate_level(count: int, docs: list[dict]) -> dict:

@@ -30,7 +30,7 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
     from bench.suite.probe import node_doc, suite_nodes
 
     nodes = suite_nodes(cfg, launcher or suite_launcher(cfg), env)
-    argv = node_argv(cfg, sys.executable)
+    argv = node_argv(cfg, nodes.python)
     out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
     return node_doc(out, "staging")
 
@@ -50,13 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         # the datasets' settings only, validated as the worker validated them (workload refs included)
-        train = TrainConfig(workload="ssd", data=args.dataset_path, seed=args.seed)
+        train = TrainConfig(workload="ssd", data=args.dataset_path, seed=args.seed, steps=1)  # no run here
         cfg = SweepConfig(
             workloads=args.workload,
             dataset_path=args.dataset_path,
             dataset_images=args.images,
             stage_from=args.stage_from,
             train=train,
+            output_dir=args.dataset_path,  # required by SweepConfig; staging writes no run folder
         )
         out = stage_here(cfg)
     except (BenchError, OSError, ValueError) as error:

@@ -163,3 +163,28 @@ def test_a_dataset_of_many_files_is_sampled_within_what_fio_accepts(tmp_path):
     stage(tmp_path / "src", tmp_path / "staged")
     result = probe([tmp_path / "staged"], ProbeSettings(max_jobs=2, seconds=1))
     assert result.ceiling_mb_s > 0 and result.sample_files == 901
+
+
+def test_a_file_name_that_would_add_fio_options_is_refused_before_fio_runs(tmp_path, monkeypatch):
+    """A name with a newline would add `exec_prerun=` to fio's job file (fio runs it through system(3)):
+    the probe refuses it, naming the file, and the command never runs. A records manifest whose name
+    climbs out of its folder is refused too."""
+    from bench.data.records import RECORDS_MANIFEST, load_records
+
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i:04d}.bin").write_bytes(os.urandom(65536))
+    evil = "0001x\nexec_prerun=touch owned\nfilename=0002.bin"
+    (folder / evil).write_bytes(os.urandom(65536))
+    load_records(folder)  # the folder's listing, written to records.json as a user's folder is
+    monkeypatch.chdir(tmp_path)  # where fio would have run `touch owned`
+    with pytest.raises(DatasetError, match="exec_prerun") as caught:
+        probe([folder], ProbeSettings(max_jobs=1, seconds=0.5))
+    assert repr(evil) in str(caught.value)
+    assert not (tmp_path / "owned").exists()
+    doc = json.loads((folder / RECORDS_MANIFEST).read_text())
+    doc["files"][0]["name"] = "../records/0000.bin"
+    (folder / RECORDS_MANIFEST).write_text(json.dumps(doc))
+    with pytest.raises(DatasetError, match="not a file of this folder"):
+        load_records(folder)

@@ -233,7 +233,11 @@ def test_the_suite_file_on_two_slurm_nodes_passes_bench_sweep_and_probes_them_at
     assert sorted(frame["gpus"]) == [1, 2] and set(frame["verdict"]) == {"pass"}, frame
     assert len({r["host"] for r in json.loads(frame[frame["gpus"] == 2].iloc[0]["rank_breakdown"])}) == 2
     probe = json.loads((run / "probe.json").read_text())
-    assert [a["nodes"] for a in probe["aggregate"]] == [1, 2] and probe["bound"] in ("client", "store")
+    # both nodes read this host's fast disk: a dataset this small may be read round within a level, and
+    # such a level is left out of the curve, naming both nodes (tests/bench/suite/test_probe_guards.py)
+    counted, left = [a["nodes"] for a in probe["aggregate"]], [x["nodes"] for x in probe["left_out"]]
+    assert sorted(counted + left) == [1, 2] and probe["bound"] in ("client", "store"), probe["left_out"]
+    assert all("node node1" in x["reason"] and "node node2" in x["reason"] for x in probe["left_out"])
     level = probe["node_levels"][0]
     assert len({p["host"] for p in level["per_node"]}) == 2  # one task on each node, named as Slurm names it
     assert all(p["bytes"] > 0 for p in level["per_node"]) and probe["per_node_mb_s"] > 0
