@@ -106,13 +106,24 @@ def _workload_ref(value: str) -> str:
         if not Path(value).is_file():
             raise ValueError(f"workload file {value!r} does not exist")
         return value
-    known = sorted(p.stem for p in BUILTIN_WORKLOADS_DIR.glob("*.yaml"))
-    if value not in known:
-        raise ValueError(f"workload {value!r} is not a built-in ({', '.join(known)}) nor an absolute file path")
+    if value not in BUILTIN_WORKLOADS:
+        known = ", ".join(BUILTIN_WORKLOADS)
+        raise ValueError(f"workload {value!r} is not a built-in ({known}) nor an absolute file path")
     return value
 
 
-WorkloadRef = Annotated[str, AfterValidator(_workload_ref)]
+# The built-ins' names (a listing of one package folder: no heavier than the import itself). The form's
+# JSON schema carries them as a pattern, so the UI and the REST API refuse an unknown name before a run
+# is created, as they did when the workloads were a fixed choice; a workload file is an absolute .yaml path.
+BUILTIN_WORKLOADS: tuple[str, ...] = tuple(sorted(p.stem for p in BUILTIN_WORKLOADS_DIR.glob("*.yaml")))
+# Built-in names are plain words ([a-z0-9-]: no regex escapes, which browsers' unicode-mode regexes refuse)
+WORKLOAD_REF_PATTERN = "^(" + "|".join(n for n in BUILTIN_WORKLOADS if re.fullmatch(r"[a-z0-9-]+", n))
+WORKLOAD_REF_PATTERN += r"|/.+\.ya?ml)$"
+WorkloadRef = Annotated[
+    str,
+    AfterValidator(_workload_ref),
+    WithJsonSchema({"type": "string", "pattern": WORKLOAD_REF_PATTERN}),
+]
 # Linux interface names: up to 15 characters, no '/', no white space (IFNAMSIZ); ours are a safe subset
 INTERFACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
 InterfaceName = Annotated[str, _matching(INTERFACE_RE, "interface name")]

@@ -241,4 +241,5 @@ def test_the_suite_file_on_two_slurm_nodes_passes_bench_sweep_and_probes_them_at
     level = probe["node_levels"][0]
     assert len({p["host"] for p in level["per_node"]}) == 2  # one task on each node, named as Slurm names it
     assert all(p["bytes"] > 0 for p in level["per_node"]) and probe["per_node_mb_s"] > 0
-    assert set(frame["probe_nodes"].dropna()) == {2}
+    # sizing rests on the largest node count the probe counted (a level read round is left out, above)
+    assert set(frame["probe_nodes"].dropna()) == {max(counted)}

@@ -213,3 +213,18 @@ def test_a_users_folder_of_mixed_formats_or_changed_files_is_refused_naming_the_
         f.write(b"more")
     with pytest.raises(DatasetError, match=r"00000001\.jpg: listed in records\.json"):
         load_records(folder)
+
+
+def test_the_forms_pattern_takes_every_built_in_and_workload_files_and_refuses_other_names(tmp_path):
+    """The trigger form's JSON schema (UI and REST API) refuses an unknown workload before a run exists:
+    every built-in is in its pattern, and so is an absolute .yaml path; a made-up name is not."""
+    import re
+
+    from bench.config import WORKLOAD_REF_PATTERN
+
+    items = SuiteSettings.model_json_schema()["properties"]["workloads"]["items"]
+    assert items == {"type": "string", "pattern": WORKLOAD_REF_PATTERN}
+    allowed = re.compile(WORKLOAD_REF_PATTERN)
+    assert all(allowed.match(name) for name in builtin_names())
+    assert allowed.match("/srv/suites/my-workload.yaml") and allowed.match("/x.yml")
+    assert not any(allowed.match(bad) for bad in ("resnet", "ssd;rm -rf /", "relative.yaml", "/no-suffix", "SSD"))
