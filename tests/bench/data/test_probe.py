@@ -188,3 +188,18 @@ def test_a_file_name_that_would_add_fio_options_is_refused_before_fio_runs(tmp_p
     (folder / RECORDS_MANIFEST).write_text(json.dumps(doc))
     with pytest.raises(DatasetError, match="not a file of this folder"):
         load_records(folder)
+
+
+def test_small_images_beside_large_records_probe_the_records_and_read(staged, tmp_path):
+    """README command 1's two datasets (a real model's small images, an emulated workload's 323 kB
+    records): one block size serves a level, so the probe reads the larger files' dataset, and reads it
+    (a block fitted to both read nothing of the images, and the images' jobs nothing at all)."""
+    from bench.data.probe import sample_files
+    from bench.data.records import RecordsSpec, generate_records
+
+    records = tmp_path / "records"
+    generate_records(RecordsSpec("raw", files=64, samples_per_file=1, mean=320_000, seed=1), records)
+    sample = sample_files([staged, records], 4096)
+    assert sample and {p.parent for p, _ in sample} == {records}
+    result = probe([staged, records], ProbeSettings(max_jobs=2, seconds=0.5))
+    assert result.block_size >= 256 * 1024 and all(lv["bytes"] > 0 for lv in result.levels), result.levels
