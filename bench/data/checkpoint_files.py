@@ -110,21 +110,26 @@ class Naming:
         return same and st.st_ctime_ns >= self.ctime_ns
 
 
+def fresh_folder(top: int, directory: Path, prefix: str, mode: int, what: str) -> str:
+    """The name of a folder made in `top` under a random name that was never there (mkdir fails on any
+    existing entry, a planted link included), for a checkpoint's shards or a rank's saves."""
+    for _ in range(8):
+        name = prefix + secrets.token_hex(6)
+        try:
+            os.mkdir(name, mode, dir_fd=top)
+            return name
+        except FileExistsError:
+            continue
+    raise CheckpointError(f"{directory}: no fresh name for {what} after 8 tries")
+
+
 def make_folders(directory: Path, writes: int, made: list[Created] | None = None) -> list[Created]:
     """Rank 0's folders: a fresh, uniquely named root (never one that was there) and a folder per
     checkpoint in it, each added to `made` as it is made (so a failure half-way still removes them);
     returned root first."""
     made = [] if made is None else made
     with open_root(directory) as top:
-        for _ in range(8):
-            root = ROOT_PREFIX + secrets.token_hex(6)
-            try:
-                os.mkdir(root, 0o755, dir_fd=top)
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise CheckpointError(f"{directory}: no fresh name for the checkpoint folder after 8 tries")
+        root = fresh_folder(top, directory, ROOT_PREFIX, 0o755, "the checkpoint folder")
         root_fd = open_dir(top, root, directory / root, REFUSAL)
         try:
             made.append(Created.of(root, os.fstat(root_fd)))

@@ -266,6 +266,8 @@ KEY: tuple[str, ...] = _names("key")
 STORE_KEY: tuple[str, ...] = ("dag_id", *KEY)
 # A series: the runs whose figures are compared over time (history, change points, annotations).
 SERIES_KEY: tuple[str, ...] = ("cluster", "workload", "gpus", "config_key")
+# What names one stored row of a run and whether history takes it: the history readers' first columns.
+RUN_ROW: tuple[str, ...] = ("dag_id", "suite_run_id", *SERIES_KEY, "started_at", "accepted", "verdict")
 # The checkpoint figures from the run's summary (floats; NaN where the phase or the saves did not run).
 CHECKPOINT_FIGURES: tuple[str, ...] = tuple(n for n in _names("checkpoint", dtype="float") if BY_NAME[n].stored)
 CHECKPOINT_LABELS: tuple[str, ...] = _names("checkpoint", dtype="text")

@@ -15,14 +15,13 @@ leaves the others waiting, as it would in training.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.config import TrainConfig
-from bench.data.checkpoint_files import REFUSAL, CheckpointError, Created
+from bench.data.checkpoint_files import REFUSAL, CheckpointError, Created, fresh_folder
 from bench.safe_fs import CREATE_FLAGS, lstat_at, open_dir
 
 
@@ -158,15 +157,7 @@ class Stall:
 def _own_folder(top: int, directory: Path, prefix: str) -> tuple[str, int]:
     """(name, descriptor) of a fresh folder of this process in `top`: made under a random name never
     there before, opened without following a link, and checked to be a folder this user owns, empty."""
-    for _ in range(8):
-        name = prefix + secrets.token_hex(6)
-        try:
-            os.mkdir(name, 0o700, dir_fd=top)
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise CheckpointError(f"{directory}: no fresh name for a save folder after 8 tries")
+    name = fresh_folder(top, directory, prefix, 0o700, "a save folder")
     fd = open_dir(top, name, directory / name, REFUSAL)
     st = os.fstat(fd)
     if st.st_uid != os.geteuid() or os.listdir(fd):

@@ -22,19 +22,14 @@ import pandas as pd
 from bench.analysis.history.regression import history_stats, series_floor
 from bench.config import DEFAULT_REGRESSION_TOLERANCE
 from bench.env.fingerprint import differences
-from bench.results.schema import SERIES_KEY
+from bench.results.schema import RUN_ROW, SERIES_KEY
 
 FIGURES = {
     "throughput_img_s": ("throughput_ci_low", "throughput_ci_high"),
     "scaling_efficiency": ("scaling_efficiency_ci_low", "scaling_efficiency_ci_high"),
 }
 COLUMNS = (
-    "dag_id",
-    "suite_run_id",
-    *SERIES_KEY,
-    "started_at",
-    "accepted",
-    "verdict",
+    *RUN_ROW,
     *(c for figure, (low, high) in FIGURES.items() for c in (figure, low, high)),
 )
 SCALE = SERIES_KEY  # a scale of a run: its series

@@ -34,7 +34,7 @@ import pandas as pd
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
-from bench.results.schema import CHECKPOINT_RATES, SERIES_KEY
+from bench.results.schema import CHECKPOINT_RATES, RUN_ROW, SERIES_KEY
 
 # A checkpoint figure's stored "better of two runs" (what its regression floor was held against).
 CHECKPOINT_CHECKED = {figure: figure.replace("_mb_s", "_checked") for figure in CHECKPOINT_RATES}
@@ -51,12 +51,7 @@ OPEN_CHANGES = ("pending", "alerted", "recorded")  # a change point nobody expla
 FAILED = ("FAIL", "FAILED")
 # What each line reads of the results rows.
 COLUMNS = (
-    "dag_id",
-    "suite_run_id",
-    *SERIES_KEY,
-    "started_at",
-    "accepted",
-    "verdict",
+    *RUN_ROW,
     "throughput_img_s",
     "repeat_img_s",  # a suspected regression's second run: the latest is judged on the better of the two
     "scaling_efficiency",

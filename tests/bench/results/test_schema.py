@@ -23,7 +23,6 @@ USES = {
     ("bench/analysis/history/changes.py", "WATCHED"): "the figures the change watch follows, with their alert labels",
     ("plugins/scalewatch/web/app.py", "HISTORY_COLUMNS"): "the columns the history page selects from the store",
     ("bench/analysis/history/overview.py", "COLUMNS"): "the columns an overview line is judged from",
-    ("bench/analysis/history/compare.py", "COLUMNS"): "the columns two runs are compared on",
     ("plugins/scalewatch/web/api.py", "POINT_COLUMNS"): "the columns /api/series/{id}/points answers with",
     ("plugins/scalewatch/web/api.py", "RUN_COLUMNS"): "the columns /api/runs/{id} answers with",
 }
