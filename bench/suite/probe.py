@@ -23,7 +23,10 @@ take LATE_SHARE of a level) has a clock out of step with the worker's, and its l
 the node reports it spent (two differences, each on one clock).
 
 A level's aggregate is every node's bytes over the window from the first node's start to the last
-one's end: what the store served them together. `bound`: bench.data.probe.BOUND_RULE. A level that
+one's end: what the store served them together. `bound`: 'node' where one node of the largest counted
+level stands out against its peers' median (bench.analysis.verdict.nodes.NODE_RULE; named with its
+figures in `slow_nodes`): the level read at that node's pace, so the aggregate is no store limit; else
+bench.data.probe.BOUND_RULE ('client' or 'store'). A level that
 re-read files (`fresh` false on any node), read for less than MIN_LEVEL_S, started late or came from a
 node whose clock is out of step is left out of `aggregate` (kept in `node_levels` with its reason and
 listed in `left_out`), so neither `bound` nor sizing rests on it.
@@ -39,6 +42,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bench.analysis.verdict.nodes import NODE_RULE, probe_bound, probe_slow_nodes
 from bench.config import SweepConfig
 from bench.data.probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.errors import DatasetError
@@ -237,7 +241,8 @@ def suite_nodes(cfg: SweepConfig, launcher, env: dict[str, str] | None = None):
 
 def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     """probe.json's document: one node's climb (its keys as before) with `per_node_mb_s`, `aggregate`
-    ({nodes, mb_s, min_node_mb_s} per node count counted) and `bound`. Raises DatasetError or ProbeError
+    ({nodes, mb_s, min_node_mb_s} per node count counted), `bound` (client, store or node) and
+    `slow_nodes` ([{host, mb_s, peers_median_mb_s}], empty when none stands out). Raises DatasetError or ProbeError
     naming the node that could not read or sent a malformed result."""
     python = python or getattr(nodes, "python", None) or node_python()
     base = [python, "-m", "bench.data.probe", "--max-jobs", str(cfg.probe_max_jobs)]
@@ -271,12 +276,14 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         else:
             left_out.append({"nodes": count, "reason": level["reason"]})
         offset = max(int(d["next_offset"]) for d in docs)
+    slow = probe_slow_nodes(levels)
     return {
         **climb,
         "per_node_mb_s": per_node,
         "aggregate": aggregate,
-        "bound": aggregate_bound(aggregate, per_node),
-        "bound_rule": BOUND_RULE,
+        "bound": probe_bound(slow, aggregate_bound(aggregate, per_node)),
+        "bound_rule": f"node: {NODE_RULE}; otherwise {BOUND_RULE}",
+        "slow_nodes": slow,
         "node_levels": levels,
         "left_out": left_out,
         # as the launcher names them (ssh: the suite's hosts); Slurm's node names, as its tasks reported

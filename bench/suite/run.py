@@ -114,7 +114,7 @@ def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[
     result = probe_nodes(cfg, suite_nodes(cfg, launcher, env))
     result["probed_at"] = datetime.now(UTC).isoformat()
     write_probe(suite_dir(cfg.output_dir, suite_run_id), result, PROBE_FILE)
-    keys = ("ceiling_mb_s", "per_node_mb_s", "aggregate", "bound", "conclusive", "reason", "method")
+    keys = ("ceiling_mb_s", "per_node_mb_s", "aggregate", "bound", "slow_nodes", "conclusive", "reason", "method")
     return {k: result[k] for k in keys}
 
 

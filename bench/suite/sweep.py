@@ -44,6 +44,9 @@ def sweep(
             probed = probe_storage(cfg, suite_run_id, launcher, node_env)
             curve = ", ".join(f"{a['nodes']} node(s) {a['mb_s']:.1f}" for a in probed["aggregate"])
             log(f"  storage probe: one node {probed['per_node_mb_s']:.1f} MB/s; {curve} MB/s; bound {probed['bound']}")
+            for slow in probed["slow_nodes"]:
+                peers = slow["peers_median_mb_s"]
+                log(f"  slow node {slow['host']}: {slow['mb_s']:.2f} MB/s, its peers' median {peers:.2f} MB/s")
         except BenchError as error:  # the suite is still evaluated; no ceiling, nothing stored for it
             log(f"  storage probe failed: {error}")
     return {"suite_run_id": suite_run_id, **finish(cfg, suite_run_id, runs, started, store_url)}

@@ -63,6 +63,7 @@ def projected_entry(storage: Storage, w: dict, demand: float) -> dict:
     why = {
         "client": "one node's read ceiling x the nodes binds (the store's limit lies beyond the nodes probed)",
         "store": "the store binds (the aggregate stopped rising with nodes)",
+        "node": "one slow node bound the probe's level (its slow_nodes): the store's limit lies beyond it",
     }.get(bound, bound)
     return {
         "accelerators": count,

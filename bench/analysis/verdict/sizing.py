@@ -130,8 +130,9 @@ def add_sizing(
     Usable: completed, conclusive, cache-free epoch-1 bandwidth, on its own slots. `ceiling_mb_s` is None
     when no conclusive probe ran: demand is still shown, no count is claimed. It is the largest aggregate
     the probe read, on `probe_nodes` nodes at once; `storage_bound` says what binds it: 'store' (more
-    nodes added no reads: the count is the store's) or 'client' (the aggregate still rose: the count is
-    what the nodes probed could read, a lower bound on the store's)."""
+    nodes added no reads: the count is the store's), 'client' (the aggregate still rose: the count is
+    what the nodes probed could read, a lower bound on the store's) or 'node' (one node stood out on the
+    level probed: the count is that level's pace, a lower bound on the store's set by the slow node)."""
     f = frame.copy()
     for col in SIZING_FLOATS:
         f[col] = np.nan

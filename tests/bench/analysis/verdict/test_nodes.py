@@ -1,0 +1,82 @@
+"""The node rule (bench.analysis.verdict.nodes): one node that stands out against the median of its
+peers is named, on the probe's level and on a scale; equal nodes name nobody; one node is no peer group."""
+
+from __future__ import annotations
+
+from bench.analysis.verdict.nodes import (
+    NODE_GAP,
+    missing_nodes,
+    probe_bound,
+    probe_slow_nodes,
+    scale_nodes,
+    slow_node,
+    stand_out,
+)
+from bench.suite.probe import judge_level
+from tests.bench.suite.test_probe_guards import LAUNCHED, SECONDS, share_doc
+
+
+def _level(*mb_s: float) -> dict:
+    """A level the probe judges (bench.suite.probe.judge_level) with these nodes' MB/s, read together."""
+    docs = [share_doc(f"host{i}", mb_s=v, bytes=int(v * 1e6 * SECONDS)) for i, v in enumerate(mb_s)]
+    received = [LAUNCHED + 1.0 + SECONDS + 0.2] * len(docs)
+    return judge_level(len(docs), docs, LAUNCHED, received, SECONDS)
+
+
+def test_the_issue_case_names_the_slow_node_and_the_bound_is_node():
+    level = _level(5.74, 1.94)
+    assert level["conclusive"]
+    slow = probe_slow_nodes([level])
+    assert slow == [{"host": "host1", "mb_s": 1.94, "peers_median_mb_s": 5.74}]
+    assert probe_bound(slow, "store") == "node"
+
+
+def test_equal_nodes_name_nobody_and_the_aggregate_rule_stands():
+    assert probe_slow_nodes([_level(50.0, 49.0, 51.0, 50.5)]) == []
+    assert probe_bound([], "store") == "store" and probe_bound([], "client") == "client"
+
+
+def test_a_node_just_inside_the_gap_is_not_named_and_just_outside_is():
+    inside = 100.0 * (1 - NODE_GAP) + 0.5
+    outside = 100.0 * (1 - NODE_GAP) - 0.5
+    assert stand_out({"a": 100.0, "b": 100.0, "c": inside}) == []
+    assert [s["host"] for s in stand_out({"a": 100.0, "b": 100.0, "c": outside})] == ["c"]
+
+
+def test_an_inconclusive_level_names_nobody():
+    docs = [share_doc("host0", mb_s=5.0), share_doc("host1", mb_s=1.0, fresh=False)]
+    level = judge_level(2, docs, LAUNCHED, [LAUNCHED + 1.0 + SECONDS + 0.2] * 2, SECONDS)
+    assert not level["conclusive"]
+    assert probe_slow_nodes([level]) == []
+
+
+def _rank(rank: int, host: str, images: int, compute_s: float, comm: float = 0.2) -> dict:
+    return {
+        "rank": rank,
+        "host": host,
+        "images": images,
+        "images_per_s": images / 10.0,
+        "breakdown": {"compute_s": compute_s, "comm_share": comm, "data_wait_share": 0.1},
+    }
+
+
+def test_a_scale_names_the_node_whose_compute_rate_stands_out():
+    ranks = [_rank(0, "a", 400, 4.0), _rank(1, "a", 400, 4.0), _rank(2, "b", 400, 4.1), _rank(3, "c", 400, 9.0)]
+    nodes = scale_nodes(ranks)
+    assert [n["host"] for n in nodes] == ["a", "b", "c"] and nodes[0]["img_s"] == 80.0
+    host, evidence = slow_node(nodes)
+    assert host == "c" and "computes" in evidence and "peers' median" in evidence
+
+
+def test_a_scale_names_the_probes_slow_node_only_when_it_trains_there():
+    nodes = scale_nodes([_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0)])
+    slow = [{"host": "b", "mb_s": 1.94, "peers_median_mb_s": 5.74}]
+    assert slow_node(nodes) == ("", "")
+    host, evidence = slow_node(nodes, slow)
+    assert host == "b" and "storage probe" in evidence
+    assert slow_node(scale_nodes([_rank(0, "b", 400, 4.0)]), slow) == ("", "")  # one node: no peers
+
+
+def test_a_host_without_figures_is_named():
+    nodes = scale_nodes([_rank(0, "a", 400, 4.0)])
+    assert missing_nodes(["a", "b"], nodes) == ["b"]
