@@ -114,6 +114,7 @@ def row_from_result(
         slowest_rank=np.nan,
         slowest_host="",
         rank_breakdown="[]",
+        node_figures="[]",
         config_key=key,
         launcher=launcher,
         cluster=cluster,
@@ -158,6 +159,7 @@ def row_from_result(
         )
         row.update(_measurement(s))
         row.update(breakdown_columns(s))
+        row["node_figures"] = node_figures_of(s)
         row.update(checkpoint_columns(s))
     return {k: (np.nan if v is None else v) for k, v in row.items()}
 
@@ -233,6 +235,53 @@ def breakdown_columns(s: dict) -> dict:
         "slowest_host": slow["host"],
         "rank_breakdown": json.dumps(per_rank),
     }
+
+
+def node_figures_of(s: dict) -> str:
+    """The scale's per-node figures (bench.analysis.verdict.nodes.scale_nodes) as JSON: its ranks'
+    images/s, compute rate and shares per host, with each node's epoch-1 read MB/s from the summary's
+    `nodes` (absent in summaries before issue 49: no read figure then)."""
+    reads = {str(n["host"]): n.get("read_mb_s") for n in s.get("nodes") or []}
+    return json.dumps(scale_nodes(s["per_rank"], reads), allow_nan=False)
+
+
+def scale_nodes(per_rank: list[dict], node_reads: dict[str, float] | None = None) -> list[dict]:
+    """A scale's per-node figures from its ranks (the run summary's per_rank, breakdown included):
+    host, ranks, img_s (its ranks' images/s summed), compute_img_s (images per second of compute, per
+    rank, the median over the node's ranks), comm_share and data_wait_share (mean over its ranks) and
+    read_mb_s (epoch 1's read rate on that node, from the summary's `nodes`; None where not measured)."""
+    hosts: dict[str, list[dict]] = {}
+    for r in per_rank:
+        hosts.setdefault(str(r["host"]), []).append(r)
+    out = []
+    for host, ranks in hosts.items():
+        br = [r.get("breakdown") or {} for r in ranks]
+        pairs = zip(ranks, br, strict=True)
+        compute = [float(r["images"]) / float(b["compute_s"]) for r, b in pairs if b.get("compute_s")]
+        read = (node_reads or {}).get(host)
+        out.append(
+            {
+                "host": host,
+                "ranks": len(ranks),
+                "img_s": round(sum(float(r["images_per_s"]) for r in ranks), 3),
+                "compute_img_s": round(statistics.median(compute), 3) if compute else None,
+                "comm_share": _mean(br, "comm_share"),
+                "data_wait_share": _mean(br, "data_wait_share"),
+                "read_mb_s": round(float(read), 3) if _is_number(read) else None,
+            }
+        )
+    return out
+
+
+def _mean(breakdowns: list[dict], key: str) -> float | None:
+    """The mean of `key` over a node's ranks, only where every rank has it."""
+    if not breakdowns or not all(_is_number(b.get(key)) for b in breakdowns):
+        return None
+    return round(statistics.fmean(float(b[key]) for b in breakdowns), 4)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
 
 
 def work_rate(r: dict) -> float:

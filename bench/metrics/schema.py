@@ -254,6 +254,21 @@ SUMMARY_SCHEMA = {
                 "first_epoch_bytes_by_source": {"type": "object", "additionalProperties": _num},
             },
         },
+        # Optional (summaries before issue 49 have none): each node's figures (bench.metrics.summary.node_figures)
+        "nodes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["host", "ranks", "read_mb_s", "img_s", "comm_share"],
+                "properties": {
+                    "host": {"type": "string"},
+                    "ranks": {"type": "integer", "minimum": 1},
+                    "read_mb_s": _num_or_null,
+                    "img_s": _num,
+                    "comm_share": _num_or_null,
+                },
+            },
+        },
         "loss_first": _num,
         "loss_last": _num,
     },

@@ -103,6 +103,7 @@ def summarise(cfg: TrainConfig, dist: Collective, reports: list[dict], drop: str
         "per_rank": [{k: r[k] for k in (*RANK_FIELDS, *RANK_GPU_FIELDS)} for r in reports],
         "utilisation": _utilisation(reports, samples),
         "storage": _storage(cfg, reports, epochs[0] if epochs else None, drop, bytes_source, by_source),
+        "nodes": node_figures(cfg, reports),
         **_losses(reports),
         "versions": _versions(),
         "environment": [r["node_fingerprint"] for r in reports if r.get("node_fingerprint")],
@@ -197,6 +198,37 @@ def _storage(
         "bytes_source": None if cfg.synthetic else bytes_source,
         "first_epoch_bytes_by_source": by_source,
     }
+
+
+def node_figures(cfg: TrainConfig, reports: list[dict]) -> list[dict]:
+    """Each node's own figures (issue 49), in the order its first rank appears: `host`, `ranks`,
+    `read_mb_s` (epoch 1's reads on that node from the best counter its ranks have, as the run's own
+    figure is taken, over that node's epoch-1 window; null on synthetic data), `img_s` (its ranks'
+    images/s summed) and `comm_share` (its ranks' mean share of step time in collectives). A slow node
+    among peers is named from these (bench.analysis.verdict.nodes), where the run's sums would hide it."""
+    hosts: dict[str, list[dict]] = {}
+    for r in reports:
+        hosts.setdefault(r["host"], []).append(r)
+    out = []
+    for host, ranks in hosts.items():
+        read = None
+        if not cfg.synthetic:
+            try:
+                epochs, _, _ = dataset_epochs(ranks, max(cfg.sample_interval_s, 1e-3))
+                read = float(epochs[0]["avg_read_mb_s"]) if epochs else None
+            except ValueError:  # no byte counter sampled on this node: no figure, never a guessed one
+                read = None
+        comm = [r["breakdown"].get("comm_share") for r in ranks if r.get("breakdown")]
+        out.append(
+            {
+                "host": host,
+                "ranks": len(ranks),
+                "read_mb_s": read,
+                "img_s": float(sum(r["images_per_s"] for r in ranks)),
+                "comm_share": _mean_all(comm) if len(comm) == len(ranks) else None,
+            }
+        )
+    return out
 
 
 def _losses(reports: list[dict]) -> dict:

@@ -252,6 +252,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     # the model trained for real; NULL on rows stored before (all real)
     _c("emulated", "bool", "flag", "run"),
     _c("accelerator", "text", "label", "run"),
+    # one node against its peers (bench.analysis.verdict.nodes, revision 0019): each node's figures of
+    # the scale (the summary's `nodes`, with its ranks' compute rate) and the host that stands out ('' none)
+    _c("node_figures", "text", "json", "run"),
+    _c("slow_node", "text", "label", "bottleneck"),
 )
 BY_NAME: dict[str, Column] = {c.name: c for c in RESULT_COLUMNS}
 NAMES: frozenset[str] = frozenset(BY_NAME)

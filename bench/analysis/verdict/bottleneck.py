@@ -49,6 +49,7 @@ CAUSES = (
     "contention",
     "interference",
     "undetermined",
+    "node",  # named by bench.analysis.verdict.nodes, after these rules: one node against its peers
 )
 INTERFERENCE_SHARE = 0.10
 DATA_WAIT_GROWTH = 0.10

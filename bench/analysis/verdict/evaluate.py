@@ -163,6 +163,7 @@ def evaluate(
 ) -> Evaluation:
     """Results frame from run results, derived figures, what is conclusive, history, then the GX suite."""
     from bench.analysis.verdict.expectations import validate
+    from bench.analysis.verdict.nodes import node_warnings
     from bench.analysis.verdict.rules import suite_verdict
 
     # `ceiling` is one node's (what one host's epoch 1 is held against); the curve sizes the storage
@@ -171,9 +172,11 @@ def evaluate(
     prepared = judged_frame(cfg, suite_run_id, runs, started_at, store, ceiling, curve)
     verdict = validate(prepared, cfg.thresholds, data_docs_dir)
     reruns = rerun_frame(cfg, suite_run_id, [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS], started_at)
-    prepared = with_verdicts(cfg, prepared, verdict.per_row, reruns, ceiling)
+    slow_in_probe = (probe or {}).get("slow_nodes") if probe and probe.get("conclusive") else None
+    prepared = with_verdicts(cfg, prepared, verdict.per_row, reruns, ceiling, slow_in_probe)
     failures = failure_items(verdict.failures, prepared)
     inconclusive = inconclusive_rows(prepared)
+    warnings = verdict.warnings + node_warnings(prepared, slow_in_probe)
     outcome = suite_verdict(prepared)
     storage_failures, storage_inconclusive, probe = storage_checks(cfg, suite_run_id, prepared, probe, store)
     failures += storage_failures
@@ -191,7 +194,7 @@ def evaluate(
         prepared,
         outcome == "PASSED",
         failures,
-        verdict.warnings,
+        warnings,
         verdict.data_docs,
         outcome,
         inconclusive,
@@ -213,6 +216,7 @@ def judged_frame(
     storage sizing, history and second runs, and the bound columns (expectations.prepare)."""
     from bench.analysis.verdict.ceilings import add_expected
     from bench.analysis.verdict.expectations import prepare
+    from bench.analysis.verdict.nodes import node_problems
     from bench.analysis.verdict.rules import measurement_problems, with_baseline_problems
     from bench.analysis.verdict.sizing import add_sizing
 
@@ -220,7 +224,8 @@ def judged_frame(
     frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
     frame = add_expected(frame, cfg.train.batch_size, ceiling, storage_for(cfg, curve))
     problems = measurement_problems(frame, cfg.thresholds)
-    frame["inconclusive_reason"] = with_baseline_problems(frame, without_ceiling(frame, problems))
+    problems = node_problems(frame, without_ceiling(frame, problems))  # a node without figures: not judged
+    frame["inconclusive_reason"] = with_baseline_problems(frame, problems)
     frame = add_sizing(frame, *sizing_ceiling(curve), cfg.thresholds.min_supported_gpus)
     history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
     ckpt_history = checkpoint_history(cfg, frame, store, suite_run_id) if store is not None else {}
@@ -238,12 +243,15 @@ def with_verdicts(
     per_row: dict[tuple[str, int], list[str]],
     reruns: pd.DataFrame,
     ceiling: float | None,
+    probe_slow: list[dict] | None = None,
 ) -> pd.DataFrame:
     """Each row's verdict from its failed expectations, its cause (confirmed by the differential
-    reruns), and whether history accepts it."""
+    reruns; a node that stands out against its peers, here or in the run's probe `probe_slow`, named
+    before the rank rules' cause), and whether history accepts it."""
     from bench.analysis.verdict.bottleneck import add_bottlenecks, without_input_side
     from bench.analysis.verdict.ceilings import cross_check
     from bench.analysis.verdict.differential import add_differential
+    from bench.analysis.verdict.nodes import add_slow_nodes
     from bench.analysis.verdict.rules import PASS, row_verdicts
 
     critical = {k: [n for n in found if n != names.BANDWIDTH_NOT_CACHE_DISTORTED] for k, found in per_row.items()}
@@ -260,6 +268,7 @@ def with_verdicts(
         bounds.bound_at(bounds.SCALING_EFFICIENCY, cfg.thresholds),
         without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
     )
+    prepared = add_slow_nodes(prepared, probe_slow)
     prepared["failed_expectations"] = [
         json.dumps(per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
     ]

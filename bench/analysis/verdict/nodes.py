@@ -23,6 +23,9 @@ import json
 import math
 import statistics
 
+# The frame takes each node's figures from the summary (it imports nothing of the verdict).
+from bench.analysis.frame import scale_nodes as scale_nodes
+
 NODE_GAP = 0.25
 NODE_RULE = (
     f"a node stands out when its figure is more than {NODE_GAP:.0%} below the median of the same figure "
@@ -72,41 +75,6 @@ def probe_bound(slow_nodes: list[dict], aggregate_bound: str) -> str:
     return "node" if slow_nodes else aggregate_bound
 
 
-def scale_nodes(per_rank: list[dict], node_reads: dict[str, float] | None = None) -> list[dict]:
-    """A scale's per-node figures from its ranks (the run summary's per_rank, breakdown included):
-    host, ranks, img_s (its ranks' images/s summed), compute_img_s (images per second of compute, per
-    rank, the median over the node's ranks), comm_share and data_wait_share (mean over its ranks) and
-    read_mb_s (epoch 1's read rate on that node, from the summary's `nodes`; None where not measured)."""
-    hosts: dict[str, list[dict]] = {}
-    for r in per_rank:
-        hosts.setdefault(str(r["host"]), []).append(r)
-    out = []
-    for host, ranks in hosts.items():
-        br = [r.get("breakdown") or {} for r in ranks]
-        pairs = zip(ranks, br, strict=True)
-        compute = [float(r["images"]) / float(b["compute_s"]) for r, b in pairs if b.get("compute_s")]
-        read = (node_reads or {}).get(host)
-        out.append(
-            {
-                "host": host,
-                "ranks": len(ranks),
-                "img_s": round(sum(float(r["images_per_s"]) for r in ranks), 3),
-                "compute_img_s": round(statistics.median(compute), 3) if compute else None,
-                "comm_share": _mean(br, "comm_share"),
-                "data_wait_share": _mean(br, "data_wait_share"),
-                "read_mb_s": None if read is None else round(float(read), 3),
-            }
-        )
-    return out
-
-
-def _mean(breakdowns: list[dict], key: str) -> float | None:
-    """The mean of `key` over a node's ranks, only where every rank has it."""
-    if not breakdowns or not all(_finite(b.get(key)) for b in breakdowns):
-        return None
-    return round(statistics.fmean(float(b[key]) for b in breakdowns), 4)
-
-
 def slow_node(nodes: list[dict], probe_slow: list[dict] | None = None) -> tuple[str, str]:
     """(host, evidence) of the node that stands out in a scale, or ("", ""): by its own per-node figures
     (SCALE_FIGURES, NODE_RULE), else by the probe of the same run where it named one of this scale's
@@ -136,5 +104,82 @@ def missing_nodes(expected_hosts: list[str], nodes: list[dict]) -> list[str]:
     return [h for h in expected_hosts if h not in have]
 
 
-def nodes_json(nodes: list[dict]) -> str:
-    return json.dumps(nodes, allow_nan=False, default=lambda x: None)
+def _figures(row) -> list[dict]:
+    try:
+        nodes = json.loads(row.get("node_figures") or "[]")
+    except (TypeError, json.JSONDecodeError):
+        return []
+    return nodes if isinstance(nodes, list) else []
+
+
+def missing_figures(nodes: list[dict]) -> str:
+    """Why a multi-node scale cannot be judged on its nodes: a node that returned no figure its peers
+    returned (an epoch-1 read rate, a compute rate) is named; '' where every node has them. A scale is
+    never judged on the nodes that answered."""
+    if len(nodes) < 2:
+        return ""
+    why = []
+    for key, (_, unit) in SCALE_FIGURES.items():
+        have = [n for n in nodes if _finite(n.get(key))]
+        if have and len(have) < len(nodes):
+            lacking = ", ".join(str(n["host"]) for n in nodes if not _finite(n.get(key)))
+            why.append(f"node(s) {lacking} returned no {unit} figure ({key}) where their peers did")
+    return "; ".join(why)
+
+
+def node_problems(frame, reasons):
+    """`reasons` (each row's inconclusive reason, a pandas Series) with the missing-figure reason added
+    where a row had none."""
+    out = reasons.copy()
+    for idx, row in frame.iterrows():
+        if out[idx] or not bool(row.get("valid", False)):
+            continue
+        out[idx] = missing_figures(_figures(row))
+    return out
+
+
+def add_slow_nodes(frame, probe_slow: list[dict] | None = None):
+    """The frame with `slow_node` (the host that stands out, '' none) on every row; a failing row
+    whose node stands out gets the cause `node` with its evidence (the rank rules' cause kept after it:
+    on a slow link every rank waits alike, so they read it as communication)."""
+    from bench.analysis.verdict.rules import FAIL
+
+    f = frame.copy()
+    f["slow_node"] = ""
+    for idx, row in f.iterrows():
+        if not bool(row.get("valid", False)):
+            continue
+        host, evidence = slow_node(_figures(row), probe_slow)
+        if not host:
+            continue
+        f.at[idx, "slow_node"] = host
+        if row.get("verdict") == FAIL:
+            before = str(row.get("bottleneck") or "")
+            was = f" (the rank rules read it as {before}: {row.get('bottleneck_evidence')})" if before else ""
+            f.at[idx, "bottleneck"] = "node"
+            f.at[idx, "bottleneck_evidence"] = evidence + was
+    return f
+
+
+def node_warnings(frame, probe_slow: list[dict] | None = None) -> list[dict]:
+    """A node that stands out on a scale that met its bounds, as a warning (the verdict, the alert and
+    the overview name it): a node ceiling measured on the same slots carries the slow node's loss into
+    the ideal, so the efficiency alone can hide it."""
+    from bench.analysis.verdict.rules import PASS
+
+    out = []
+    for _, row in frame.iterrows():
+        if row.get("slow_node") and row.get("verdict") == PASS:
+            _, evidence = slow_node(_figures(row), probe_slow)
+            out.append(
+                {
+                    "workload": row["workload"],
+                    "gpus": int(row["gpus"]),
+                    "metric": "slow_node",
+                    "expectation": "NodeDoesNotStandOut",
+                    "value": row["slow_node"],
+                    "bound": f"within {NODE_GAP:.0%} of its peers' median",
+                    "reason": evidence,
+                }
+            )
+    return out

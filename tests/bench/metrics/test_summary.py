@@ -86,3 +86,24 @@ def test_synthetic_data_has_no_storage_figures(tmp_path):
     assert summary["loader"] == "synthetic" and storage["dataset_bytes"] == 0 and not storage["cache_risk"]
     assert storage["first_epoch_avg_read_mb_s"] is None and storage["bytes_source"] is None
     assert not storage["bandwidth_valid"] and storage["bandwidth_note"] == "no dataset read (synthetic data)"
+
+
+def test_each_node_has_its_own_read_rate_images_and_collective_share(tmp_path):
+    """Two nodes of one rank each, the second's rank a copy of the recorded one on another host with its
+    samples' read counters halved: its node read half the bytes over the same window."""
+    first = copy.deepcopy(REPORT)
+    second = copy.deepcopy(REPORT) | {"rank": 1, "host": "node-b", "images_per_s": 5.0, "node_fingerprint": None}
+    for sample in second["samples"]:
+        for key in ("read_bytes", "dataset_cached_bytes", "dataset_read_bytes"):
+            if isinstance(sample.get(key), int | float):
+                sample[key] = sample[key] / 2
+    for mark in second["epoch_marks"]:
+        mark["read_bytes"] = mark["read_bytes"] / 2
+    place = Place(size=2, rendezvous={"host": REPORT["host"], "port": 1, "interface": "lo"})
+    summary = summarise(config(tmp_path), place, [first, second], "done", STARTED)
+    validate_summary(summary)
+    one, two = summary["nodes"]
+    assert (one["host"], two["host"]) == (REPORT["host"], "node-b") and one["ranks"] == two["ranks"] == 1
+    assert (one["img_s"], two["img_s"]) == (REPORT["images_per_s"], 5.0)
+    assert one["comm_share"] == pytest.approx(REPORT["breakdown"]["comm_share"])
+    assert one["read_mb_s"] > 0 and two["read_mb_s"] == pytest.approx(one["read_mb_s"] / 2, rel=0.05)

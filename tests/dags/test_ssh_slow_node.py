@@ -1,0 +1,84 @@
+"""Issue 49's case, as a user met it: three namespace hosts, the store served over sshfs by host0, two
+compute nodes whose links are held by `tc` to 48 Mbit/s (host1, 6 MB/s) and 16 Mbit/s (host2, 2 MB/s),
+the healthy node listed first, `bench sweep --config`. The probe's bound is `node` with host2 named (its
+store link was never limited), and the 2-rank scale, below its bound, names host2 as its cause `node`
+instead of "communication"; its summary carries each node's figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from bench.data.generate import GenerateSpec, generate
+from bench.launch.sshopts import SshOptions
+from tests.dags.test_ssh_suite import ssh_config_text, suite_text
+from tests.infra.ssh_hosts import SshHosts, download_rate_limit
+
+pytestmark = [pytest.mark.slow, pytest.mark.rates]
+
+HEALTHY, SLOW = "48Mbit", "16Mbit"  # 6.0 and 2.0 MB/s
+HEALTHY_MB_S, SLOW_MB_S = 6.0, 2.0
+
+
+@pytest.fixture(scope="module")
+def slow_cluster(tmp_path_factory):
+    """(hosts, the suite file, root): host1 and host2 reading the store host0 serves, host2's link a third
+    of host1's for the module's whole life; the scaling bound high enough that the 2-rank scale misses it."""
+    root = tmp_path_factory.mktemp("slow-node")
+    hosts = SshHosts(root / "hosts", count=3, prefix="swsn").start()
+    export, point = root / "export", root / "mnt"
+    export.mkdir()
+    point.mkdir()
+    generate(GenerateSpec("coco", root / "source" / "coco", images=96, min_side=700, max_side=900, seed=6))
+    ssh_config = root / "ssh_config"
+    ssh_config.write_text(ssh_config_text(hosts))
+    suite = root / "slow.yaml"
+    text = suite_text(hosts, ssh_config, point, root / "source")
+    suite.write_text(text.replace("min_scaling_efficiency: 0.1", "min_scaling_efficiency: 0.9"))
+    opts = SshOptions(config_file=ssh_config)
+    sshfs = f"sshfs -F {ssh_config} -o BatchMode=yes {hosts.ip(0)}:{export} {point}"
+    try:
+        for i in (1, 2):
+            subprocess.run(opts.argv(hosts.ip(i), sshfs), check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        with download_rate_limit(hosts, [1], HEALTHY), download_rate_limit(hosts, [2], SLOW):
+            yield hosts, suite, root
+    finally:
+        for i in (1, 2):
+            subprocess.run(opts.argv(hosts.ip(i), f"fusermount -u -z {point}"), capture_output=True)
+        hosts.stop()
+
+
+def test_one_slow_node_is_named_by_the_probe_and_as_the_scales_cause(slow_cluster, tmp_path):
+    hosts, suite, _ = slow_cluster
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "sweep", "--config", str(suite), "--output-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "verdict:" in done.stdout, (done.stdout[-3000:], done.stderr[-3000:])
+    out = next((tmp_path / "runs").glob("*/results.csv")).parent
+    probe = json.loads((out / "probe.json").read_text())
+    slow = hosts.ip(2)
+    assert probe["conclusive"], probe["reason"]
+    assert probe["bound"] == "node", probe  # was `store`: the store's own link was never limited
+    assert [s["host"] for s in probe["slow_nodes"]] == [slow], probe
+    named = probe["slow_nodes"][0]
+    assert named["mb_s"] == pytest.approx(SLOW_MB_S, rel=0.2), probe
+    assert named["peers_median_mb_s"] == pytest.approx(HEALTHY_MB_S, rel=0.2), probe
+    assert f"slow node {slow}" in done.stdout, done.stdout[-2000:]
+    frame = pd.read_csv(out / "results.csv", keep_default_na=False)
+    two = frame[frame["gpus"] == 2].iloc[0]
+    assert two["verdict"] == "fail", two.to_dict()
+    assert (two["bottleneck"], two["slow_node"]) == ("node", slow), two.to_dict()
+    assert slow in two["bottleneck_evidence"] and "peers' median" in two["bottleneck_evidence"]
+    assert frame[frame["gpus"] == 1].iloc[0]["slow_node"] == ""  # one node is no peer group
+    summary = json.loads((out / "ssd-2" / "metrics" / "summary.json").read_text())
+    assert sorted(n["host"] for n in summary["nodes"]) == sorted([hosts.ip(1), slow]), summary["nodes"]
+    assert all(n["img_s"] > 0 and n["read_mb_s"] is not None for n in summary["nodes"]), summary["nodes"]
