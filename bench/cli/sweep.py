@@ -111,5 +111,5 @@ def _sweep(args: argparse.Namespace) -> int:
         store_url = f"sqlite:///{base / 'results.db'}"
     outcome = sweep(cfg, store_url, args.suite_run_id, log=lambda m: print(m, file=sys.stderr))
     print(json.dumps(outcome, indent=2))
-    print(f"verdict: {'PASSED' if outcome['passed'] else 'FAILED'}; report: {outcome['report']}")
+    print(f"verdict: {outcome['verdict']}; report: {outcome['report']}")  # INCONCLUSIVE is not FAILED
     return 0 if outcome["passed"] else 1

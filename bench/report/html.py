@@ -469,6 +469,35 @@ def _slots(frame: pd.DataFrame) -> list[dict]:
     ]
 
 
+def _nodes(frame: pd.DataFrame) -> list[dict]:
+    """Each multi-node scale's per-node figures (the `node_figures` column), the node that stands out
+    against its peers marked (bench.analysis.verdict.nodes)."""
+    out = []
+    for r in frame.to_dict("records"):
+        try:
+            nodes = json.loads(r.get("node_figures") or "[]")
+        except (TypeError, json.JSONDecodeError):
+            continue
+        if len(nodes) < 2:
+            continue
+        for n in nodes:
+            out.append(
+                {
+                    "workload": r["workload"],
+                    "gpus": r["gpus"],
+                    "host": n["host"],
+                    "ranks": n.get("ranks"),
+                    "read_mb_s": _num(n.get("read_mb_s")),
+                    "img_s": _num(n.get("img_s")),
+                    "compute_img_s": _num(n.get("compute_img_s")),
+                    "comm_share": _num(n.get("comm_share")),
+                    "data_wait_share": _num(n.get("data_wait_share")),
+                    "slow": bool(r.get("slow_node")) and str(r.get("slow_node")) == str(n["host"]),
+                }
+            )
+    return out
+
+
 def _failures(failures: list[dict]) -> list[dict]:
     return [{**f, "value": _num(f["value"]), "bound": _num(f["bound"])} for f in failures]
 
@@ -526,6 +555,7 @@ def write_report(
             *([checkpoints] if checkpoints else []),
         ],
         slots=_slots(frame),
+        nodes=_nodes(frame),
         charts=[Markup(c) for c in charts],
         at_au=getattr(ev, "accelerators_at_au", {}),
         **storage.context(frame, ev.probe, probes if probes is not None else pd.DataFrame(), suite_run_id),

@@ -133,7 +133,7 @@ def record(
         files.restore()
         raise
     files.settle()
-    nodes = slow_node_lines(store, cfg.cluster)
+    nodes = this_run_node_lines(ev) + slow_node_lines(store, cfg.cluster)
     return {
         "passed": ev.passed,
         "verdict": ev.verdict,
@@ -186,6 +186,26 @@ def store_run(
     fingerprint = run_environment(runs)
     if fingerprint:
         store.upsert_environment(dag_id, suite_run_id, fingerprint)
+
+
+def this_run_node_lines(ev: Evaluation) -> list[str]:
+    """The nodes this run named (bench.analysis.verdict.nodes), marked as one run: the single-run rule
+    and the across-runs history agree, so a node at a third of its peer's speed shows at once, not after
+    three of five runs. One line per host: its scales and the probe's figure where the probe named it."""
+    where: dict[str, list[str]] = {}
+    for r in ev.frame.to_dict("records"):
+        if r.get("slow_node"):
+            where.setdefault(str(r["slow_node"]), []).append(f"{r['workload']} @ {int(r['gpus'])} GPUs")
+    probed = {str(s["host"]): s for s in ((ev.probe or {}).get("slow_nodes") or [])}
+    lines = []
+    for host in dict.fromkeys([*where, *probed]):
+        parts = [f"stood out at {', '.join(where[host])}"] if host in where else []
+        if host in probed:
+            s = probed[host]
+            peers = s["peers_median_mb_s"]
+            parts.append(f"read {s['mb_s']:.2f} MB/s in the storage probe, its peers' median {peers:.2f}")
+        lines.append(f"{host} {'; '.join(parts)} (one run)")
+    return lines
 
 
 def slow_node_lines(store, cluster: str) -> list[str]:

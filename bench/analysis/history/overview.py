@@ -11,11 +11,14 @@ The latest run is judged on the figure its own check judged (`checked`: the bett
 and its second run, `repeat_img_s` or a checkpoint figure's `ckpt_*_checked`), so a line never reads
 `regressed` where the run's verdict passed on its second run.
 
-Statuses, worst first (`STATUSES`): `regressed` (the latest accepted run is under its floor, or the
-latest run failed), `inconclusive` (the latest run could not be judged), `change` (a confirmed change
+Statuses, worst first (`STATUSES`): `regressed` (the latest run's figure is under its history floor),
+`missed_bound` (the latest run failed with a figure that is not under its floor: it missed a bound;
+the line's `cause` names the scale's bottleneck and the node that stood out, where one did),
+`no_result` (the latest run failed without a figure: a launch or a run that gave none),
+`inconclusive` (the latest run could not be judged), `change` (a confirmed change
 point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
 the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
-was marked expected or explained), `ok`. The first four need attention (`NEEDS_ATTENTION`).
+was marked expected or explained), `ok`. All but the last two need attention (`NEEDS_ATTENTION`).
 
 A series whose runs have checkpoint figures (`ckpt_write_mb_s`, `ckpt_read_mb_s`) also gets a line per
 figure in the same form (`checkpoint_lines`), judged as the weekly check judges it: the figure's own
@@ -40,8 +43,17 @@ from bench.results.schema import CHECKPOINT_RATES, RUN_ROW, SERIES_KEY
 CHECKPOINT_CHECKED = {figure: figure.replace("_mb_s", "_checked") for figure in CHECKPOINT_RATES}
 CHECKED_FROM = {"throughput_img_s": "repeat_img_s", **CHECKPOINT_CHECKED}
 
-STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
-NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale")
+STATUSES: tuple[str, ...] = (
+    "regressed",
+    "missed_bound",
+    "no_result",
+    "inconclusive",
+    "change",
+    "stale",
+    "annotated",
+    "ok",
+)
+NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "missed_bound", "no_result", "inconclusive", "change", "stale")
 # Rows read per series: the sparkline's runs and enough accepted ones before the latest for the floor's
 # window (the default history_runs, 8, plus a few not accepted).
 RECENT_RUNS = 16
@@ -57,6 +69,8 @@ COLUMNS = (
     "scaling_efficiency",
     *CHECKPOINT_RATES,  # a series' checkpoint lines, where its runs have the figures
     *CHECKPOINT_CHECKED.values(),
+    "bottleneck",  # a failed latest run's cause, and the node that stood out (revision 0019)
+    "slow_node",
 )
 CEILING = "storage ceiling"  # the workload column of a storage-ceiling line
 MAX_GPUS = 4096  # a series id's GPUs: the bound bench.config holds a sweep's `gpus` to
@@ -215,7 +229,26 @@ def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
         "stamps": _nanoseconds(frame["started_at"]),
         "verdict": frame["verdict"].fillna("").astype(str).str.upper().to_numpy(),
         "run": frame["suite_run_id"].astype(str).to_numpy(),
+        "cause": _causes(frame),
     }
+
+
+def _causes(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's cause as a line shows it: its bottleneck, with the node that stood out ('' none)."""
+    causes = frame["bottleneck"] if "bottleneck" in frame else pd.Series("", index=frame.index)
+    nodes = frame["slow_node"] if "slow_node" in frame else pd.Series("", index=frame.index)
+    out = []
+    for cause, node in zip(causes.fillna("").astype(str), nodes.fillna("").astype(str), strict=True):
+        out.append(f"{cause or 'node'} ({node})" if node else cause)
+    return np.array(out, dtype=object)
+
+
+def _failed_status(figure: float, accepted: list[float], tolerance: float, window: int) -> str:
+    """A failed latest run's word: `no_result` without a figure, `regressed` where its figure is under
+    the floor of the accepted runs before it, else `missed_bound` (it failed a bound, not its history)."""
+    if not np.isfinite(figure):
+        return "no_result"
+    return "regressed" if judge([*accepted, float(figure)], tolerance, window)["under_floor"] else "missed_bound"
 
 
 def _groups(frame: pd.DataFrame) -> list[tuple[tuple, np.ndarray]]:
@@ -260,9 +293,12 @@ def overview_lines(
     tolerances, windows = _thresholds(groups, col, thresholds)
     judged = judge_many([_judged_values(col["thr"], col["checked"], p) for p in picked], tolerances, windows)
     lines = []
-    for (key, rows), used, verdict in zip(groups, picked, judged, strict=True):
+    for i, ((key, rows), used, verdict) in enumerate(zip(groups, picked, judged, strict=True)):
         last = col["verdict"][rows[-1]]
-        if last in FAILED or verdict["under_floor"]:
+        if last in FAILED:
+            before = col["thr"][used].tolist()  # the accepted runs, as history reads them
+            status = _failed_status(col["checked"][rows[-1]], before, tolerances[i], windows[i])
+        elif verdict["under_floor"]:
             status = "regressed"
         elif last == "INCONCLUSIVE":
             status = "inconclusive"
@@ -276,6 +312,7 @@ def overview_lines(
                 **dict(zip(SERIES_KEY, key, strict=True)),
                 "figure": "throughput_img_s",
                 "status": status,
+                "cause": col["cause"][rows[-1]] if status in ("missed_bound", "regressed") else "",
                 "latest_efficiency": _num(col["eff"][used[-1]]) if len(used) else None,
                 "latest_img_s": verdict["latest"],
                 "delta_prev": verdict["delta_prev"],

@@ -77,14 +77,29 @@ def test_each_status_from_the_regression_floor_change_points_and_annotations():
         {
             "cluster": "c",
             "series": 6,
-            "counts": dict.fromkeys(STATUSES, 1),
+            "counts": dict.fromkeys((s for s in STATUSES if s not in ("missed_bound", "no_result")), 1),
             "worst": "regressed",
         }
     ]
-    assert set(NEEDS_ATTENTION) == {"regressed", "inconclusive", "change", "stale"}
+    assert set(NEEDS_ATTENTION) == {"regressed", "missed_bound", "no_result", "inconclusive", "change", "stale"}
     assert series_key(worst["id"]) == {"cluster": "c", "workload": "ssd", "gpus": 1, "config_key": "k"}
     with pytest.raises(ValueError, match="is not a series id"):
         series_key("bm90IGEgbGlzdA")
+
+
+def test_a_failed_run_says_what_happened_regressed_only_under_its_floor():
+    """Issue 49: a scale that missed its bound while it ran above its history is `missed_bound` with its
+    cause and node; a run with no figure is `no_result`; only a figure under the floor is `regressed`."""
+    missed = _series("ssd", [*NOISE, 108.6], "fail", gpus=2).assign(bottleneck="", slow_node="")
+    missed.loc[missed.index[-1], ["bottleneck", "slow_node"]] = ["node", "10.0.0.3"]
+    no_figure = _series("ssd", [*NOISE, float("nan")], "fail", gpus=4)
+    under = _series("ssd", [*NOISE, 80.0], "fail", gpus=8)
+    lines = overview_lines(pd.concat([missed, no_figure, under]), None, None, NOW)
+    by_gpus = {line["gpus"]: line for line in lines}
+    assert (by_gpus[2]["status"], by_gpus[2]["cause"]) == ("missed_bound", "node (10.0.0.3)")
+    assert by_gpus[4]["status"] == "no_result" and by_gpus[4]["cause"] == ""
+    assert by_gpus[8]["status"] == "regressed"
+    assert [line["gpus"] for line in lines] == [8, 2, 4]  # worst first
 
 
 def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change():
