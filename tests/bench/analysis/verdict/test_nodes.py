@@ -3,9 +3,17 @@ peers is named, on the probe's level and on a scale; equal nodes name nobody; on
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
+
 from bench.analysis.verdict.nodes import (
     NODE_GAP,
+    add_slow_nodes,
+    missing_figures,
     missing_nodes,
+    node_problems,
+    node_warnings,
     probe_bound,
     probe_slow_nodes,
     scale_nodes,
@@ -80,3 +88,35 @@ def test_a_scale_names_the_probes_slow_node_only_when_it_trains_there():
 def test_a_host_without_figures_is_named():
     nodes = scale_nodes([_rank(0, "a", 400, 4.0)])
     assert missing_nodes(["a", "b"], nodes) == ["b"]
+
+
+def _frame(*rows: dict) -> pd.DataFrame:
+    base = {"workload": "ssd", "valid": True, "bottleneck": "communication", "bottleneck_evidence": "comm grew"}
+    return pd.DataFrame([base | r for r in rows])
+
+
+def test_a_node_without_the_figure_its_peers_have_makes_the_scale_inconclusive_naming_it():
+    nodes = scale_nodes([_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0)], {"a": 5.0})
+    frame = _frame({"gpus": 2, "node_figures": json.dumps(nodes)}, {"gpus": 1, "node_figures": "[]"})
+    reasons = node_problems(frame, pd.Series(["", ""], index=frame.index))
+    assert "node(s) b returned no MB/s figure" in reasons[0] and reasons[1] == ""
+    both = scale_nodes([_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0)], {"a": 5.0, "b": 4.5})
+    assert missing_figures(both) == ""
+
+
+def test_a_failing_scale_gets_the_cause_node_and_a_passing_one_a_warning():
+    nodes = json.dumps(scale_nodes([_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0)]))
+    frame = _frame(
+        {"gpus": 2, "verdict": "fail", "node_figures": nodes}, {"gpus": 4, "verdict": "pass", "node_figures": nodes}
+    )
+    slow = [{"host": "b", "mb_s": 1.94, "peers_median_mb_s": 5.74}]
+    out = add_slow_nodes(frame, slow)
+    assert list(out["slow_node"]) == ["b", "b"]
+    assert (
+        out.loc[0, "bottleneck"] == "node"
+        and "rank rules read it as communication" in out.loc[0, "bottleneck_evidence"]
+    )
+    assert out.loc[1, "bottleneck"] == "communication"  # a passing scale keeps its note; the node is a warning
+    warned = node_warnings(out, slow)
+    assert [(w["gpus"], w["value"]) for w in warned] == [(4, "b")] and "storage probe" in warned[0]["reason"]
+    assert list(add_slow_nodes(frame, None)["slow_node"]) == ["", ""]  # equal nodes, no probe: nobody
