@@ -176,7 +176,7 @@ def evaluate(
     prepared = with_verdicts(cfg, prepared, verdict.per_row, reruns, ceiling, slow_in_probe)
     failures = failure_items(verdict.failures, prepared)
     inconclusive = inconclusive_rows(prepared)
-    warnings = verdict.warnings + node_warnings(prepared, slow_in_probe)
+    warnings = figure_warnings(verdict.warnings, prepared) + node_warnings(prepared, slow_in_probe)
     outcome = suite_verdict(prepared)
     storage_failures, storage_inconclusive, probe = storage_checks(cfg, suite_run_id, prepared, probe, store)
     failures += storage_failures
@@ -269,13 +269,28 @@ def with_verdicts(
         without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
     )
     prepared = add_slow_nodes(prepared, probe_slow)
+    # The expectations the row failed: a figure's own validity rule (a read too short for a rate, cache-
+    # distorted) makes that figure inconclusive (a warning), never a failed expectation of the row.
     prepared["failed_expectations"] = [
-        json.dumps(per_row[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
+        json.dumps(critical[(w, int(g))]) for w, g in zip(prepared["workload"], prepared["gpus"], strict=True)
     ]
     # History learns only from conclusive, passing rows on their own slots: a regression, a short window
     # or a contended (oversubscribed) figure must never become the norm.
     prepared["accepted"] = prepared["valid"].astype(bool) & own_pass & ~prepared["oversubscribed"].astype(bool)
     return prepared
+
+
+def figure_warnings(warnings: list[dict], prepared: pd.DataFrame) -> list[dict]:
+    """The GX warnings with why each figure is inconclusive: for the epoch-1 read rate, the summary's
+    own note (cache-distorted, evicted incompletely, or reads too short for a rate)."""
+    notes = {(r["workload"], int(r["gpus"])): r.get("bandwidth_note") for _, r in prepared.iterrows()}
+    out = []
+    for w in warnings:
+        note = notes.get((w["workload"], int(w["gpus"])))
+        if w["expectation"] == names.BANDWIDTH_NOT_CACHE_DISTORTED and isinstance(note, str) and note:
+            w = {**w, "reason": f"epoch-1 read figure inconclusive: {note}"}
+        out.append(w)
+    return out
 
 
 def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
