@@ -257,6 +257,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     top_jobs = max([*climb["levels"], climb["repeat"]], key=lambda lv: lv["mb_s"])["jobs"]
     aggregate = [{"nodes": 1, "mb_s": per_node, "min_node_mb_s": per_node}]
     levels, reasons, left_out = [], [] if climb["conclusive"] else [climb["reason"]], []
+    labels: dict[str, str] = {}  # a node's own name (its hostname) -> the suite's name for it
     offset = int(climb["extra"].get("next_offset", 0))
     lead = MIN_LEAD_S + 2 * startup_s(climb, launched, out.received_at)
     for count in node_counts(len(nodes.names))[1:]:
@@ -269,6 +270,8 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
 
         outs = nodes.run(count, argv_for, limit)
         docs = [node_doc(o, model=ShareDoc) for o in outs]
+        if cfg.launcher != "slurm":  # ssh: share i ran on the suite's i-th host (Slurm: its own hostname)
+            labels |= {str(d["host"]): nodes.names[int(d["share"])] for d in docs}
         level = judge_level(count, docs, level_launched, [o.received_at for o in outs], cfg.probe_seconds)
         levels.append(level)
         if level["conclusive"]:
@@ -276,7 +279,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         else:
             left_out.append({"nodes": count, "reason": level["reason"]})
         offset = max(int(d["next_offset"]) for d in docs)
-    slow = probe_slow_nodes(levels)
+    slow = probe_slow_nodes(levels, labels)  # named as the suite and its ranks name them
     return {
         **climb,
         "per_node_mb_s": per_node,

@@ -54,15 +54,16 @@ def stand_out(figures: dict[str, float]) -> list[dict]:
     return sorted(out, key=lambda x: x["value"] / x["peers_median"])
 
 
-def probe_slow_nodes(levels: list[dict]) -> list[dict]:
+def probe_slow_nodes(levels: list[dict], labels: dict[str, str] | None = None) -> list[dict]:
     """The probe's `slow_nodes`: [{host, mb_s, peers_median_mb_s}] of the largest conclusive level that
     read on two nodes or more (its `per_node` figures, read together); [] where none stands out or no
-    such level counted (a level too short or not cold is no figure to name a node by)."""
+    such level counted (a level too short or not cold is no figure to name a node by). `labels`: a
+    node's own name -> the suite's name for it (its ssh host, as the ranks report their host)."""
     counted = [lv for lv in levels if lv.get("conclusive") and len(lv.get("per_node") or []) >= 2]
     if not counted:
         return []
     top = max(counted, key=lambda lv: lv["nodes"])
-    figures = {str(p["host"]): p.get("mb_s") for p in top["per_node"]}
+    figures = {(labels or {}).get(str(p["host"]), str(p["host"])): p.get("mb_s") for p in top["per_node"]}
     return [
         {"host": s["host"], "mb_s": round(s["value"], 3), "peers_median_mb_s": round(s["peers_median"], 3)}
         for s in stand_out(figures)

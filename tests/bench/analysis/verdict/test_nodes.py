@@ -37,6 +37,8 @@ def test_the_issue_case_names_the_slow_node_and_the_bound_is_node():
     slow = probe_slow_nodes([level])
     assert slow == [{"host": "host1", "mb_s": 1.94, "peers_median_mb_s": 5.74}]
     assert probe_bound(slow, "store") == "node"
+    # named as the suite names the node (its ssh host, as its ranks report it), not by its own hostname
+    assert probe_slow_nodes([level], {"host0": "10.0.0.2", "host1": "10.0.0.3"})[0]["host"] == "10.0.0.3"
 
 
 def test_equal_nodes_name_nobody_and_the_aggregate_rule_stands():
