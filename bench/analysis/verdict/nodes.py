@@ -76,25 +76,31 @@ def probe_bound(slow_nodes: list[dict], aggregate_bound: str) -> str:
     return "node" if slow_nodes else aggregate_bound
 
 
-def slow_node(nodes: list[dict], probe_slow: list[dict] | None = None) -> tuple[str, str]:
-    """(host, evidence) of the node that stands out in a scale, or ("", ""): by its own per-node figures
-    (SCALE_FIGURES, NODE_RULE), else by the probe of the same run where it named one of this scale's
-    nodes (the probe reads each node alone of the training's gradients, which on a slow link make every
-    rank wait alike). One node of a scale is no peer group: it names nobody by its own figures."""
+def slow_node(nodes: list[dict], probe_slow: list[dict] | None = None, reads_valid: bool = True) -> tuple[str, str]:
+    """(host, evidence) of the node that stands out in a scale, or ("", ""): first a node of this scale
+    the same run's probe named (each node's reads measured side by side, none of the training's
+    gradients on its link: on a slow link every rank waits alike in training, so the training's own
+    figures can stay level), then the scale's own per-node figures (SCALE_FIGURES, NODE_RULE; its read
+    MB/s only where `reads_valid`: a cache-served or too-short epoch 1 is no read figure). One node of
+    a scale is no peer group: it names nobody."""
+    hosts = {n["host"] for n in nodes}
+    if len(hosts) < 2:
+        return "", ""
+    for s in probe_slow or []:
+        if s["host"] in hosts:
+            return s["host"], (
+                f"node {s['host']} read {s['mb_s']:.2f} MB/s in this run's storage probe against its peers' median "
+                f"{s['peers_median_mb_s']:.2f} MB/s ({1 - s['mb_s'] / s['peers_median_mb_s']:.0%} below; {NODE_RULE})"
+            )
     for key, (verb, unit) in SCALE_FIGURES.items():
+        if key == "read_mb_s" and not reads_valid:
+            continue
         found = stand_out({n["host"]: n.get(key) for n in nodes})
         if found:
             s = found[0]
             return s["host"], (
                 f"node {s['host']} {verb} {s['value']:.2f} {unit} against its peers' median {s['peers_median']:.2f} "
                 f"({1 - s['value'] / s['peers_median']:.0%} below; {NODE_RULE})"
-            )
-    hosts = {n["host"] for n in nodes}
-    for s in probe_slow or []:
-        if s["host"] in hosts and len(hosts) > 1:
-            return s["host"], (
-                f"node {s['host']} read {s['mb_s']:.2f} MB/s in this run's storage probe against its peers' median "
-                f"{s['peers_median_mb_s']:.2f} MB/s ({1 - s['mb_s'] / s['peers_median_mb_s']:.0%} below; {NODE_RULE})"
             )
     return "", ""
 
@@ -150,7 +156,7 @@ def add_slow_nodes(frame, probe_slow: list[dict] | None = None):
     for idx, row in f.iterrows():
         if not bool(row.get("valid", False)):
             continue
-        host, evidence = slow_node(_figures(row), probe_slow)
+        host, evidence = slow_node(_figures(row), probe_slow, row.get("bandwidth_valid") is True)
         if not host:
             continue
         f.at[idx, "slow_node"] = host
@@ -171,7 +177,7 @@ def node_warnings(frame, probe_slow: list[dict] | None = None) -> list[dict]:
     out = []
     for _, row in frame.iterrows():
         if row.get("slow_node") and row.get("verdict") == PASS:
-            _, evidence = slow_node(_figures(row), probe_slow)
+            _, evidence = slow_node(_figures(row), probe_slow, row.get("bandwidth_valid") is True)
             out.append(
                 {
                     "workload": row["workload"],

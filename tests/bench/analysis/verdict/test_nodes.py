@@ -122,3 +122,10 @@ def test_a_failing_scale_gets_the_cause_node_and_a_passing_one_a_warning():
     warned = node_warnings(out, slow)
     assert [(w["gpus"], w["value"]) for w in warned] == [(4, "b")] and "storage probe" in warned[0]["reason"]
     assert list(add_slow_nodes(frame, None)["slow_node"]) == ["", ""]  # equal nodes, no probe: nobody
+
+
+def test_a_nodes_read_rate_counts_only_where_the_scales_read_figure_is_valid():
+    nodes = scale_nodes([_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0)], {"a": 6.0, "b": 2.0})
+    assert slow_node(nodes, None, reads_valid=False) == ("", "")  # cache-served or too short: no read figure
+    host, evidence = slow_node(nodes, None, reads_valid=True)
+    assert host == "b" and "reads 2.00 MB/s" in evidence
