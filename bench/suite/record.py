@@ -133,7 +133,9 @@ def record(
         files.restore()
         raise
     files.settle()
-    nodes = this_run_node_lines(ev) + slow_node_lines(store, cfg.cluster)
+    named = {str(h) for h in ev.frame.get("slow_node", pd.Series(dtype=object)) if h}
+    named |= {str(s["host"]) for s in ((ev.probe or {}).get("slow_nodes") or [])}
+    nodes = this_run_node_lines(ev) + slow_node_lines(store, cfg.cluster, named)
     return {
         "passed": ev.passed,
         "verdict": ev.verdict,
@@ -208,12 +210,13 @@ def this_run_node_lines(ev: Evaluation) -> list[str]:
     return lines
 
 
-def slow_node_lines(store, cluster: str) -> list[str]:
-    """Nodes of this cluster slowest in several of its recent multi-node runs (this one included)."""
+def slow_node_lines(store, cluster: str, named: set[str] | None = None) -> list[str]:
+    """Nodes of this cluster slowest in several of its recent multi-node runs (this one included), or
+    named by its newest run; not those this run's own lines name already (`named`)."""
     from bench.analysis.history.node_health import slow_nodes
 
     frame = store.frame()
-    return [n["line"] for n in slow_nodes(frame[frame["cluster"] == cluster])]
+    return [n["line"] for n in slow_nodes(frame[frame["cluster"] == cluster]) if n["host"] not in (named or set())]
 
 
 def _series(store, cluster: str, workload: str, gpus: int, config_key: str, notes: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,10 @@ defective node (a throttled GPU, a bad DIMM, a NIC at half speed), which cluster
 flag by exactly this rule. A node's work rate in a run is its ranks' images per second of their own
 compute (data wait and exposed communication excluded, so a node is not blamed for the storage or a
 slower peer), compared with the median node of that run.
+
+The single-run rule agrees with it (issue 49): a node the newest run of a cluster named as standing out
+against its peers (the `slow_node` column, bench.analysis.verdict.nodes: more than 25% below their
+median) is listed at once, marked as one run; a link at a third of its peer's is not noise in any run.
 """
 
 from __future__ import annotations
@@ -103,4 +107,26 @@ def slow_nodes(
                         "line": f"{host} slowest in {len(gaps)} of the last {len(order)} runs, {span} behind",
                     }
                 )
+    out += named_in_newest_run(results, {(d["cluster"], d["host"]) for d in out})
     return sorted(out, key=lambda d: (-d["slowest_in"], -d["behind_max"]))
+
+
+def named_in_newest_run(results: pd.DataFrame, already: set[tuple[str, str]]) -> list[dict]:
+    """The nodes each cluster's newest run named (`slow_node`), not already named across runs: one entry
+    per host, `slowest_in` 1 of 1 run, its line saying at which scales and "(one run)"."""
+    if "slow_node" not in results or results.empty:
+        return []
+    out = []
+    clusters = results.get("cluster", pd.Series("", index=results.index)).fillna("").astype(str)
+    for cluster, rows in results.groupby(clusters):
+        newest = rows[rows["started_at"].astype(str) == rows["started_at"].astype(str).max()]
+        scales: dict[str, list[str]] = {}
+        for r in newest.to_dict("records"):
+            host = r.get("slow_node")
+            if isinstance(host, str) and host and (str(cluster), host) not in already:
+                scales.setdefault(host, []).append(f"{r['workload']} @ {int(r['gpus'])} GPUs")
+        for host, where in scales.items():
+            line = f"{host} stood out against its peers in the latest run ({', '.join(where)}) (one run)"
+            entry = {"cluster": str(cluster), "host": host, "slowest_in": 1, "runs": 1}
+            out.append(entry | {"behind_min": float("nan"), "behind_max": 0.0, "line": line})
+    return out

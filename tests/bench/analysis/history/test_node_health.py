@@ -61,3 +61,15 @@ def test_single_node_rows_have_no_peer_to_compare():
     row = run(0, {"gpu-07": 0.5})
     row["rank_breakdown"] = json.dumps([r for r in json.loads(row["rank_breakdown"]) if r["host"] == "gpu-07"])
     assert slow_nodes(pd.DataFrame([row] * 5)) == []
+
+
+def test_a_node_the_newest_run_named_is_listed_at_once_marked_as_one_run():
+    """Issue 49 item 5: the single-run rule (slow_node) and the history agree; an older run's naming is
+    not carried (only the newest run's)."""
+    frame = pd.DataFrame([run(i, {}) | {"slow_node": ""} for i in range(4)])
+    frame.loc[0, "slow_node"] = "gpu-01"  # an old run's: not listed
+    assert slow_nodes(frame) == []
+    frame.loc[3, "slow_node"] = "gpu-07"
+    (named,) = slow_nodes(frame)
+    assert named["host"] == "gpu-07" and (named["slowest_in"], named["runs"]) == (1, 1)
+    assert named["line"] == "gpu-07 stood out against its peers in the latest run (ssd @ 4 GPUs) (one run)"
