@@ -82,6 +82,8 @@ def test_one_slow_node_is_named_by_the_probe_and_as_the_scales_cause(slow_cluste
     assert (two["bottleneck"], two["slow_node"]) == ("node", slow), two.to_dict()
     assert slow in two["bottleneck_evidence"] and "peers' median" in two["bottleneck_evidence"]
     assert frame[frame["gpus"] == 1].iloc[0]["slow_node"] == ""  # one node is no peer group
+    report = (out / "report.html").read_text()  # the per-node table, the slow node's row marked
+    assert "<h2>Nodes</h2>" in report and report.count('<tr class="fail"><td class="text">ssd</td><td>2</td>') == 1
     summary = json.loads((out / "ssd-2" / "metrics" / "summary.json").read_text())
     assert sorted(n["host"] for n in summary["nodes"]) == sorted([hosts.ip(1), slow]), summary["nodes"]
     assert all(n["img_s"] > 0 and n["read_mb_s"] is not None for n in summary["nodes"]), summary["nodes"]
