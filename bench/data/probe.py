@@ -417,11 +417,13 @@ def aggregate_bound(aggregate: list[dict], per_node_mb_s: float) -> str:
 
 
 def storage_at(probe: dict, nodes: int) -> tuple[float, str]:
-    """(MB/s the storage gives `nodes` nodes reading at once, what binds it: 'client' or 'store').
+    """(MB/s the storage gives `nodes` nodes reading at once, what binds it: 'client', 'store' or 'node').
 
     `nodes` x one node's ceiling while that is under the store's figure, the store's figure (the
     largest aggregate measured) above it. Where the probe saw no store limit (bound 'client'), the
     largest aggregate is all that is known: more nodes are not credited with more than was measured.
+    Where one slow node bound the probe's level ('node', its slow_nodes), the same holds: the figure is
+    that level's pace, a lower bound on the store's, never called the store's limit.
     A probe written before the multi-node curve is one node's ceiling (client)."""
     per_node = float(probe.get("per_node_mb_s") or probe["ceiling_mb_s"])
     aggregate = probe.get("aggregate") or [{"nodes": 1, "mb_s": per_node, "min_node_mb_s": per_node}]

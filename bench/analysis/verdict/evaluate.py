@@ -334,8 +334,9 @@ def storage_for(cfg: SweepConfig, curve: dict | None):
 
 def sizing_ceiling(curve: dict | None) -> tuple[float | None, int | None, str | None]:
     """(the storage's figure for sizing, the nodes it was read on, what binds it): the largest aggregate
-    the probe measured, 'store' where adding nodes stopped adding reads, else 'client' (a lower bound:
-    the store's limit was not reached by the nodes probed). One node's ceiling for a probe without a
+    the probe measured, 'store' where adding nodes stopped adding reads, 'node' where one slow node set
+    the level's pace (a lower bound, as 'client'), else 'client' (a lower bound: the store's limit was
+    not reached by the nodes probed). One node's ceiling for a probe without a
     curve (written before it)."""
     if curve is None:
         return None, None, None
