@@ -145,10 +145,16 @@ def node_problems(frame, reasons):
     return out
 
 
+# Causes the rank rules explain by something other than the node itself (ranks sharing cores, foreign
+# processes on a rank's slot): a node slow for them keeps that cause; it is still named in slow_node.
+EXPLAINED = ("contention", "interference")
+
+
 def add_slow_nodes(frame, probe_slow: list[dict] | None = None):
     """The frame with `slow_node` (the host that stands out, '' none) on every row; a failing row
     whose node stands out gets the cause `node` with its evidence (the rank rules' cause kept after it:
-    on a slow link every rank waits alike, so they read it as communication)."""
+    on a slow link every rank waits alike, so they read it as communication), unless the rules found
+    contention or interference (EXPLAINED: what slows the node is named already)."""
     from bench.analysis.verdict.rules import FAIL
 
     f = frame.copy()
@@ -160,7 +166,7 @@ def add_slow_nodes(frame, probe_slow: list[dict] | None = None):
         if not host:
             continue
         f.at[idx, "slow_node"] = host
-        if row.get("verdict") == FAIL:
+        if row.get("verdict") == FAIL and row.get("bottleneck") not in EXPLAINED:
             before = str(row.get("bottleneck") or "")
             was = f" (the rank rules read it as {before}: {row.get('bottleneck_evidence')})" if before else ""
             f.at[idx, "bottleneck"] = "node"

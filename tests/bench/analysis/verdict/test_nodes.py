@@ -122,6 +122,8 @@ def test_a_failing_scale_gets_the_cause_node_and_a_passing_one_a_warning():
     warned = node_warnings(out, slow)
     assert [(w["gpus"], w["value"]) for w in warned] == [(4, "b")] and "storage probe" in warned[0]["reason"]
     assert list(add_slow_nodes(frame, None)["slow_node"]) == ["", ""]  # equal nodes, no probe: nobody
+    noisy = add_slow_nodes(frame.assign(bottleneck="interference"), slow)
+    assert noisy.loc[0, "bottleneck"] == "interference" and noisy.loc[0, "slow_node"] == "b"  # explained already
 
 
 def test_a_nodes_read_rate_counts_only_where_the_scales_read_figure_is_valid():
