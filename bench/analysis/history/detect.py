@@ -341,12 +341,15 @@ def drop_step(values, since: int = 0) -> Step | None:
     return Step(at, drop.level, after, after / drop.level - 1, p, -drop.size, drop.confidence, drop.runs)
 
 
-def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: int = MATCH_RUNS) -> list[Flagged]:
+def replay(
+    values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: int = MATCH_RUNS, noise_model: bool = True
+) -> list[Flagged]:
     """Run the detector after every run, as the weekly DAG does; a change confirmed again within
     `match_runs` of where it was first confirmed is the same change, not a new alert.
 
     Two tests look each week: E-Divisive (find_steps, confirmed by the next run's history) and the noise
-    model's drop test on the runs since the last change (drop_step: confirmed by its own second run)."""
+    model's drop test on the runs since the last change (drop_step: confirmed by its own second run);
+    `noise_model` False leaves the second out (benchmark section 18 compares the two)."""
     values = np.asarray(values, dtype=float)
     flagged: list[Flagged] = []
     previous: list[Step] = []
@@ -354,7 +357,7 @@ def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: in
         current = find_steps(values[:t], settings)
         found = confirmed(current, previous, match_runs)
         since = max((f.step.index for f in flagged), default=0)
-        drop = drop_step(values[:t], since)
+        drop = drop_step(values[:t], since) if noise_model else None
         if drop is not None and not any(_same(drop, step, match_runs) for step in found):
             found = [*found, drop]
         for step in found:

@@ -4,21 +4,23 @@ report and API share (issue 54).
 A weekly series' own spread decides what drop it can resolve: on a quiet GPU cluster (about 1% week to
 week) a 3% drop is three spreads and a real fault, and a fixed 10% tolerance never sees it. So each
 series gets `noise_cv`, its relative week-to-week spread, estimated robustly from its accepted history
-(1.4826 x MAD of first differences / sqrt 2 / median: steps, drifts and a one-week dip barely move it)
-and floored at NOISE_CV_FLOOR, because a handful of lucky runs would otherwise make every 1% wobble a
-regression. A series with fewer than MIN_NOISE_RUNS accepted runs has no noise model: it is judged on
-the fixed `regression_tolerance` alone and says so (`noise_cv` empty), never on a guessed spread.
+(the larger of the trimmed RMS of its first differences, which a step or a bad week barely moves, and
+the runs' spread around their level, bad weeks left out) and floored at NOISE_CV_FLOOR, because a
+handful of lucky runs would otherwise make every 1% wobble a regression. A series with fewer than
+MIN_NOISE_RUNS accepted runs has no noise model: it is judged on the fixed `regression_tolerance` alone
+and says so (`noise_cv` empty), never on a guessed spread.
 
-The newest m runs (m = 1..MAX_RUNS, the runs since the drop began) are tested against the median of up
-to REFERENCE_RUNS runs before them: z = drop / (noise_cv x sqrt(1/m + pi/2/n)) (pi/2/n: the variance of
-a median of n runs). One run beyond WATCH_Z is a suspected drop (`watch`: shown, not alerted); m >= 2
-runs beyond CONFIRM_Z[m], each of them under the reference level by at least EACH_Z spreads (so one bad
-week that recovers never confirms anything with an ordinary week after it), is a confirmed drop
-(`regressed`), alerted with its size, its 95% interval and the number of runs that confirmed it. The
-thresholds are sized in benchmark section 18 (benchmarks/bench_18_small_drops.py): at 1% noise a 3%
-drop is confirmed by its second run and a 2% drop by its fourth, at under 0.1 false alarms per
-series-year. A drop larger than `regression_tolerance` is a regression whatever the noise (the largest
-drop a suite ever tolerates).
+The newest m runs (m = 1..MAX_RUNS, the runs since the drop began) are tested against the level of up to
+REFERENCE_RUNS runs before them (their mean, bad weeks left out): z = drop / (noise_cv x sqrt(1/m +
+1/n)), its bound widened to Student t for a spread estimated from n runs. One run beyond WATCH_Z is a
+suspected drop (`watch`: shown, not alerted); m >= 2 runs beyond CONFIRM_Z[m], each of them under the
+reference level by at least EACH_Z spreads (so one bad week that recovers never confirms anything with
+an ordinary week after it), is a confirmed drop (`regressed`), alerted with its size, its 95% interval
+and the number of runs that confirmed it. The thresholds are sized in benchmark section 18
+(benchmarks/bench_18_small_drops.py) for at most 0.1 false alarms per series-year; the power that leaves
+(3% drops at 1% noise by their second run, 2% by their fourth) is that section's table. A drop larger
+than `regression_tolerance` is a regression whatever the noise (the largest drop a suite ever
+tolerates).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 # Twice as steady as the MAD of the differences on 26 runs (relative error 0.18 against 0.26), and the
 # z of every test is only as steady as the spread under it.
 TRIM_KEEP = 0.9
+DF_PER_DIFFERENCE = 0.62  # its relative error on 26 runs (0.18) is a chi-square's of 15.4 degrees of freedom
 TRIMMED_SQUARE_MEAN = 0.6230  # E[chi2(1) | below its 90% quantile] = P(chi2(3) <= q) / 0.9
 MIN_NOISE_RUNS = 8  # fewer accepted runs: no noise model (noise_cv empty), the fixed tolerance judges
 NOISE_CV_FLOOR = 0.005  # the smallest spread a series is credited with: half a percent week to week
@@ -40,8 +43,9 @@ REFERENCE_RUNS = 52  # runs before the newest ones whose mean is the level a dro
 MAX_RUNS = 4  # the longest run of low weeks tested together
 WATCH_Z = 2.5  # one run this many standard errors under the level: a suspected drop (`watch`)
 # m runs (the index) this many standard errors under the level confirm a drop. Sized in benchmark
-# section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted.
-CONFIRM_Z: dict[int, float] = {2: 3.2, 4: 3.3}  # m = 3 adds false alarms, no power the others lack
+# section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
+# the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).
+CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 2.9, 4: 2.9}
 EACH_Z = 1.0  # every confirming run at least this many one-run standard errors under the level
 OUTLIER_SPREADS = 4.0  # a reference run further than this from its median is left out of the level
 
@@ -60,7 +64,12 @@ def noise_cv(values) -> float | None:
         return None
     squares = np.sort(np.diff(a) ** 2)
     kept = squares[: max(1, math.floor(TRIM_KEEP * squares.size))]
-    return max(NOISE_CV_FLOOR, math.sqrt(float(kept.mean()) / TRIMMED_SQUARE_MEAN / 2) / level)
+    differences = math.sqrt(float(kept.mean()) / TRIMMED_SQUARE_MEAN / 2) / level
+    # The runs' own spread around their mean, bad weeks left out, where it is the larger: a quiet
+    # stretch of differences (a 2% series read as 1.35% from 23 runs) is not trusted on its own.
+    near = a[np.abs(a / level - 1) <= OUTLIER_SPREADS * max(differences, NOISE_CV_FLOOR)]
+    spread = float(near.std(ddof=1)) / level if near.size >= 2 else 0.0
+    return max(NOISE_CV_FLOOR, differences, spread)
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class Drop:
     z: float  # the drop in standard errors
     confidence: float  # one-sided: 1 - p of a drop this large from noise alone
     noise_cv: float | None  # the spread used; None: no noise model (fixed tolerance), too few runs
-    level: float  # the reference median
+    level: float  # the reference level
 
     def as_row(self) -> dict:
         """The result columns (drop_ci_* only on a regressed row)."""
@@ -128,14 +137,24 @@ def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
         each = (1 - runs.max() / level) / (cv * math.sqrt(1 + 1 / n))
         # The confirming runs agree with each other: a bad week beside an ordinary one is no level.
         agree = (runs.max() - runs.min()) / level <= OUTLIER_SPREADS * cv * math.sqrt(2)
-        if m in CONFIRM_Z and z >= CONFIRM_Z[m] and each >= EACH_Z and agree:
+        if m in CONFIRM_Z and z >= _critical(CONFIRM_Z[m], n) and each >= EACH_Z and agree:
             return _with(drop, REGRESSED)
         if m == 1:
             best = drop
     assert best is not None
     if tolerance is not None and best.size > tolerance:
         return _with(best, REGRESSED)
-    return _with(best, WATCH if best.z >= WATCH_Z else OK)
+    return _with(best, WATCH if best.z >= _critical(WATCH_Z, n) else OK)
+
+
+def _critical(z: float, runs: int) -> float:
+    """The bound a drop's z must pass when the spread is itself estimated from `runs` runs: the Student t
+    quantile of the same tail, with the trimmed estimator's degrees of freedom (DF_PER_DIFFERENCE per
+    first difference). Without it a lucky quiet stretch of 15 runs read a 2.6% series as 1.9% and called
+    a 5% pair of ordinary weeks a regression."""
+    from scipy.stats import norm, t
+
+    return float(t.ppf(norm.cdf(z), max(2.0, DF_PER_DIFFERENCE * (runs - 1))))
 
 
 def _usable(ref: np.ndarray, cv: float) -> np.ndarray:
