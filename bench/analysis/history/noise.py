@@ -25,6 +25,7 @@ tolerates).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -147,6 +148,7 @@ def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
     return _with(best, WATCH if best.z >= _critical(WATCH_Z, n) else OK)
 
 
+@functools.lru_cache(maxsize=4096)
 def _critical(z: float, runs: int) -> float:
     """The bound a drop's z must pass when the spread is itself estimated from `runs` runs: the Student t
     quantile of the same tail, with the trimmed estimator's degrees of freedom (DF_PER_DIFFERENCE per
@@ -155,6 +157,50 @@ def _critical(z: float, runs: int) -> float:
     from scipy.stats import norm, t
 
     return float(t.ppf(norm.cdf(z), max(2.0, DF_PER_DIFFERENCE * (runs - 1))))
+
+
+def split(history) -> tuple[np.ndarray, np.ndarray]:
+    """(before, recent) of a series' accepted runs (oldest first) ahead of its next run: the newest
+    MAX_RUNS - 1 runs may confirm a drop with it; the runs before them are the reference."""
+    a = np.asarray(history, dtype=float)
+    a = a[np.isfinite(a)]
+    keep = MAX_RUNS - 1
+    return a[:-keep] if a.size > keep else a[:0], a[-keep:]
+
+
+def next_judgement(history, value: float, tolerance: float | None = None) -> Drop:
+    """judge_drop of a series' next run `value` with the runs of `history` (accepted, oldest first)."""
+    before, recent = split(history)
+    return judge_drop(before, [*recent, value], tolerance)
+
+
+def confirm_floor(history) -> tuple[float | None, float | None]:
+    """(floor, noise_cv) for a series' next run: the highest figure at which judge_drop confirms a drop
+    with the newest runs of `history` (accepted, oldest first; at least two runs together, each under the
+    level, agreeing); a run under it is regressed. floor None: no run can confirm one yet (the newest
+    runs are not low, or there is no noise model: noise_cv None). A run lower than the agreeing range is
+    regressed too (the verdict never calls a lower figure better), where judge_drop, which looks at the
+    weeks around it, waits for the week after to tell a bad week from a level."""
+    before, recent = split(history)
+    cv = noise_cv(before)
+    if cv is None:
+        return None, None
+    level, n = _level(before, cv), int(np.sum(_usable(before, cv)))
+    if level <= 0:
+        return None, cv
+    one = cv * math.sqrt(1 + 1 / n)
+    each = level * (1 - EACH_Z * one)
+    agree = OUTLIER_SPREADS * cv * math.sqrt(2) * level
+    floor = None
+    for m in CONFIRM_Z:
+        others = recent[len(recent) - (m - 1) :] if m > 1 else recent[:0]
+        if others.size != m - 1 or (others.size and (others.max() > each or np.ptp(others) > agree)):
+            continue
+        mean_bound = m * level * (1 - _critical(CONFIRM_Z[m], n) * cv * math.sqrt(1 / m + 1 / n)) - others.sum()
+        high = min(mean_bound, each, float(others.min()) + agree)
+        if high >= float(others.max()) - agree:
+            floor = high if floor is None else max(floor, high)
+    return floor, cv
 
 
 def _usable(ref: np.ndarray, cv: float) -> np.ndarray:

@@ -113,8 +113,8 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
     the floor. One `history_stats` and one `regression_floor` over every series: the weekly check's own
     functions, run once for a thousand series instead of once per series."""
     index = pd.RangeIndex(len(values))
-    before = [v[:-1][-w:] if v else [] for v, w in zip(values, windows, strict=True)]
-    stats = history_stats(before, index)
+    before = [v[:-1] if v else [] for v in values]
+    stats = history_stats(before, index, list(windows))
     floor, used = regression_floor(stats, pd.Series(tolerances, index=index, dtype=float))
     medians, floor, used = (x.to_numpy(dtype=float) for x in (stats["history_median"], floor, used))
     out = []

@@ -90,15 +90,16 @@ def history_for(
     """Each row's series history of `column` (median, count, spread of its last accepted runs that have
     it), from the newest annotated re-baseline of the series on."""
     from bench.analysis.history.annotations import baseline_since
-    from bench.analysis.history.regression import history_stats
+    from bench.analysis.history.regression import NOISE_HISTORY_RUNS, history_stats
 
     notes = store.annotations(cfg.cluster)
     since = [
         baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
         for r in frame.to_dict("records")
     ]
-    values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since, column)
-    return history_stats(values, frame.index)
+    window = cfg.thresholds.history_runs
+    values = store.history_values(frame, max(window, NOISE_HISTORY_RUNS), suite_run_id, since, column)
+    return history_stats(values, frame.index, window)
 
 
 def checkpoint_history(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> dict[str, pd.DataFrame]:
