@@ -42,7 +42,7 @@ MIN_NOISE_RUNS = 8  # fewer accepted runs: no noise model (noise_cv empty), the 
 NOISE_CV_FLOOR = 0.005  # the smallest spread a series is credited with: half a percent week to week
 REFERENCE_RUNS = 52  # runs before the newest ones whose mean is the level a drop is measured from
 MAX_RUNS = 4  # the longest run of low weeks tested together
-WATCH_Z = 2.5  # one run this many standard errors under the level: a suspected drop (`watch`)
+WATCH_Z = 2.0  # one run this many standard errors under the level: a suspected drop (`watch`, shown, never sent)
 # m runs (the index) this many standard errors under the level confirm a drop. Sized in benchmark
 # section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
 # the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).

@@ -98,8 +98,8 @@ def history_for(
         for r in frame.to_dict("records")
     ]
     window = cfg.thresholds.history_runs
-    values = store.history_values(frame, max(window, NOISE_HISTORY_RUNS), suite_run_id, since, column)
-    return history_stats(values, frame.index, window)
+    newest_first = store.history_values(frame, max(window, NOISE_HISTORY_RUNS), suite_run_id, since, column)
+    return history_stats([v[::-1] for v in newest_first], frame.index, window)  # oldest first, as the floor reads
 
 
 def checkpoint_history(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> dict[str, pd.DataFrame]:
@@ -380,7 +380,7 @@ def storage_checks(
         if store
         else []
     )
-    judged = series_floor(history, cfg.thresholds.regression_tolerance)
+    judged = series_floor(history[::-1], cfg.thresholds.regression_tolerance)  # the store gives newest first
     floor, used = judged["regression_floor"], judged["tolerance_used"]
     probe["history_median"], probe["history_n"] = judged["history_median"], judged["history_n"]
     probe["regression_floor_mb_s"], probe["regression_tolerance_used"] = floor, used
