@@ -99,6 +99,10 @@ change_alerts_table = sa.Table(
     *(sa.Column(c, sa.Float) for c in ("before", "after", "change", "pvalue")),
     *(sa.Column(c, sa.Text) for c in ("state", "recovered_at", "recovered_in")),
     sa.Column("size", sa.Float),
+    # how sure (issue 54, revision 0020): the drop's 95% interval (relative, positive: lower) and the runs
+    # at the new level that confirmed it; NULL for change points E-Divisive found, or stored before
+    *(sa.Column(c, sa.Float) for c in ("drop_ci_low", "drop_ci_high")),
+    sa.Column("confirmed_runs", sa.Integer),
 )
 
 # Each suite run's environment fingerprint, one row per field (bench.env.fingerprint): Alembic 0009.

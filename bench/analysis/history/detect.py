@@ -124,6 +124,7 @@ class Step:
     # how many runs at the new level confirmed it (0: not counted, the established-level test).
     confidence: float = float("nan")
     runs: int = 0
+    drop_ci: tuple[float, float] = (float("nan"), float("nan"))  # the noise model's 95% interval of the drop
 
     def __post_init__(self) -> None:
         if self.confidence != self.confidence:  # nan: the t-test's own p-value says it
@@ -338,7 +339,8 @@ def drop_step(values, since: int = 0) -> Step | None:
     values = np.asarray(values, dtype=float)
     after = float(values[at:].mean())
     p = 1 - drop.confidence
-    return Step(at, drop.level, after, after / drop.level - 1, p, -drop.size, drop.confidence, drop.runs)
+    ci = (drop.ci_low, drop.ci_high)
+    return Step(at, drop.level, after, after / drop.level - 1, p, -drop.size, drop.confidence, drop.runs, ci)
 
 
 def replay(

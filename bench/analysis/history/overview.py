@@ -15,7 +15,10 @@ Statuses, worst first (`STATUSES`): `regressed` (the latest accepted run is unde
 latest run failed), `inconclusive` (the latest run could not be judged), `change` (a confirmed change
 point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
 the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
-was marked expected or explained), `ok`. The first four need attention (`NEEDS_ATTENTION`).
+was marked expected or explained), `watch` (issue 54: the latest run alone suspects a drop the noise
+model has not confirmed yet, `noise.next_judgement`; shown, never alerted), `ok`. The first four need
+attention (`NEEDS_ATTENTION`). `regressed` includes a drop the noise model confirmed: the floor is
+`regression_floor`'s, the verdict's.
 
 A series whose runs have checkpoint figures (`ckpt_write_mb_s`, `ckpt_read_mb_s`) also gets a line per
 figure in the same form (`checkpoint_lines`), judged as the weekly check judges it: the figure's own
@@ -31,6 +34,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from bench.analysis.history.noise import WATCH, next_judgement
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
@@ -40,7 +44,7 @@ from bench.results.schema import CHECKPOINT_RATES, RUN_ROW, SERIES_KEY
 CHECKPOINT_CHECKED = {figure: figure.replace("_mb_s", "_checked") for figure in CHECKPOINT_RATES}
 CHECKED_FROM = {"throughput_img_s": "repeat_img_s", **CHECKPOINT_CHECKED}
 
-STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "ok")
+STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "watch", "ok")
 NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale")
 # Rows read per series: the sparkline's runs and enough accepted ones before the latest for the floor's
 # window (the default history_runs, 8, plus a few not accepted).
@@ -120,7 +124,10 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
     out = []
     for i, v in enumerate(values):
         if not v:
-            out.append({"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False})
+            out.append(
+                {"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False}
+                | {"watch": False}
+            )
             continue
         latest, median, tol = v[-1], _num(medians[i]), _num(used[i])
         delta_prev = latest / before[i][-1] - 1 if before[i] and before[i][-1] else None
@@ -136,6 +143,7 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
                 "delta_baseline": delta_baseline,
                 "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
                 "under_floor": bounds.fails(bounds.REGRESSION, latest, _num(floor[i])),
+                "watch": next_judgement(before[i], latest, float(tolerances[i])).status == WATCH,
             }
         )
     return out
@@ -269,6 +277,7 @@ def overview_lines(
         else:
             status = _change_status(marks.get(key, []), notes.get(key, set()), col["started"][rows[0]]) or "ok"
             status = "stale" if status != "change" and _stale(col["stamps"][rows], now) else status
+            status = "watch" if status == "ok" and verdict["watch"] else status
         spark = [_num(v) if a else None for v, a in zip(col["checked"][rows], col["accepted"][rows], strict=True)]
         lines.append(
             {

@@ -353,9 +353,21 @@ def regression_text(row) -> str:
         f"floor {row['regression_floor']:.1f}: history median {row['history_median']:.1f} images/s over "
         f"{int(row['history_n'])} runs, tolerance used {row['regression_tolerance_used']:.0%}"
     )
+    held += _how_sure(row)
     if second is not None and pd.notna(second):
         return f"both runs under the {held}: {first:.1f} then {float(second):.1f} images/s"
     return f"{first:.1f} images/s under the {held}; no second run to confirm it (confirm_regressions off, or it failed)"
+
+
+def _how_sure(row) -> str:
+    """The noise model's part of a regression's reason (issue 54): the series' spread and the drop's 95%
+    interval; or that the series is too short for it and the fixed tolerance judged."""
+    cv, low, high = row.get("noise_cv"), row.get("drop_ci_low"), row.get("drop_ci_high")
+    if cv is None or pd.isna(cv):
+        return " (too few runs for the noise model: the fixed tolerance judged)"
+    if low is None or pd.isna(low):
+        return f", spread {float(cv):.1%}"
+    return f", spread {float(cv):.1%}; drop 95% CI {float(low):.1%} to {float(high):.1%}"
 
 
 def storage_checks(
