@@ -163,7 +163,7 @@ def watch_series(
 
 
 def _step_stats(step: Step) -> dict:
-    sure = {"drop_ci_low": None, "drop_ci_high": None, "confirmed_runs": None}
+    sure = {}  # E-Divisive's refinement keeps what the drop test that first confirmed it said
     if step.runs:  # the noise model's drop test: its interval and the runs that confirmed it
         sure = {"drop_ci_low": step.drop_ci[0], "drop_ci_high": step.drop_ci[1], "confirmed_runs": step.runs}
     stats = {"before": step.before, "after": step.after, "change": step.change, "pvalue": step.pvalue}

@@ -47,7 +47,9 @@ CHECKED_FROM = {"throughput_img_s": "repeat_img_s", **CHECKPOINT_CHECKED}
 STATUSES: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale", "annotated", "watch", "ok")
 NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "inconclusive", "change", "stale")
 # Rows read per series: the sparkline's runs and enough accepted ones before the latest for the floor's
-# window (the default history_runs, 8, plus a few not accepted).
+# window (the default history_runs, 8, plus a few not accepted). The noise model reads these too (its
+# reference is at most 12 runs here, 52 in the verdict): a drop it confirms fails the run's verdict, which
+# makes the line `regressed` whatever this slice says; `watch` is judged on this slice.
 RECENT_RUNS = 16
 STALE_PERIODS = 2
 DEFAULT_PERIOD = pd.Timedelta(days=7)  # a series with one run: the weekly schedule's period
