@@ -54,6 +54,11 @@ def test_a_3pct_drop_is_watched_once_and_regressed_by_the_second_run(store, tmp_
     assert row["regression_floor"] > level * 0.97 > level * (1 - THRESHOLDS.regression_tolerance)
     assert 0 < row["drop_ci_low"] < 0.03 < row["drop_ci_high"] < 0.07
     assert next_judgement([*values, level * 0.97], level * 0.97).status == REGRESSED
+    store.upsert(pd.DataFrame([row]).assign(accepted=False))  # the stored row keeps the spread and interval
+    kept = store.frame().set_index("suite_run_id").loc["now2"]
+    assert kept["noise_cv"] == pytest.approx(row["noise_cv"]) and kept["drop_ci_low"] == pytest.approx(
+        row["drop_ci_low"]
+    )
     names, _ = judged(store, tmp_path, level * 0.995, "now3")  # back at its level: nothing to confirm
     assert names == []
 
