@@ -47,7 +47,7 @@ WATCH_Z = 2.0  # one run this many standard errors under the level: a suspected 
 # section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
 # the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).
 CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 2.9, 4: 2.9}
-EACH_Z = 1.0  # every confirming run at least this many one-run standard errors under the level
+EACH_Z = 0.5  # every confirming run at least this many one-run standard errors under the level
 OUTLIER_SPREADS = 4.0  # a reference run further than this from its median is left out of the level
 
 OK, WATCH, REGRESSED = "ok", "watch", "regressed"
