@@ -11,6 +11,7 @@ from bench.analysis.history.noise import MIN_NOISE_RUNS, REGRESSED, WATCH, next_
 from bench.analysis.verdict.evaluate import history_for
 from bench.analysis.verdict.expectations import prepare, validate
 from bench.config import SweepConfig, Thresholds, TrainConfig
+from bench.report.html import _regression_cell
 from tests.bench.store.test_store import frame, store  # noqa: F401  (the store fixture: SQLite and PostgreSQL)
 
 THRESHOLDS = Thresholds(min_scaling_efficiency=0.5)
@@ -54,6 +55,8 @@ def test_a_3pct_drop_is_watched_once_and_regressed_by_the_second_run(store, tmp_
     assert row["regression_floor"] > level * 0.97 > level * (1 - THRESHOLDS.regression_tolerance)
     assert 0 < row["drop_ci_low"] < 0.03 < row["drop_ci_high"] < 0.07
     assert next_judgement([*values, level * 0.97], level * 0.97).status == REGRESSED
+    cell = _regression_cell(row.to_dict())  # the report's regression cell says how sure
+    assert "spread 1." in cell and f"drop {row['drop_ci_low']:.1%} to {row['drop_ci_high']:.1%} (95%)" in cell
     store.upsert(pd.DataFrame([row]).assign(accepted=False))  # the stored row keeps the spread and interval
     kept = store.frame().set_index("suite_run_id").loc["now2"]
     assert kept["noise_cv"] == pytest.approx(row["noise_cv"]) and kept["drop_ci_low"] == pytest.approx(
@@ -70,3 +73,4 @@ def test_a_series_too_short_for_the_noise_model_is_judged_on_the_fixed_tolerance
     assert names == [] and pd.isna(row["noise_cv"])  # 5% inside the 10% tolerance, no spread guessed
     names, row = judged(store, tmp_path, float(np.median(values)) * 0.85, "now")
     assert names == ["ExpectThroughputNotRegressed"] and pd.isna(row["noise_cv"]) and pd.isna(row["drop_ci_low"])
+    assert "fixed tolerance: too few runs for the noise model" in _regression_cell(row.to_dict())
