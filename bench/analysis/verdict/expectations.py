@@ -364,7 +364,11 @@ def noise_columns(f: pd.DataFrame, stats: pd.DataFrame, conclusive: pd.Series, t
     f["noise_cv"] = noise_floors(stats)["noise_cv"].where(conclusive)
     low, high = pd.Series(np.nan, index=f.index), pd.Series(np.nan, index=f.index)
     values = stats["history_values"] if "history_values" in stats else pd.Series(None, index=f.index)
-    under = conclusive & (f["regression_checked_img_s"] < f["regression_floor"]) & f["noise_cv"].notna()
+    fell = [
+        bounds.fails(bounds.REGRESSION, v, floor)
+        for v, floor in zip(f["regression_checked_img_s"], f["regression_floor"], strict=True)
+    ]
+    under = conclusive & pd.Series(fell, index=f.index, dtype=bool) & f["noise_cv"].notna()
     for i in f.index[under]:
         drop = next_judgement(values[i], float(f.at[i, "regression_checked_img_s"]), tolerance)
         low[i], high[i] = drop.ci_low, drop.ci_high
