@@ -47,6 +47,7 @@ WATCH_Z = 2.0  # one run this many standard errors under the level: a suspected 
 # section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
 # the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).
 CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 2.9, 4: 2.9}
+DRIFT_T = 2.0  # a reference whose slope is this many standard errors under zero is drifting down
 EACH_Z = 0.5  # every confirming run at least this many one-run standard errors under the level
 OUTLIER_SPREADS = 4.0  # a reference run further than this from its median is left out of the level
 
@@ -138,7 +139,8 @@ def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
         each = (1 - runs.max() / level) / (cv * math.sqrt(1 + 1 / n))
         # The confirming runs agree with each other: a bad week beside an ordinary one is no level.
         agree = (runs.max() - runs.min()) / level <= OUTLIER_SPREADS * cv * math.sqrt(2)
-        if m in CONFIRM_Z and z >= _critical(CONFIRM_Z[m], n) and each >= EACH_Z and agree:
+        confirms = m in CONFIRM_Z and z >= _critical(CONFIRM_Z[m], n) and each >= EACH_Z and agree
+        if confirms and not _drifting_down(ref):
             return _with(drop, REGRESSED)
         if m == 1:
             best = drop
@@ -146,6 +148,21 @@ def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
     if tolerance is not None and best.size > tolerance:
         return _with(best, REGRESSED)
     return _with(best, WATCH if best.z >= _critical(WATCH_Z, n) else OK)
+
+
+def _drifting_down(ref: np.ndarray) -> bool:
+    """Whether the reference runs slide down (least-squares slope's t under -DRIFT_T): a drift is no step,
+    and measured against its own mean the newest runs of a 10%-a-year slide look like a drop (benchmark
+    section 12's drifting series: 0.15 false alarms per series-year without this). E-Divisive's rules,
+    which measure a step from the trend before it, judge those series."""
+    if ref.size < MIN_NOISE_RUNS:
+        return False
+    x = np.arange(ref.size, dtype=float)
+    x -= x.mean()
+    slope = float(x @ (ref - ref.mean()) / (x @ x))
+    resid = ref - ref.mean() - slope * x
+    se = math.sqrt(float(resid @ resid) / (ref.size - 2) / float(x @ x))
+    return se > 0 and slope / se < -DRIFT_T
 
 
 @functools.lru_cache(maxsize=4096)
@@ -185,6 +202,8 @@ def confirm_floor(history) -> tuple[float | None, float | None]:
     cv = noise_cv(before)
     if cv is None:
         return None, None
+    if _drifting_down(before[np.isfinite(before)][-REFERENCE_RUNS:]):
+        return None, cv
     level, n = _level(before, cv), int(np.sum(_usable(before, cv)))
     if level <= 0:
         return None, cv

@@ -87,3 +87,14 @@ def test_detect_online_json_adds_confidence_and_keeps_its_keys(tmp_path):
     keys = {"model", "gpus", "timestamp", "before", "after", "change", "pvalue", "detected_at", "confirmed"}
     assert set(points[0]) == keys | {"confidence"}
     assert points[0]["confidence"] > 0.999 and points[0]["timestamp"].startswith(str(stamps[54].date()))
+
+
+def test_a_slow_slide_is_no_drop_for_the_noise_model():
+    """10% a year down at 1% noise: the newest runs sit well under the reference's mean, yet no step."""
+    weeks = 40
+    values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
+    assert noise.judge_drop(values[:weeks], values[weeks:]).status != noise.REGRESSED
+    assert noise.confirm_floor(values[:-1])[0] is None
+    flat = weekly(21, weeks + 2, 0.01)
+    flat[weeks:] *= 1 - 0.05  # the same newest runs' shortfall as a step: confirmed
+    assert noise.judge_drop(flat[:weeks], flat[weeks:]).status == noise.REGRESSED
