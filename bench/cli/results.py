@@ -148,7 +148,8 @@ def _detect(args: argparse.Namespace) -> int:
         window=args.window,
         new_level_max_pvalue=min(args.max_pvalue, DetectorSettings.new_level_max_pvalue),
     )
-    keys = CHANGE_KEYS + (("detected_at", "confirmed") if args.online else ())
+    # `confidence` (issue 54): 1 - p of the test that found each change point.
+    keys = CHANGE_KEYS + (("detected_at", "confirmed", "confidence") if args.online else ())
     found = (online_change_points if args.online else change_points)(history, args.metric, settings)
     # One-week outliers are set aside before detection: listed apart, never as change points.
     aside = outlier_points(history, args.metric, settings, online=args.online)

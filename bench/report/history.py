@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
-from bench.analysis.history.regression import history_stats, regression_floor
+from bench.analysis.history.regression import NOISE_HISTORY_RUNS, history_stats, regression_floor
 from bench.analysis.verdict.bounds import scaling_bound
 from bench.config import (
     DEFAULT_HISTORY_RUNS,
@@ -99,16 +99,17 @@ def _band(series: pd.DataFrame, configs: dict[str, dict], metric: str = "through
     that have it (each run's own window and tolerance): one `history_stats` and one `regression_floor`
     over every run at once, the functions the check itself uses (per run, they took 0.7 s of a 156-run
     series page)."""
-    befores, tolerances, seen = [], [], []
+    befores, windows, tolerances, seen = [], [], [], []
     for r in series.itertuples():
         th = (configs.get(r.suite_run_id) or {}).get("thresholds") or {}
-        befores.append(seen[-int(th.get("history_runs", DEFAULT_HISTORY_RUNS)) :])
+        befores.append(seen[-NOISE_HISTORY_RUNS:])
+        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
         tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
         value = getattr(r, metric)
         if r.accepted is True and pd.notna(value):
             seen.append(float(value))
     index = pd.RangeIndex(len(befores))
-    stats = history_stats(befores, index)
+    stats = history_stats(befores, index, windows)
     floor, _used = regression_floor(stats, pd.Series(tolerances, index=index, dtype=float))
     lows = [None if pd.isna(f) else float(f) for f in floor]
     highs = [None if low is None else float(m) for low, m in zip(lows, stats["history_median"], strict=True)]

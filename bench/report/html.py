@@ -124,12 +124,22 @@ def _breakdown_charts(frame: pd.DataFrame) -> list[str]:
     return charts
 
 
+def _noise_note(r: dict) -> str:
+    """The noise model's part (issue 54): the series' spread, a regressed row's drop interval, or that
+    the series is too short for it (the fixed tolerance judged)."""
+    cv, low, high = r.get("noise_cv"), r.get("drop_ci_low"), r.get("drop_ci_high")
+    if cv is None or pd.isna(cv):
+        return "; fixed tolerance: too few runs for the noise model"
+    note = f"; spread {cv:.1%}"
+    return note if low is None or pd.isna(low) else f"{note}; drop {low:.1%} to {high:.1%} (95%)"
+
+
 def _regression_cell(r: dict) -> str:
     """The floor this row was held to, the tolerance it used (widened to the series' noise) and why not."""
     floor, used, n = r.get("regression_floor"), r.get("regression_tolerance_used"), r.get("history_n")
     if floor is None or pd.isna(floor):
         return "—" if n is None or pd.isna(n) else f"not judged: {int(n)} of 3 runs of history"
-    cell = f"{_num(floor, 4)} (−{used:.0%}, {int(n)} runs)"
+    cell = f"{_num(floor, 4)} (−{used:.0%}, {int(n)} runs{_noise_note(r)})"
     second = r.get("repeat_img_s")
     return cell if second is None or pd.isna(second) else f"{cell}; run again: {_num(second, 4)}"
 

@@ -181,6 +181,11 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("regression_tolerance_used", "float", "fraction", "regression", stored=False),
     _c("repeat_img_s", "float", "images/s", "regression"),  # revision 0013
     _c("regression_checked_img_s", "float", "images/s", "regression", stored=False),
+    # the noise model (bench.analysis.history.noise, revision 0020): the spread used (NULL: too few runs,
+    # the fixed tolerance judged) and a regressed row's drop interval (relative, positive: lower)
+    _c("noise_cv", "float", "fraction", "regression"),
+    _c("drop_ci_low", "float", "fraction", "regression"),
+    _c("drop_ci_high", "float", "fraction", "regression"),
     # differential reruns (bench.analysis.verdict.differential, revision 0006)
     _c("warm_efficiency", "float", "ratio", "differential"),
     _c("synthetic_efficiency", "float", "ratio", "differential"),

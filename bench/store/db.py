@@ -99,6 +99,10 @@ change_alerts_table = sa.Table(
     *(sa.Column(c, sa.Float) for c in ("before", "after", "change", "pvalue")),
     *(sa.Column(c, sa.Text) for c in ("state", "recovered_at", "recovered_in")),
     sa.Column("size", sa.Float),
+    # how sure (issue 54, revision 0020): the drop's 95% interval (relative, positive: lower) and the runs
+    # at the new level that confirmed it; NULL for change points E-Divisive found, or stored before
+    *(sa.Column(c, sa.Float) for c in ("drop_ci_low", "drop_ci_high")),
+    sa.Column("confirmed_runs", sa.Integer),
 )
 
 # Each suite run's environment fingerprint, one row per field (bench.env.fingerprint): Alembic 0009.
@@ -146,7 +150,7 @@ ANNOTATION_FIELDS = (*CHANGE_KEY, "kind", "note", "author", "dag_id")
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0019"
+SCHEMA_REVISION = "0020"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3
 # (versions 1 and 2 are brought up to 3 by the legacy steps in `_adopt_legacy`).
 LEGACY_REVISION = {3: "0001", 4: "0002"}

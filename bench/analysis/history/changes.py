@@ -26,6 +26,7 @@ from bench.analysis.history.detect import (
     DetectorSettings,
     Step,
     confirmed,
+    drop_step,
     find_steps,
     is_news,
     outliers,
@@ -69,8 +70,17 @@ class Notice:
         word = "regression" if size < 0 else "improvement"
         return (
             f"{what}: change point ({word}) {size:+.1%} at {r['changed_at'][:10]}: mean {r['before']:.4g} -> "
-            f"{r['after']:.4g}, p={r['pvalue']:.1e}; confirmed by run {r['detected_in']}"
+            f"{r['after']:.4g}, p={r['pvalue']:.1e}{_how_sure(r)}; confirmed by run {r['detected_in']}"
         )
+
+
+def _how_sure(r: dict) -> str:
+    """How sure a drop the noise model confirmed is (issue 54): its 95% interval and the runs at the new
+    level that confirmed it; '' for a change point without them (E-Divisive's: its p-value says it)."""
+    low, high, runs = r.get("drop_ci_low"), r.get("drop_ci_high"), r.get("confirmed_runs")
+    if any(v is None or pd.isna(v) for v in (low, high, runs)):
+        return ""
+    return f", drop 95% CI {float(low):.1%} to {float(high):.1%}, {int(runs)} runs at the new level"
 
 
 def metric_values(series: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -115,6 +125,12 @@ def watch_series(
     ids = runs["suite_run_id"].astype(str).tolist()
     steps = confirmed(find_steps(values, settings), find_steps(values[:-1], settings), match_runs)
     first = series.iloc[0]
+    stored = [r for r in known.to_dict("records") if _index_of(stamps, r["changed_at"]) is not None]
+    # The noise model's drop test on the runs since the newest stored change (detect.replay's second test).
+    since = max((_index_of(stamps, r["changed_at"]) for r in stored), default=0)
+    drop = drop_step(values, since)
+    if drop is not None and not any(same_change(s.index, s.size, drop.index, drop.size, match_runs) for s in steps):
+        steps.append(drop)
     key = {
         "cluster": first["cluster"],
         "workload": first["workload"],
@@ -122,7 +138,6 @@ def watch_series(
         "config_key": first["config_key"],
         "metric": metric,
     }
-    stored = [r for r in known.to_dict("records") if _index_of(stamps, r["changed_at"]) is not None]
     rows: list[dict] = []
     notices: list[Notice] = []
     latest = len(values) - 1
@@ -148,7 +163,11 @@ def watch_series(
 
 
 def _step_stats(step: Step) -> dict:
-    return {"before": step.before, "after": step.after, "change": step.change, "pvalue": step.pvalue, "size": step.size}
+    sure = {}  # E-Divisive's refinement keeps what the drop test that first confirmed it said
+    if step.runs:  # the noise model's drop test: its interval and the runs that confirmed it
+        sure = {"drop_ci_low": step.drop_ci[0], "drop_ci_high": step.drop_ci[1], "confirmed_runs": step.runs}
+    stats = {"before": step.before, "after": step.after, "change": step.change, "pvalue": step.pvalue}
+    return stats | {"size": step.size} | sure
 
 
 def _stored_match(stored: list[dict], stamps: list[str], step: Step, match_runs: int) -> dict | None:

@@ -120,6 +120,15 @@ class Step:
     # a drift or over a later, missed change (a 7% drop in a 9%-a-year climb has equal means), so
     # direction and headline use this.
     size: float = float("nan")
+    # How sure: 1 - p of the test that found it (E-Divisive's t-test, or the noise model's drop test), and
+    # how many runs at the new level confirmed it (0: not counted, the established-level test).
+    confidence: float = float("nan")
+    runs: int = 0
+    drop_ci: tuple[float, float] = (float("nan"), float("nan"))  # the noise model's 95% interval of the drop
+
+    def __post_init__(self) -> None:
+        if self.confidence != self.confidence:  # nan: the t-test's own p-value says it
+            object.__setattr__(self, "confidence", 1 - self.pvalue)
 
 
 def series_noise(values: np.ndarray) -> float:
@@ -296,15 +305,64 @@ class Flagged:
     alerted: bool = True  # sent when first confirmed (is_news); otherwise only recorded
 
 
-def replay(values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: int = MATCH_RUNS) -> list[Flagged]:
+# One-week outliers for the noise model's drop test: a run 4 spreads off both neighbours' level (no 8%
+# minimum: at 1% noise a 6% bad week would otherwise sit in a reference and in a confirming pair).
+DROP_OUTLIERS = DetectorSettings(outlier_min_change=0.0)
+
+
+def latest_drop(values, since: int = 0):
+    """The noise model's judgement (bench.analysis.history.noise.Drop) of the newest runs of a series
+    (oldest first) against the runs from `since` (the first run of the current level) before them, one-week
+    outliers set aside; and the index of the first run the drop rests on. None where the level has too few
+    runs for the noise model (the fixed floor judges those)."""
+    from bench.analysis.history import noise
+
+    values = np.asarray(values, dtype=float)[since:]
+    aside = set(outliers(values, DROP_OUTLIERS))
+    idx = [i for i in range(len(values)) if i not in aside]
+    if len(idx) < noise.MIN_NOISE_RUNS + 1:
+        return None
+    kept = values[idx]
+    k = min(noise.MAX_RUNS, len(kept) - noise.MIN_NOISE_RUNS)
+    drop = noise.judge_drop(kept[:-k], kept[-k:])
+    return drop, since + idx[len(kept) - max(drop.runs, 1)]
+
+
+def drop_step(values, since: int = 0) -> Step | None:
+    """A drop the noise model confirms on the newest runs (two or more at the new level), as a Step."""
+    from bench.analysis.history import noise
+
+    found = latest_drop(values, since)
+    if found is None or found[0].status != noise.REGRESSED:
+        return None
+    drop, at = found
+    values = np.asarray(values, dtype=float)
+    after = float(values[at:].mean())
+    p = 1 - drop.confidence
+    ci = (drop.ci_low, drop.ci_high)
+    return Step(at, drop.level, after, after / drop.level - 1, p, -drop.size, drop.confidence, drop.runs, ci)
+
+
+def replay(
+    values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: int = MATCH_RUNS, noise_model: bool = True
+) -> list[Flagged]:
     """Run the detector after every run, as the weekly DAG does; a change confirmed again within
-    `match_runs` of where it was first confirmed is the same change, not a new alert."""
+    `match_runs` of where it was first confirmed is the same change, not a new alert.
+
+    Two tests look each week: E-Divisive (find_steps, confirmed by the next run's history) and the noise
+    model's drop test on the runs since the last change (drop_step: confirmed by its own second run);
+    `noise_model` False leaves the second out (benchmark section 18 compares the two)."""
     values = np.asarray(values, dtype=float)
     flagged: list[Flagged] = []
     previous: list[Step] = []
     for t in range(1, len(values) + 1):
         current = find_steps(values[:t], settings)
-        for step in confirmed(current, previous, match_runs):
+        found = confirmed(current, previous, match_runs)
+        since = max((f.step.index for f in flagged), default=0)
+        drop = drop_step(values[:t], since) if noise_model else None
+        if drop is not None and not any(_same(drop, step, match_runs) for step in found):
+            found = [*found, drop]
+        for step in found:
             near = [f for f in flagged if _same(f.step, step, match_runs)]
             if near:
                 seen = min(near, key=lambda f: abs(f.step.index - step.index))
@@ -342,6 +400,7 @@ def _row(model: str, gpus: int, stamps: list, step: Step) -> dict:
         "after": step.after,
         "change": step.change,
         "pvalue": step.pvalue,
+        "confidence": step.confidence,
     }
 
 

@@ -18,7 +18,10 @@ the line's `cause` names the scale's bottleneck and the node that stood out, whe
 `inconclusive` (the latest run could not be judged), `change` (a confirmed change
 point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
 the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
-was marked expected or explained), `ok`. All but the last two need attention (`NEEDS_ATTENTION`).
+was marked expected or explained), `watch` (issue 54: the latest run alone suspects a drop the noise
+model has not confirmed yet, `noise.next_judgement`; shown, never alerted), `ok`. All but the last three need
+attention (`NEEDS_ATTENTION`). `regressed` includes a drop the noise model confirmed: the floor is
+`regression_floor`'s, the verdict's.
 
 A series whose runs have checkpoint figures (`ckpt_write_mb_s`, `ckpt_read_mb_s`) also gets a line per
 figure in the same form (`checkpoint_lines`), judged as the weekly check judges it: the figure's own
@@ -34,6 +37,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from bench.analysis.history.noise import WATCH, next_judgement
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
@@ -51,11 +55,14 @@ STATUSES: tuple[str, ...] = (
     "change",
     "stale",
     "annotated",
+    "watch",
     "ok",
 )
 NEEDS_ATTENTION: tuple[str, ...] = ("regressed", "missed_bound", "no_result", "inconclusive", "change", "stale")
 # Rows read per series: the sparkline's runs and enough accepted ones before the latest for the floor's
-# window (the default history_runs, 8, plus a few not accepted).
+# window (the default history_runs, 8, plus a few not accepted). The noise model reads these too (its
+# reference is at most 12 runs here, 52 in the verdict): a drop it confirms fails the run's verdict, which
+# makes the line `regressed` whatever this slice says; `watch` is judged on this slice.
 RECENT_RUNS = 16
 STALE_PERIODS = 2
 DEFAULT_PERIOD = pd.Timedelta(days=7)  # a series with one run: the weekly schedule's period
@@ -127,14 +134,17 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
     the floor. One `history_stats` and one `regression_floor` over every series: the weekly check's own
     functions, run once for a thousand series instead of once per series."""
     index = pd.RangeIndex(len(values))
-    before = [v[:-1][-w:] if v else [] for v, w in zip(values, windows, strict=True)]
-    stats = history_stats(before, index)
+    before = [v[:-1] if v else [] for v in values]
+    stats = history_stats(before, index, list(windows))
     floor, used = regression_floor(stats, pd.Series(tolerances, index=index, dtype=float))
     medians, floor, used = (x.to_numpy(dtype=float) for x in (stats["history_median"], floor, used))
     out = []
     for i, v in enumerate(values):
         if not v:
-            out.append({"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False})
+            out.append(
+                {"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False}
+                | {"watch": False}
+            )
             continue
         latest, median, tol = v[-1], _num(medians[i]), _num(used[i])
         delta_prev = latest / before[i][-1] - 1 if before[i] and before[i][-1] else None
@@ -150,6 +160,7 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
                 "delta_baseline": delta_baseline,
                 "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
                 "under_floor": bounds.fails(bounds.REGRESSION, latest, _num(floor[i])),
+                "watch": next_judgement(before[i], latest, float(tolerances[i])).status == WATCH,
             }
         )
     return out
@@ -305,6 +316,7 @@ def overview_lines(
         else:
             status = _change_status(marks.get(key, []), notes.get(key, set()), col["started"][rows[0]]) or "ok"
             status = "stale" if status != "change" and _stale(col["stamps"][rows], now) else status
+            status = "watch" if status == "ok" and verdict["watch"] else status
         spark = [_num(v) if a else None for v, a in zip(col["checked"][rows], col["accepted"][rows], strict=True)]
         lines.append(
             {

@@ -25,18 +25,30 @@ import numpy as np
 import pandas as pd
 
 MIN_HISTORY = 3
+# Accepted runs a series' history is read with: the noise model's reference and the runs that may confirm
+# a drop with the next one (noise.REFERENCE_RUNS + noise.MAX_RUNS - 1); the fixed floor uses the newest
+# `history_runs` of them.
+NOISE_HISTORY_RUNS = 55
 PREDICTION = 0.975  # one-sided: about one look in 40 of a steady normal series falls under the floor
 REPEAT = "repeat"  # the variant: a scale run once more before a regression is called
 
 
-def history_stats(values: list[list[float]], index: pd.Index) -> pd.DataFrame:
+def history_stats(values: list[list[float]], index: pd.Index, window: int | list[int] | None = None) -> pd.DataFrame:
+    """Median, count and spread of each row's past accepted runs (oldest first): of the last `window` of
+    them where given (the suite's `history_runs`), the fixed floor's; `history_values` keeps them all for
+    the noise model (bench.analysis.history.noise), which reads a longer reference."""
     rows = []
-    for v in values:
-        a = np.asarray(v, dtype=float)
+    windows = window if isinstance(window, list) else [window] * len(values)
+    for v, w in zip(values, windows, strict=True):
+        full = np.asarray(v, dtype=float)
+        a = full[-w:] if w else full
         median = float(np.median(a)) if a.size else np.nan
         spread = float(1.4826 * np.median(np.abs(a - median)) / median) if a.size >= 2 and median > 0 else np.nan
-        rows.append({"history_median": median, "history_n": int(a.size), "history_spread": spread})
-    return pd.DataFrame(rows, index=index, columns=["history_median", "history_n", "history_spread"])
+        rows.append(
+            {"history_median": median, "history_n": int(a.size), "history_spread": spread, "history_values": full}
+        )
+    columns = ["history_median", "history_n", "history_spread", "history_values"]
+    return pd.DataFrame(rows, index=index, columns=columns)
 
 
 def noise_factor(n: pd.Series) -> pd.Series:
@@ -47,17 +59,48 @@ def noise_factor(n: pd.Series) -> pd.Series:
     return pd.Series(t.ppf(PREDICTION, runs - 1) * np.sqrt(1 + 1 / runs), index=n.index)
 
 
+def noise_floors(stats: pd.DataFrame) -> pd.DataFrame:
+    """Per row, `noise_cv` (the series' spread; NaN: too few runs for the noise model, the fixed floor
+    alone judges) and `confirm_floor` (the figure under which the next run confirms a drop with the
+    newest runs before it, noise.confirm_floor; NaN where none can)."""
+    from bench.analysis.history.noise import confirm_floor
+
+    values = stats["history_values"] if "history_values" in stats else pd.Series([[]] * len(stats), index=stats.index)
+    pairs = [confirm_floor(v if isinstance(v, np.ndarray | list) else []) for v in values]
+    return pd.DataFrame(
+        {
+            "noise_cv": [np.nan if cv is None else cv for _, cv in pairs],
+            "confirm_floor": [np.nan if f is None else f for f, _ in pairs],
+        },
+        index=stats.index,
+        dtype=float,
+    )
+
+
 def regression_floor(stats: pd.DataFrame, tolerance: float) -> tuple[pd.Series, pd.Series]:
-    """(floor, tolerance used) per row; NaN where the series has fewer than MIN_HISTORY accepted runs."""
+    """(floor, tolerance used) per row; NaN where the series has fewer than MIN_HISTORY accepted runs.
+
+    The floor is the higher of the fixed one (the median less the larger of `tolerance` and k spreads:
+    what one run may drop) and the noise model's (issue 54: what a run may drop when the runs before it
+    already dropped; noise.confirm_floor). The tolerance used is the floor's distance under the median."""
     enough = stats["history_n"] >= MIN_HISTORY
     used = np.maximum(tolerance, noise_factor(stats["history_n"]) * stats["history_spread"].fillna(0.0))
     used = used.where(enough)
-    return stats["history_median"] * (1 - used), used
+    fixed = stats["history_median"] * (1 - used)
+    confirm = noise_floors(stats)["confirm_floor"]
+    floor = pd.Series(np.fmax(fixed.to_numpy(dtype=float), confirm.to_numpy(dtype=float)), index=stats.index)
+    floor = floor.where(enough)
+    confirmed = confirm.notna() & (confirm > fixed)
+    return floor, used.where(~confirmed, 1 - floor / stats["history_median"]).where(enough)
 
 
 def series_floor(values: list[float], tolerance: float) -> dict:
     """history_median, history_n, regression_floor and tolerance_used of one series (None where unjudged)."""
     stats = history_stats([values], pd.RangeIndex(1))
     floor, used = regression_floor(stats, tolerance)
-    out = {**stats.iloc[0].to_dict(), "regression_floor": floor.iloc[0], "tolerance_used": used.iloc[0]}
+    out = {
+        **stats.iloc[0].drop("history_values").to_dict(),
+        "regression_floor": floor.iloc[0],
+        "tolerance_used": used.iloc[0],
+    }
     return {k: (None if pd.isna(v) else (int(v) if k == "history_n" else float(v))) for k, v in out.items()}

@@ -90,15 +90,16 @@ def history_for(
     """Each row's series history of `column` (median, count, spread of its last accepted runs that have
     it), from the newest annotated re-baseline of the series on."""
     from bench.analysis.history.annotations import baseline_since
-    from bench.analysis.history.regression import history_stats
+    from bench.analysis.history.regression import NOISE_HISTORY_RUNS, history_stats
 
     notes = store.annotations(cfg.cluster)
     since = [
         baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
         for r in frame.to_dict("records")
     ]
-    values = store.history_values(frame, cfg.thresholds.history_runs, suite_run_id, since, column)
-    return history_stats(values, frame.index)
+    window = cfg.thresholds.history_runs
+    newest_first = store.history_values(frame, max(window, NOISE_HISTORY_RUNS), suite_run_id, since, column)
+    return history_stats([v[::-1] for v in newest_first], frame.index, window)  # oldest first, as the floor reads
 
 
 def checkpoint_history(cfg: SweepConfig, frame: pd.DataFrame, store, suite_run_id: str) -> dict[str, pd.DataFrame]:
@@ -377,9 +378,21 @@ def regression_text(row) -> str:
         f"floor {row['regression_floor']:.1f}: history median {row['history_median']:.1f} images/s over "
         f"{int(row['history_n'])} runs, tolerance used {row['regression_tolerance_used']:.0%}"
     )
+    held += _how_sure(row)
     if second is not None and pd.notna(second):
         return f"both runs under the {held}: {first:.1f} then {float(second):.1f} images/s"
     return f"{first:.1f} images/s under the {held}; no second run to confirm it (confirm_regressions off, or it failed)"
+
+
+def _how_sure(row) -> str:
+    """The noise model's part of a regression's reason (issue 54): the series' spread and the drop's 95%
+    interval; or that the series is too short for it and the fixed tolerance judged."""
+    cv, low, high = row.get("noise_cv"), row.get("drop_ci_low"), row.get("drop_ci_high")
+    if cv is None or pd.isna(cv):
+        return " (too few runs for the noise model: the fixed tolerance judged)"
+    if low is None or pd.isna(low):
+        return f", spread {float(cv):.1%}"
+    return f", spread {float(cv):.1%}; drop 95% CI {float(low):.1%} to {float(high):.1%}"
 
 
 def storage_checks(
@@ -404,7 +417,7 @@ def storage_checks(
         if store
         else []
     )
-    judged = series_floor(history, cfg.thresholds.regression_tolerance)
+    judged = series_floor(history[::-1], cfg.thresholds.regression_tolerance)  # the store gives newest first
     floor, used = judged["regression_floor"], judged["tolerance_used"]
     probe["history_median"], probe["history_n"] = judged["history_median"], judged["history_n"]
     probe["regression_floor_mb_s"], probe["regression_tolerance_used"] = floor, used

@@ -350,6 +350,29 @@ def prepare(
         # regression is called only when both fall under the floor).
         repeat = f["repeat_img_s"] if "repeat_img_s" in f else pd.Series(np.nan, index=f.index)
         f["regression_checked_img_s"] = np.fmax(f["throughput_img_s"].astype(float), repeat.astype(float))
+        f = noise_columns(f, stats, conclusive, thresholds.regression_tolerance)
+    return f
+
+
+def noise_columns(f: pd.DataFrame, stats: pd.DataFrame, conclusive: pd.Series, tolerance: float) -> pd.DataFrame:
+    """`noise_cv` (the series' spread the check used; NaN: too few runs, the fixed tolerance judged) and,
+    on a row under its floor, `drop_ci_low` / `drop_ci_high`: the 95% interval of its drop under the
+    series' level, from the same judgement (noise.next_judgement) the detector and the overview use."""
+    from bench.analysis.history.noise import next_judgement
+    from bench.analysis.history.regression import noise_floors
+
+    f["noise_cv"] = noise_floors(stats)["noise_cv"].where(conclusive)
+    low, high = pd.Series(np.nan, index=f.index), pd.Series(np.nan, index=f.index)
+    values = stats["history_values"] if "history_values" in stats else pd.Series(None, index=f.index)
+    fell = [
+        bounds.fails(bounds.REGRESSION, v, floor)
+        for v, floor in zip(f["regression_checked_img_s"], f["regression_floor"], strict=True)
+    ]
+    under = conclusive & pd.Series(fell, index=f.index, dtype=bool) & f["noise_cv"].notna()
+    for i in f.index[under]:
+        drop = next_judgement(values[i], float(f.at[i, "regression_checked_img_s"]), tolerance)
+        low[i], high[i] = drop.ci_low, drop.ci_high
+    f["drop_ci_low"], f["drop_ci_high"] = low, high
     return f
 
 

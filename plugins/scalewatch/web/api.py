@@ -21,7 +21,7 @@ from scalewatch.web.auth import current_user
 router = APIRouter()
 User = Annotated[object, Depends(current_user)]
 MAX_LIMIT = 500
-Status = Literal["ok", "regressed", "change", "inconclusive", "annotated", "stale"]
+Status = Literal["ok", "regressed", "change", "inconclusive", "annotated", "stale", "watch"]
 # An overview line's `figure`: a series' images/s, its checkpoint write or read MB/s, a storage ceiling.
 Figure = Literal["throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s"]
 FIGURE_ORDER = ("throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s")

@@ -182,7 +182,8 @@ def test_detect_online_gives_each_change_point_the_run_that_confirmed_it(tmp_pat
     done = run("detect", str(path), "--metric", "throughput_img_s", "--json", "--online")
     assert done.returncode == 0, done.stderr
     (cp,) = json.loads(done.stdout)["change_points"]
-    assert set(cp) == {"model", "gpus", "timestamp", "before", "after", "change", "pvalue", "detected_at", "confirmed"}
+    keys = {"model", "gpus", "timestamp", "before", "after", "change", "pvalue", "detected_at", "confirmed"}
+    assert set(cp) == keys | {"confidence"}  # issue 54 added confidence; every earlier key kept
     assert cp["timestamp"].startswith(str(weeks[45].date())) and cp["confirmed"] is True
     delay = weeks.get_loc(pd.Timestamp(cp["detected_at"])) - 45
     assert 1 <= delay <= 3  # confirmed by the second or third run at the new level, not before

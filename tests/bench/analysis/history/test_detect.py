@@ -164,7 +164,7 @@ def test_detect_reports_outliers_apart_from_change_points(tmp_path):
     online = json.loads(run("detect", str(path), "--metric", "throughput_img_s", "--json", "--online").stdout)
     keys = {"model", "gpus", "timestamp", "before", "after", "change", "pvalue"}
     assert [(c["timestamp"], set(c)) for c in online["change_points"]] == [
-        (weeks[45].isoformat(), keys | {"detected_at", "confirmed"})
+        (weeks[45].isoformat(), keys | {"detected_at", "confirmed", "confidence"})
     ]
     assert [(o["timestamp"], o["detected_at"]) for o in online["outliers"]] == [
         (weeks[30].isoformat(), weeks[31].isoformat()),

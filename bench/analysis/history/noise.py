@@ -1,0 +1,241 @@
+"""The per-series noise model, and the one judgement of a recent drop that verdict, alerts, overview,
+report and API share (issue 54).
+
+A weekly series' own spread decides what drop it can resolve: on a quiet GPU cluster (about 1% week to
+week) a 3% drop is three spreads and a real fault, and a fixed 10% tolerance never sees it. So each
+series gets `noise_cv`, its relative week-to-week spread, estimated robustly from its accepted history
+(the larger of the trimmed RMS of its first differences, which a step or a bad week barely moves, and
+the runs' spread around their level, bad weeks left out) and floored at NOISE_CV_FLOOR, because a
+handful of lucky runs would otherwise make every 1% wobble a regression. A series with fewer than
+MIN_NOISE_RUNS accepted runs has no noise model: it is judged on the fixed `regression_tolerance` alone
+and says so (`noise_cv` empty), never on a guessed spread.
+
+The newest m runs (m = 1..MAX_RUNS, the runs since the drop began) are tested against the level of up to
+REFERENCE_RUNS runs before them (their mean, bad weeks left out): z = drop / (noise_cv x sqrt(1/m +
+1/n)), its bound widened to Student t for a spread estimated from n runs. One run beyond WATCH_Z is a
+suspected drop (`watch`: shown, not alerted); m >= 2 runs beyond CONFIRM_Z[m], each of them under the
+reference level by at least EACH_Z spreads (so one bad week that recovers never confirms anything with
+an ordinary week after it), is a confirmed drop (`regressed`), alerted with its size, its 95% interval
+and the number of runs that confirmed it. The thresholds are sized in benchmark section 18
+(benchmarks/bench_18_small_drops.py) for at most 0.1 false alarms per series-year; the power that leaves
+(3% drops at 1% noise by their second run, 2% by their fourth) is that section's table. A drop larger
+than `regression_tolerance` is a regression whatever the noise (the largest drop a suite ever
+tolerates).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+# The spread: root mean square of the first differences with the largest tenth left out (a step or a
+# bad week in the history is one or two large differences), rescaled to a normal standard deviation.
+# Twice as steady as the MAD of the differences on 26 runs (relative error 0.18 against 0.26), and the
+# z of every test is only as steady as the spread under it.
+TRIM_KEEP = 0.9
+DF_PER_DIFFERENCE = 0.62  # its relative error on 26 runs (0.18) is a chi-square's of 15.4 degrees of freedom
+TRIMMED_SQUARE_MEAN = 0.6230  # E[chi2(1) | below its 90% quantile] = P(chi2(3) <= q) / 0.9
+MIN_NOISE_RUNS = 8  # fewer accepted runs: no noise model (noise_cv empty), the fixed tolerance judges
+NOISE_CV_FLOOR = 0.005  # the smallest spread a series is credited with: half a percent week to week
+REFERENCE_RUNS = 52  # runs before the newest ones whose mean is the level a drop is measured from
+MAX_RUNS = 4  # the longest run of low weeks tested together
+WATCH_Z = 2.0  # one run this many standard errors under the level: a suspected drop (`watch`, shown, never sent)
+# m runs (the index) this many standard errors under the level confirm a drop. Sized in benchmark
+# section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
+# the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).
+CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 2.9, 4: 2.9}
+DRIFT_T = 2.0  # a reference whose slope is this many standard errors under zero is drifting down
+EACH_Z = 0.5  # every confirming run at least this many one-run standard errors under the level
+OUTLIER_SPREADS = 4.0  # a reference run further than this from its median is left out of the level
+
+OK, WATCH, REGRESSED = "ok", "watch", "regressed"
+
+
+def noise_cv(values) -> float | None:
+    """The relative week-to-week spread of a series' accepted runs (oldest first), floored at
+    NOISE_CV_FLOOR; None with fewer than MIN_NOISE_RUNS runs (no noise model: the fixed tolerance)."""
+    a = np.asarray(values, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size < MIN_NOISE_RUNS:
+        return None
+    level = float(np.median(a))
+    if level <= 0:
+        return None
+    squares = np.sort(np.diff(a) ** 2)
+    kept = squares[: max(1, math.floor(TRIM_KEEP * squares.size))]
+    differences = math.sqrt(float(kept.mean()) / TRIMMED_SQUARE_MEAN / 2) / level
+    # The runs' own spread around their mean, bad weeks left out, where it is the larger: a quiet
+    # stretch of differences (a 2% series read as 1.35% from 23 runs) is not trusted on its own.
+    near = a[np.abs(a / level - 1) <= OUTLIER_SPREADS * max(differences, NOISE_CV_FLOOR)]
+    spread = float(near.std(ddof=1)) / level if near.size >= 2 else 0.0
+    return max(NOISE_CV_FLOOR, differences, spread)
+
+
+@dataclass(frozen=True)
+class Drop:
+    """The judgement of a series' newest runs against the level before them."""
+
+    status: str  # ok, watch (one run suspected) or regressed (confirmed, or beyond the fixed tolerance)
+    runs: int  # how many of the newest runs the judgement rests on (confirmed by `runs` runs)
+    size: float  # relative drop of their mean under the level (positive: lower); nan when unjudged
+    ci_low: float  # its 95% interval
+    ci_high: float
+    z: float  # the drop in standard errors
+    confidence: float  # one-sided: 1 - p of a drop this large from noise alone
+    noise_cv: float | None  # the spread used; None: no noise model (fixed tolerance), too few runs
+    level: float  # the reference level
+
+    def as_row(self) -> dict:
+        """The result columns (drop_ci_* only on a regressed row)."""
+        regressed = self.status == REGRESSED
+        return {
+            "noise_cv": self.noise_cv,
+            "drop_ci_low": self.ci_low if regressed else None,
+            "drop_ci_high": self.ci_high if regressed else None,
+        }
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _unjudged(cv: float | None, level: float) -> Drop:
+    nan = float("nan")
+    return Drop(OK, 0, nan, nan, nan, nan, nan, cv, level)
+
+
+def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
+    """Whether the `newest` runs (oldest first, the latest last; at most MAX_RUNS used) dropped under the
+    series' level, judged on `before` (the accepted runs before them, oldest first).
+
+    The longest run of newest weeks that confirms a drop wins; else one suspected run is `watch`.
+    Without a noise model (fewer than MIN_NOISE_RUNS runs before) only `tolerance` judges: the latest
+    run under the median by more than it is `regressed` (as the fixed floor always did)."""
+    ref = np.asarray(before, dtype=float)
+    ref = ref[np.isfinite(ref)][-REFERENCE_RUNS:]
+    new = np.asarray(newest, dtype=float)[-MAX_RUNS:]
+    if new.size == 0 or not np.isfinite(new).all() or ref.size == 0:
+        return _unjudged(None, float("nan"))
+    cv = noise_cv(ref)
+    level = _level(ref, cv)
+    if level <= 0:
+        return _unjudged(cv, level)
+    if cv is None:
+        size = 1 - float(new[-1]) / level
+        beyond = tolerance is not None and size > tolerance
+        nan = float("nan")
+        return Drop(REGRESSED if beyond else OK, 1, size, nan, nan, nan, nan, None, level)
+    n = int(np.sum(_usable(ref, cv)))
+    best: Drop | None = None
+    for m in range(new.size, 0, -1):
+        runs = new[-m:]
+        size = 1 - float(runs.mean()) / level
+        se = cv * math.sqrt(1 / m + 1 / n)
+        z = size / se
+        drop = Drop(OK, m, size, size - 1.96 * se, size + 1.96 * se, z, 1 - _normal_sf(z), cv, level)
+        each = (1 - runs.max() / level) / (cv * math.sqrt(1 + 1 / n))
+        # The confirming runs agree with each other: a bad week beside an ordinary one is no level.
+        agree = (runs.max() - runs.min()) / level <= OUTLIER_SPREADS * cv * math.sqrt(2)
+        confirms = m in CONFIRM_Z and z >= _critical(CONFIRM_Z[m], n) and each >= EACH_Z and agree
+        if confirms and not _drifting_down(ref):
+            return _with(drop, REGRESSED)
+        if m == 1:
+            best = drop
+    assert best is not None
+    if tolerance is not None and best.size > tolerance:
+        return _with(best, REGRESSED)
+    return _with(best, WATCH if best.z >= _critical(WATCH_Z, n) else OK)
+
+
+def _drifting_down(ref: np.ndarray) -> bool:
+    """Whether the reference runs slide down (least-squares slope's t under -DRIFT_T): a drift is no step,
+    and measured against its own mean the newest runs of a 10%-a-year slide look like a drop (benchmark
+    section 12's drifting series: 0.15 false alarms per series-year without this). E-Divisive's rules,
+    which measure a step from the trend before it, judge those series."""
+    if ref.size < MIN_NOISE_RUNS:
+        return False
+    x = np.arange(ref.size, dtype=float)
+    x -= x.mean()
+    slope = float(x @ (ref - ref.mean()) / (x @ x))
+    resid = ref - ref.mean() - slope * x
+    se = math.sqrt(float(resid @ resid) / (ref.size - 2) / float(x @ x))
+    return se > 0 and slope / se < -DRIFT_T
+
+
+@functools.lru_cache(maxsize=4096)
+def _critical(z: float, runs: int) -> float:
+    """The bound a drop's z must pass when the spread is itself estimated from `runs` runs: the Student t
+    quantile of the same tail, with the trimmed estimator's degrees of freedom (DF_PER_DIFFERENCE per
+    first difference). Without it a lucky quiet stretch of 15 runs read a 2.6% series as 1.9% and called
+    a 5% pair of ordinary weeks a regression."""
+    from scipy.stats import norm, t
+
+    return float(t.ppf(norm.cdf(z), max(2.0, DF_PER_DIFFERENCE * (runs - 1))))
+
+
+def split(history) -> tuple[np.ndarray, np.ndarray]:
+    """(before, recent) of a series' accepted runs (oldest first) ahead of its next run: the newest
+    MAX_RUNS - 1 runs may confirm a drop with it; the runs before them are the reference."""
+    a = np.asarray(history, dtype=float)
+    a = a[np.isfinite(a)]
+    keep = MAX_RUNS - 1
+    return a[:-keep] if a.size > keep else a[:0], a[-keep:]
+
+
+def next_judgement(history, value: float, tolerance: float | None = None) -> Drop:
+    """judge_drop of a series' next run `value` with the runs of `history` (accepted, oldest first)."""
+    before, recent = split(history)
+    return judge_drop(before, [*recent, value], tolerance)
+
+
+def confirm_floor(history) -> tuple[float | None, float | None]:
+    """(floor, noise_cv) for a series' next run: the highest figure at which judge_drop confirms a drop
+    with the newest runs of `history` (accepted, oldest first; at least two runs together, each under the
+    level, agreeing); a run under it is regressed. floor None: no run can confirm one yet (the newest
+    runs are not low, or there is no noise model: noise_cv None). A run lower than the agreeing range is
+    regressed too (the verdict never calls a lower figure better), where judge_drop, which looks at the
+    weeks around it, waits for the week after to tell a bad week from a level."""
+    before, recent = split(history)
+    cv = noise_cv(before)
+    if cv is None:
+        return None, None
+    if _drifting_down(before[np.isfinite(before)][-REFERENCE_RUNS:]):
+        return None, cv
+    level, n = _level(before, cv), int(np.sum(_usable(before, cv)))
+    if level <= 0:
+        return None, cv
+    one = cv * math.sqrt(1 + 1 / n)
+    each = level * (1 - EACH_Z * one)
+    agree = OUTLIER_SPREADS * cv * math.sqrt(2) * level
+    floor = None
+    for m in CONFIRM_Z:
+        others = recent[len(recent) - (m - 1) :] if m > 1 else recent[:0]
+        if others.size != m - 1 or (others.size and (others.max() > each or np.ptp(others) > agree)):
+            continue
+        mean_bound = m * level * (1 - _critical(CONFIRM_Z[m], n) * cv * math.sqrt(1 / m + 1 / n)) - others.sum()
+        high = min(mean_bound, each, float(others.min()) + agree)
+        if high >= float(others.max()) - agree:
+            floor = high if floor is None else max(floor, high)
+    return floor, cv
+
+
+def _usable(ref: np.ndarray, cv: float) -> np.ndarray:
+    median = float(np.median(ref))
+    return np.abs(ref / median - 1) <= OUTLIER_SPREADS * cv if median > 0 else np.ones(ref.size, dtype=bool)
+
+
+def _level(ref: np.ndarray, cv: float | None) -> float:
+    """The reference level: the median without a noise model, else the mean of the runs within
+    OUTLIER_SPREADS spreads of the median (as steady as a mean, as robust as a median to a bad week)."""
+    if cv is None:
+        return float(np.median(ref))
+    return float(ref[_usable(ref, cv)].mean())
+
+
+def _with(drop: Drop, status: str) -> Drop:
+    from dataclasses import replace
+
+    return replace(drop, status=status)

@@ -1,0 +1,123 @@
+"""Benchmark section 18: small drops on quiet series, caught within a few runs without crying wolf (issue 54).
+
+Weekly histories are drawn with fixed seeds (lognormal noise around a level; a step at week 52 for
+the power rows; two years without a step for the false-alarm rows; one-week dips of 20-35% that recover
+for the outlier rows) and replayed run by run as the weekly check does (detect.replay). Each row is
+counted twice: the detector with the noise model's drop test, and E-Divisive alone (the detector
+before issue 54), so the table argues the choice.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from runner import Context, main_for
+
+NUMBER = 18
+TITLE = "small drops"
+STEP_AT = 52  # one year of history before the step
+SERIES = 100  # per row
+YEARS = 2  # per false-alarm series
+
+
+def _power_series(noise: float, step: float, seed: int, runs: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(SERIES):
+        values = rng.uniform(100, 5000) * np.exp(rng.normal(0, noise, STEP_AT + runs))
+        values[STEP_AT:] *= 1 - step
+        out.append(values)
+    return out
+
+
+def _quiet_series(noise: float, seed: int, dips: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(SERIES):
+        values = rng.uniform(100, 5000) * np.exp(rng.normal(0, noise, 52 * YEARS))
+        for week in rng.choice(np.arange(12, 52 * YEARS - 1), size=dips, replace=False):
+            values[week] *= 1 - rng.uniform(0.20, 0.35)
+        out.append(values)
+    return out
+
+
+def _caught(job: tuple) -> tuple[int, int]:
+    """(with the noise model, E-Divisive alone): series whose drop was alerted within `runs` runs."""
+    from bench.analysis.history.detect import replay
+
+    noise, step, seed, runs = job
+    counts = []
+    for model in (True, False):
+        hit = 0
+        for values in _power_series(noise, step, seed, runs):
+            flagged = replay(values, noise_model=model)
+            hit += any(f.alerted and f.step.size < 0 and f.step.index >= STEP_AT - 3 for f in flagged)
+        counts.append(hit)
+    return counts[0], counts[1]
+
+
+def _alarms(job: tuple) -> tuple[int, int]:
+    """(with the noise model, E-Divisive alone): change points alerted on series without a step."""
+    from bench.analysis.history.detect import replay
+
+    noise, seed, dips = job
+    series = _quiet_series(noise, seed, dips)
+    return tuple(sum(sum(f.alerted for f in replay(v, noise_model=model)) for v in series) for model in (True, False))
+
+
+def _wilson(k: int, n: int) -> str:
+    from scipy.stats import binomtest
+
+    low, high = binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return f"95% CI {low:.2f}-{high:.2f}"
+
+
+def _poisson(k: int, years: float) -> str:
+    from scipy.stats import chi2
+
+    low = chi2.ppf(0.025, 2 * k) / 2 / years if k else 0.0
+    return f"95% CI {low:.3f}-{chi2.ppf(0.975, 2 * k + 2) / 2 / years:.3f}"
+
+
+POWER = (  # (noise, step, runs after the step, target share alerted within those runs, seed)
+    (0.01, 0.02, 4, 0.8, 1801),
+    (0.01, 0.03, 2, 0.9, 1802),
+    (0.01, 0.05, 2, None, 1803),
+    (0.03, 0.06, 3, 0.9, 1804),
+)
+QUIET = ((0.01, 1811, 0), (0.03, 1812, 0), (0.01, 1813, 2), (0.03, 1814, 2))  # (noise, seed, dips per series)
+
+
+def small_drops(add) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        caught = list(pool.map(_caught, [(n, s, seed, runs) for n, s, runs, _, seed in POWER]))
+        alarms = list(pool.map(_alarms, QUIET))
+    for (noise, step, runs, target, seed), (new, old) in zip(POWER, caught, strict=True):
+        add(
+            "18 small drops",
+            f"noise {noise:.0%}: {step:.0%} drops alerted within {runs} runs",
+            f"{new / SERIES:.2f}",
+            f"target {'>= ' + format(target, '.1f') if target else 'none'} ({new} of {SERIES}; {_wilson(new, SERIES)}; "
+            f"E-Divisive alone: {old} of {SERIES}; step at week {STEP_AT}; seed {seed})",
+        )
+    years = SERIES * YEARS
+    for (noise, seed, dips), (new, old) in zip(QUIET, alarms, strict=True):
+        what = f"with {dips} one-week dips of 20-35% per series" if dips else "without a step"
+        add(
+            "18 small drops",
+            f"noise {noise:.0%}: false alarms per series-year, {what}",
+            f"{new / years:.3f}",
+            f"target <= 0.1 ({new} in {years} series-years; {_poisson(new, years)}; E-Divisive alone: {old}; "
+            f"seed {seed})",
+        )
+
+
+def run(ctx: Context) -> None:
+    small_drops(ctx.add)
+
+
+if __name__ == "__main__":
+    sys.exit(main_for(NUMBER))

@@ -1,0 +1,100 @@
+"""The per-series noise model and the drop judgement (issue 54), on histories drawn with fixed seeds."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.analysis.history import noise
+from bench.analysis.history.detect import latest_drop, replay
+from tests.bench.analysis.test_cli_contracts import run
+
+
+def weekly(seed: int, weeks: int, cv: float, step: float = 0.0, at: int | None = None) -> np.ndarray:
+    values = 1000 * np.exp(np.random.default_rng(seed).normal(0, cv, weeks))
+    if step:
+        values[at:] *= 1 - step
+    return values
+
+
+def test_noise_cv_reads_the_series_spread_and_is_empty_below_the_runs_it_needs():
+    quiet = weekly(1, 40, 0.01)
+    assert noise.noise_cv(quiet) == pytest.approx(0.01, rel=0.3)
+    assert noise.noise_cv(weekly(2, 40, 0.03)) == pytest.approx(0.03, rel=0.3)
+    assert noise.noise_cv(quiet[: noise.MIN_NOISE_RUNS - 1]) is None
+    # A step inside the history is one large difference: it barely moves the spread.
+    stepped = quiet.copy()
+    stepped[20:] *= 0.85
+    assert noise.noise_cv(stepped) == pytest.approx(noise.noise_cv(quiet), rel=0.25)
+    # A flat history is credited with the floor, never with no noise at all.
+    assert noise.noise_cv(np.full(20, 500.0)) == noise.NOISE_CV_FLOOR
+
+
+def test_a_short_series_is_judged_on_the_fixed_tolerance_and_says_so():
+    before = [100.0, 101.0, 99.0]
+    drop = noise.judge_drop(before, [95.0], tolerance=0.1)
+    assert (drop.status, drop.noise_cv) == (noise.OK, None)
+    assert noise.judge_drop(before, [85.0], tolerance=0.1).status == noise.REGRESSED
+    assert noise.judge_drop(before, [85.0], tolerance=0.1).as_row()["noise_cv"] is None
+
+
+def test_a_3pct_drop_on_a_quiet_series_is_watched_after_one_run_and_confirmed_by_the_second():
+    values = weekly(7, 42, 0.01, 0.03, at=40)
+    one = noise.judge_drop(values[:36], values[36:41])
+    two = noise.judge_drop(values[:38], values[38:42])
+    assert one.status == noise.WATCH and one.runs == 1
+    assert two.status == noise.REGRESSED and two.runs == 2
+    assert two.ci_low < two.size < two.ci_high
+    assert two.ci_low > 0 and two.ci_low < 0.03 < two.ci_high
+    assert two.confidence > 0.999
+    row = two.as_row()
+    assert row["noise_cv"] == pytest.approx(0.01, rel=0.3) and row["drop_ci_low"] == two.ci_low
+
+
+def test_the_fixed_tolerance_still_catches_a_large_one_run_drop():
+    values = weekly(3, 30, 0.01)
+    assert noise.judge_drop(values[:29], [values[-1] * 0.8], tolerance=0.1).status == noise.REGRESSED
+    assert noise.judge_drop(values[:29], [values[-1] * 0.8]).status == noise.WATCH
+
+
+def test_a_bad_week_beside_an_ordinary_one_confirms_nothing():
+    values = weekly(5, 30, 0.01)
+    values[-2] *= 0.75
+    drop = noise.judge_drop(values[:-2], values[-2:])
+    assert drop.status != noise.REGRESSED
+    found = latest_drop(values)
+    assert found is not None and found[0].status == noise.OK  # the dip set aside: the newest run is level
+
+
+def test_replayed_weekly_a_3pct_drop_is_alerted_by_its_second_run_and_a_quiet_year_never():
+    values = weekly(11, 60, 0.01, 0.03, at=54)
+    flagged = [f for f in replay(values) if f.step.size < 0]
+    assert [(f.step.index, f.flagged_at, f.step.runs) for f in flagged] == [(54, 55, 2)]
+    assert flagged[0].step.confidence > 0.999
+    assert replay(weekly(12, 60, 0.01)) == []
+
+
+def test_detect_online_json_adds_confidence_and_keeps_its_keys(tmp_path):
+    values = weekly(11, 60, 0.01, 0.03, at=54)
+    stamps = pd.date_range("2025-01-06", periods=60, freq="W-MON", tz="UTC")
+    path = tmp_path / "h.csv"
+    pd.DataFrame({"timestamp": stamps, "model": "ssd", "gpus": 8, "throughput_img_s": values}).to_csv(path)
+    done = run("detect", str(path), "--metric", "throughput_img_s", "--json", "--online")
+    assert done.returncode == 0, done.stderr
+    points = json.loads(done.stdout)["change_points"]
+    assert len(points) == 1
+    keys = {"model", "gpus", "timestamp", "before", "after", "change", "pvalue", "detected_at", "confirmed"}
+    assert set(points[0]) == keys | {"confidence"}
+    assert points[0]["confidence"] > 0.999 and points[0]["timestamp"].startswith(str(stamps[54].date()))
+
+
+def test_a_slow_slide_is_no_drop_for_the_noise_model():
+    """10% a year down at 1% noise: the newest runs sit well under the reference's mean, yet no step."""
+    weeks = 40
+    values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
+    assert noise.judge_drop(values[:weeks], values[weeks:]).status != noise.REGRESSED
+    assert noise.confirm_floor(values[:-1])[0] is None
+    flat = weekly(21, weeks + 2, 0.01)
+    flat[weeks:] *= 1 - 0.05  # the same newest runs' shortfall as a step: confirmed
+    assert noise.judge_drop(flat[:weeks], flat[weeks:]).status == noise.REGRESSED
