@@ -253,7 +253,8 @@ def runs_table(
     run_link: Callable[[str | None, str], str | None],
     environments: dict[str, dict[str, str]] | None = None,
 ) -> list[dict]:
-    """Newest first: date, run, cluster, how it came about (scheduled, manual), verdict, how many rows were inconclusive, links, what it ran on."""
+    """Newest first: date, run, cluster, how it came about (scheduled, manual), verdict, how many rows were
+    inconclusive, links, what it ran on."""
     environments = environments or {}
     rows = filters.apply(results)
     keys = ["dag_id", "suite_run_id"] if "dag_id" in rows and "dag_id" in suite_runs else ["suite_run_id"]
