@@ -11,6 +11,8 @@ a tick and across the scheduler's downtime, then opened again.
 from __future__ import annotations
 
 import contextlib
+import email
+import email.policy
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -133,7 +135,8 @@ def test_the_scheduler_runs_the_suite_alone_alerts_stores_it_as_scheduled_and_sk
         suite_run = suite_run_identity(DAG, first["dag_run_id"])
         texts = [p["json"]["text"] for p in webhook.posts if suite_run in p["json"].get("text", "")]
         assert texts and any(f"ssd @ {oversubscribed_ranks()} GPUs: scaling_efficiency" in t for t in texts), texts
-        assert any("weekly@example.com" in m["to"] and suite_run in m["subject"] for m in smtp.messages)
+        mails = [email.message_from_string(m["data"], policy=email.policy.default) for m in smtp.messages]
+        assert any("weekly@example.com" in m["To"] and suite_run in str(m["Subject"]) for m in mails), mails
         from bench.store.db import ResultsStore
 
         rows = ResultsStore(f"sqlite:///{af.home}/sw/results.db").frame()
