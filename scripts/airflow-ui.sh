@@ -12,10 +12,11 @@ if [[ "${1:-}" == "stop" ]]; then
   echo "stopped Airflow's PostgreSQL (data kept in $AIRFLOW_PG_DIR)"
   exit 0
 fi
-scripts/install.sh --with-postgresql
+[[ -n "${SCALEWATCH_SKIP_INSTALL:-}" ]] || scripts/install.sh --with-postgresql  # skip: a machine already set up
 mkdir -p "$AIRFLOW_HOME"
 source scripts/airflow-pg.sh
+_start_airflow_pg
 trap _stop_airflow_pg EXIT
-echo "UI: http://localhost:8080  (user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated)"
+echo "UI: http://localhost:${AIRFLOW__API__PORT:-8080}  (user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated)"
 echo "Airflow metadata: PostgreSQL on 127.0.0.1:$AIRFLOW_PG_PORT, database airflow (data in $AIRFLOW_PG_DIR)"
 airflow standalone
