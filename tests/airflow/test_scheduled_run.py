@@ -142,7 +142,7 @@ def test_the_scheduler_runs_the_suite_alone_alerts_stores_it_as_scheduled_and_sk
         rows = ResultsStore(f"sqlite:///{af.home}/sw/results.db").frame()
         mine = rows[(rows["dag_id"] == DAG) & (rows["suite_run_id"] == suite_run)]
         assert sorted(mine["gpus"]) == [1, oversubscribed_ranks()]
-        assert set(mine["run_type"]) == {"scheduled"} and set(mine["verdict"]) >= {"FAILED"}, mine[["verdict"]]
+        assert set(mine["run_type"]) == {"scheduled"} and "fail" in set(mine["verdict"]), mine[["verdict"]]
         page = af.get(f"/scalewatch/reports/history?cluster={CLUSTER}&workload=ssd")
         assert page.status_code == 200 and 'class="run-type">scheduled<' in page.text, page.text[-3000:]
 
