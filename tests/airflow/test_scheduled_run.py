@@ -5,7 +5,9 @@ it was down is followed by one run of the newest tick, not a backlog (catchup of
 
 One flow on the package's running Airflow (tests/airflow/conftest.py), so that its start-up is paid once:
 the default pool is emptied (a real Airflow setting: no task may start) to hold the first run active across
-a tick and across the scheduler's downtime, then opened again.
+a tick and across the scheduler's downtime, then opened again. What it guards: with `max_active_runs=2` the
+tick made a second run beside the held one; with `catchup=True` the run after the restart was the backlog's
+first tick (2026-01-05T00:01, the minute after the DAG's start date), not the newest.
 """
 
 from __future__ import annotations
