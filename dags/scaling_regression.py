@@ -1,21 +1,6 @@
-"""The embedded default suite: the weekly scaling regression on this Airflow's own settings.
+"""The embedded default suite as an Airflow DAG: the weekly scaling regression (cron `0 3 * * 1`, SCALEWATCH_SCHEDULE
+overrides), built by scalewatch.dags, which an installed package's DAG file calls the same way."""
 
-Suite files (one per cluster or storage system) become DAGs of their own in `dags/suites.py`.
-"""
+from scalewatch.dags import declare_embedded
 
-from __future__ import annotations
-
-import os
-
-from bench.config import EMBEDDED_DEFAULT
-from scalewatch.dag_factory import build
-from scalewatch.params import params
-
-SCHEDULE = os.environ.get("SCALEWATCH_SCHEDULE", "0 3 * * 1")  # cron; "none" turns the schedule off
-
-scaling_regression = build(
-    "scaling_regression",
-    None if SCHEDULE.lower() in ("", "none") else SCHEDULE,
-    params(EMBEDDED_DEFAULT),
-    __doc__ or "",
-)
+declare_embedded(globals())

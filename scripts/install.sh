@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything scalewatch needs on a fresh Debian 12 machine: apt packages, a venv with the
 # pinned stack, Horovod built against torch 2.13 (wheel cached), and the bench package itself.
-# Idempotent: a second run only checks. Usage: scripts/install.sh [--with-test-services]
+# Idempotent: a second run only checks. Usage: scripts/install.sh [--with-test-services | --with-postgresql]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SCALEWATCH_VENV:-$PWD/.venv}
@@ -34,6 +34,8 @@ echo "install: setting up (full log: $LOG)"
 apt_pkgs=(cmake g++ procps fio)  # fio: the storage probe the DAG runs after the last scale
 if [[ "${1:-}" == "--with-test-services" ]]; then
   apt_pkgs+=(slurm-wlm munge openssh-server postgresql chromium iproute2 util-linux sshfs)  # sshfs: a network mount
+elif [[ "${1:-}" == "--with-postgresql" ]]; then  # scripts/airflow-ui.sh: Airflow's metadata database
+  apt_pkgs+=(postgresql)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

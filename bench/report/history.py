@@ -254,7 +254,8 @@ def runs_table(
     run_link: Callable[[str | None, str], str | None],
     environments: dict[str, dict[str, str]] | None = None,
 ) -> list[dict]:
-    """Newest first: date, run, cluster, verdict, how many rows were inconclusive, links, what it ran on."""
+    """Newest first: date, run, cluster, how it came about (scheduled, manual), verdict, how many rows were
+    inconclusive, links, what it ran on."""
     environments = environments or {}
     rows = filters.apply(results)
     keys = ["dag_id", "suite_run_id"] if "dag_id" in rows and "dag_id" in suite_runs else ["suite_run_id"]
@@ -268,6 +269,11 @@ def runs_table(
         }
     )
     counts = {(k if isinstance(k, tuple) else (k,)): c for k, c in counted.groupby(keys).sum().to_dict("index").items()}
+    # scheduled or manual (Airflow's run type, revision 0021): one per suite run; '' where not recorded
+    kinds = rows[keys].assign(run_type=rows["run_type"].fillna("") if "run_type" in rows else "")
+    run_types = {
+        (k if isinstance(k, tuple) else (k,)): v for k, v in kinds.groupby(keys)["run_type"].first().to_dict().items()
+    }
     out = []
     for run in suite_runs.sort_values("started_at", ascending=False).itertuples():
         mine = counts.get(tuple(getattr(run, k) for k in keys))
@@ -280,6 +286,7 @@ def runs_table(
                 "date": str(run.started_at)[:16].replace("T", " "),
                 "suite_run_id": run.suite_run_id,
                 "cluster": run.cluster,
+                "run_type": run_types.get(tuple(getattr(run, k) for k in keys), ""),
                 "verdict": verdict,
                 "rows": int(mine["rows"]),
                 "inconclusive": inconclusive,

@@ -222,6 +222,9 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("min_supported_gpus", "int", "GPUs", "sizing", bound=Bound("supported_gpus", "min", "min_supported_gpus")),
     # the suite DAG that wrote the row ('' for `bench sweep`): part of the store's key since revision 0008
     _c("dag_id", "text", "label", "store"),
+    # how the run came about (issue 50, revision 0021): Airflow's run type, "scheduled" for the scheduler's
+    # own runs and "manual" for a triggered one or `bench sweep`; NULL on rows stored before, unknown
+    _c("run_type", "text", "label", "store"),
     # the storage ceiling's node count and what binds it (bench.suite.probe, revision 0017)
     _c("probe_nodes", "int", "count", "sizing"),
     _c("storage_bound", "text", "label", "sizing"),

@@ -42,6 +42,10 @@ from bench.results.schema import (
 
 metadata = sa.MetaData()
 
+# A run nobody scheduled (a triggered run, `bench sweep`): what a results row says when its suite run names
+# no run type. Airflow's own run types ("scheduled", "manual", "backfill", "asset_triggered") are kept as they are.
+MANUAL = "manual"
+
 _SQL_TYPES = {"int": sa.Integer, "float": sa.Float, "bool": sa.Boolean, "text": sa.Text}
 
 
@@ -150,7 +154,7 @@ ANNOTATION_FIELDS = (*CHANGE_KEY, "kind", "note", "author", "dag_id")
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version, when both share a database
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
-SCHEMA_REVISION = "0020"
+SCHEMA_REVISION = "0021"
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3
 # (versions 1 and 2 are brought up to 3 by the legacy steps in `_adopt_legacy`).
 LEGACY_REVISION = {3: "0001", 4: "0002"}
@@ -441,13 +445,14 @@ class ResultsStore:
         The rows belong to `suite`'s DAG ('' without one: `bench sweep`): another DAG's run with the same
         run id is neither overwritten nor swept as stale."""
         dag_id = (suite or {}).get("dag_id") or ""
-        rows = [_row(r) | {"dag_id": dag_id} for r in frame.to_dict("records")]
+        run_type = (suite or {}).get("run_type") or MANUAL
+        rows = [_row(r) | {"dag_id": dag_id, "run_type": run_type} for r in frame.to_dict("records")]
         with self._begin() as conn:
             ids = {r["suite_run_id"] for r in rows}
             if rows:  # one executemany statement: 52,000 history rows took 44 s row by row
                 conn.execute(self._upsert(results_table, rows[0], RESULTS_KEY), rows)
             if suite is not None:
-                suite = {**suite, "dag_id": dag_id}
+                suite = {k: v for k, v in suite.items() if k != "run_type"} | {"dag_id": dag_id}
                 conn.execute(self._upsert(suite_runs_table, suite, SUITE_RUNS_KEY), [suite])
             # rows of this suite run that the rerun no longer has (a scale removed) go too
             for sid in ids:

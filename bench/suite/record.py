@@ -36,16 +36,23 @@ STAGED, PREVIOUS = ".{}.staged", ".{}.previous"  # names the web pages never ser
 
 
 def finish(
-    cfg: SweepConfig, suite_run_id: str, runs: list[dict], started: str, store_url: str, dag_id: str | None = None
+    cfg: SweepConfig,
+    suite_run_id: str,
+    runs: list[dict],
+    started: str,
+    store_url: str,
+    dag_id: str | None = None,
+    run_type: str | None = None,
 ) -> dict:
-    """Judge the suite run, then record it: once for `bench sweep` and the DAG's evaluate task alike."""
+    """Judge the suite run, then record it: once for `bench sweep` and the DAG's evaluate task alike.
+    `run_type`: Airflow's (scheduled, manual, ...); None (`bench sweep`) is stored as manual."""
     from bench.analysis.verdict.evaluate import evaluate
     from bench.store.db import ResultsStore
 
     store = ResultsStore(store_url)
     out = suite_dir(cfg.output_dir, suite_run_id)
     ev = evaluate(cfg, suite_run_id, runs, started, store, out / "data-docs", read_probe(out))
-    return record(cfg, suite_run_id, ev, runs, started, store, dag_id)
+    return record(cfg, suite_run_id, ev, runs, started, store, dag_id, run_type)
 
 
 class RunFiles:
@@ -97,6 +104,7 @@ def record(
     started: str,
     store: ResultsStore,
     dag_id: str | None = None,
+    run_type: str | None = None,
 ) -> dict:
     """The store (one transaction) and results.csv, suite.json and the report (swapped in before it
     commits): all of them or none; the outcome."""
@@ -110,7 +118,7 @@ def record(
     files = RunFiles(out)
     try:
         with store.transaction():
-            store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report)
+            store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report, run_type)
             watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
             changes = run_changes(store, ev.frame, suite_run_id)
             ev.frame.to_csv(files.staged("results.csv"), index=False)
@@ -160,6 +168,7 @@ def store_run(
     store: ResultsStore,
     dag_id: str | None,
     report: Path,
+    run_type: str | None = None,
 ) -> None:
     """The run's rows, its suite_runs row, its storage probe and its environment: each keyed by the run,
     so recording it again overwrites, never adds."""
@@ -171,6 +180,7 @@ def store_run(
         "report_path": str(report),
         "config": cfg.model_dump_json(),
         "dag_id": dag_id,
+        "run_type": run_type,  # the results rows' (the store keeps it on each row, not on suite_runs)
     }
     store.upsert(ev.frame, suite)
     if ev.probe is not None:

@@ -1,4 +1,6 @@
-"""A real running Airflow (api-server, scheduler, dag-processor, triggerer as separate processes)."""
+"""A real running Airflow as a team deploys it: api-server, scheduler, dag-processor and triggerer as separate
+processes, its metadata on PostgreSQL (a database of its own on the server scripts/postgres.sh starts, never
+the results store's)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,52 @@ SECRET_TOKEN = "services/T0SECRET/B0SECRET/liveSECRETtoken"
 SMTP_PASSWORD = "smtpSECRETpw"
 
 
+class MetadataDatabase:
+    """A PostgreSQL database of its own for one running Airflow's metadata, on the test server
+    (SCALEWATCH_TEST_PG_URL), dropped at the end; the results store never shares it."""
+
+    def __init__(self) -> None:
+        import uuid
+
+        import sqlalchemy as sa
+
+        server = os.environ.get("SCALEWATCH_TEST_PG_URL")
+        if not server:
+            pytest.fail("the running Airflow keeps its metadata on PostgreSQL: source scripts/postgres.sh first")
+        self.admin_url = sa.engine.make_url(server)
+        self.name = f"airflow_meta_{uuid.uuid4().hex[:8]}"
+        url = self.admin_url.set(database=self.name)
+        self.url = url.render_as_string(hide_password=False)  # postgresql+psycopg: the only driver installed
+        self.async_url = url.set(drivername="postgresql+psycopg_async").render_as_string(hide_password=False)
+        self._execute(f"CREATE DATABASE {self.name}")
+
+    def _execute(self, sql: str) -> None:
+        import sqlalchemy as sa
+
+        admin = sa.create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(sql)
+        finally:
+            admin.dispose()
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.url,
+            # Airflow derives postgresql+asyncpg, which is not installed: psycopg 3 serves both
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": self.async_url,
+        }
+
+    def drop(self) -> None:
+        self._execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+
+
 class RunningAirflow:
     def __init__(self, home: Path, webhook_port: int = 9, smtp_port: int = 25) -> None:
         self.home, self.port = home, _free_port()
+        self.suites = home / "suites"
+        self.suites.mkdir(exist_ok=True)
+        self.metadata = MetadataDatabase()
         self.url = f"http://127.0.0.1:{self.port}"
         passwords = home / "passwords.json"
         passwords.write_text(json.dumps({"admin": PASSWORD, "nobody": NOBODY_PASSWORD, "viewer": VIEWER_PASSWORD}))
@@ -53,8 +98,10 @@ class RunningAirflow:
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
                 "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-                "SCALEWATCH_SCHEDULE": "none",  # only the runs a test triggers
-                "SCALEWATCH_SUITES": str(home / "no-suites"),  # no scheduled suite DAGs beside the tests' runs
+                **self.metadata.env(),
+                "SCALEWATCH_SCHEDULE": "none",  # the embedded default runs only when a test triggers it
+                # empty: only the scheduled test puts a suite file here (and takes it away again)
+                "SCALEWATCH_SUITES": str(self.suites),
                 "AIRFLOW_CONN_SW_SLACK": json.dumps(
                     {"conn_type": "http", "host": f"http://127.0.0.1:{webhook_port}", "password": SECRET_TOKEN}
                 ),
@@ -105,6 +152,7 @@ class RunningAirflow:
             f"{self.url}/auth/token", json={"username": "admin", "password": PASSWORD}, timeout=30
         ).json()["access_token"]
         self.wait_for(lambda: self.get("/api/v2/dags/scaling_regression").status_code == 200, 180)
+        assert not (self.home / "airflow.db").exists()  # the metadata went to PostgreSQL, not SQLite
         return self
 
     def wait_for(self, predicate, timeout: float):
@@ -147,6 +195,7 @@ class RunningAirflow:
     def stop(self) -> None:
         for name in list(self.procs):
             self.stop_component(name)
+        self.metadata.drop()
 
 
 @pytest.fixture(scope="package")

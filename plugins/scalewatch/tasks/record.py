@@ -23,5 +23,12 @@ def evaluate_and_report(plan: dict, results: list[dict], reruns: list[dict], con
 
     cfg = sweep_config(plan)
     runs = scale_results(cfg, plan, results) + [{**r, "result": with_summary(r["result"])} for r in reruns if r]
-    dag_id = context["dag_run"].dag_id if context.get("dag_run") else None
-    return finish(cfg, plan["suite_run_id"], runs, started(context), results_url(), dag_id)
+    dag_run = context.get("dag_run")
+    dag_id = dag_run.dag_id if dag_run else None
+    return finish(cfg, plan["suite_run_id"], runs, started(context), results_url(), dag_id, run_type_of(dag_run))
+
+
+def run_type_of(dag_run) -> str | None:
+    """Airflow's run type as its plain value ("scheduled", "manual", ...): the SDK's DagRun holds the enum."""
+    run_type = getattr(dag_run, "run_type", None)
+    return None if run_type is None else str(getattr(run_type, "value", run_type))

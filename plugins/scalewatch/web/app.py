@@ -64,6 +64,7 @@ HISTORY_COLUMNS = (
     "gpus",
     "config_key",
     "started_at",
+    "run_type",
     "accepted",
     "verdict",
     "bandwidth_valid",
