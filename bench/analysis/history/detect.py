@@ -351,7 +351,7 @@ def replay(
 
     Two tests look each week: E-Divisive (find_steps, confirmed by the next run's history) and the noise
     model's drop test on the runs since the last change (drop_step: confirmed by its own second run);
-    `noise_model` False leaves the second out (benchmark section 18 compares the two)."""
+    `noise_model` False leaves the second out (benchmark section 19 compares the two)."""
     values = np.asarray(values, dtype=float)
     flagged: list[Flagged] = []
     previous: list[Step] = []

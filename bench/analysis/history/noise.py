@@ -16,8 +16,8 @@ REFERENCE_RUNS runs before them (their mean, bad weeks left out): z = drop / (no
 suspected drop (`watch`: shown, not alerted); m >= 2 runs beyond CONFIRM_Z[m], each of them under the
 reference level by at least EACH_Z spreads (so one bad week that recovers never confirms anything with
 an ordinary week after it), is a confirmed drop (`regressed`), alerted with its size, its 95% interval
-and the number of runs that confirmed it. The thresholds are sized in benchmark section 18
-(benchmarks/bench_18_small_drops.py) for at most 0.1 false alarms per series-year; the power that leaves
+and the number of runs that confirmed it. The thresholds are sized in benchmark section 19
+(benchmarks/bench_19_small_drops.py) for at most 0.1 false alarms per series-year; the power that leaves
 (3% drops at 1% noise by their second run, 2% by their fourth) is that section's table. A drop larger
 than `regression_tolerance` is a regression whatever the noise (the largest drop a suite ever
 tolerates).
@@ -44,7 +44,7 @@ REFERENCE_RUNS = 52  # runs before the newest ones whose mean is the level a dro
 MAX_RUNS = 4  # the longest run of low weeks tested together
 WATCH_Z = 2.0  # one run this many standard errors under the level: a suspected drop (`watch`, shown, never sent)
 # m runs (the index) this many standard errors under the level confirm a drop. Sized in benchmark
-# section 18 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
+# section 19 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
 # the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).
 CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 2.9, 4: 2.9}
 DRIFT_T = 2.0  # a reference whose slope is this many standard errors under zero is drifting down

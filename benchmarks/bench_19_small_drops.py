@@ -1,4 +1,4 @@
-"""Benchmark section 18: small drops on quiet series, caught within a few runs without crying wolf (issue 54).
+"""Benchmark section 19: small drops on quiet series, caught within a few runs without crying wolf (issue 54).
 
 Weekly histories are drawn with fixed seeds (lognormal noise around a level; a step at week 52 for
 the power rows; two years without a step for the false-alarm rows; one-week dips of 20-35% that recover
@@ -97,7 +97,7 @@ def small_drops(add) -> None:
         alarms = list(pool.map(_alarms, QUIET))
     for (noise, step, runs, target, seed), (new, old) in zip(POWER, caught, strict=True):
         add(
-            "18 small drops",
+            "19 small drops",
             f"noise {noise:.0%}: {step:.0%} drops alerted within {runs} runs",
             f"{new / SERIES:.2f}",
             f"target {'>= ' + format(target, '.1f') if target else 'none'} ({new} of {SERIES}; {_wilson(new, SERIES)}; "
@@ -107,7 +107,7 @@ def small_drops(add) -> None:
     for (noise, seed, dips), (new, old) in zip(QUIET, alarms, strict=True):
         what = f"with {dips} one-week dips of 20-35% per series" if dips else "without a step"
         add(
-            "18 small drops",
+            "19 small drops",
             f"noise {noise:.0%}: false alarms per series-year, {what}",
             f"{new / years:.3f}",
             f"target <= 0.1 ({new} in {years} series-years; {_poisson(new, years)}; E-Divisive alone: {old}; "
