@@ -112,6 +112,7 @@ pip_mounts() {
     printf '%s = %s\n' "$key" "$value" >>"$conf"
     for path in $value; do
       path=${path#file://}
+      path=${path%/simple} # a local index's pages link to files beside its simple/ folder
       if [[ $path == /* ]] && [ -e "$path" ]; then PIP_MOUNTS+=(--volume "$path:$path:ro"); fi
     done
   done < <(python3 -m pip config list 2>/dev/null | grep -E "^[^=]+\.[a-z-]+=" || true)
