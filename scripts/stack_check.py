@@ -83,13 +83,17 @@ def wait_for(what: str, predicate, timeout: float, every: float = 5.0):
 
 
 def engine() -> str:
-    return "docker" if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0 else "podman"
+    return (
+        "docker" if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0 else "podman"
+    )
 
 
 def exec_in_scheduler(code: str, *args: str) -> str:
     """Python run in the scheduler's container (it sees the shared volume where runs are written)."""
     tool = engine()
-    env = os.environ | {"CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "docker" / "podman-containers.conf"))}
+    env = os.environ | {
+        "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "docker" / "podman-containers.conf"))
+    }
     names = subprocess.run(
         [tool, "ps", "--filter", "label=com.docker.compose.service=scheduler", "--format", "{{.Names}}"],
         capture_output=True,
@@ -167,7 +171,14 @@ def main() -> int:
     try:
         took, out = stack("up")
         first_healthy = healthy_after(out)
-        rows.append((SECTION, "scripts/stack.sh up, images present: containers started -> every service healthy (s)", f"{first_healthy:.0f}", f"whole command {took:.0f} s incl. any image build"))
+        rows.append(
+            (
+                SECTION,
+                "scripts/stack.sh up, images present: containers started -> every service healthy (s)",
+                f"{first_healthy:.0f}",
+                f"whole command {took:.0f} s incl. any image build",
+            )
+        )
         bearer = token(password)
         wait_for(f"DAG {DAG} parsed", lambda: request("GET", f"/api/v2/dags/{DAG}", bearer)[0] == 200, 600)
         start = time.monotonic()
@@ -187,13 +198,27 @@ def main() -> int:
         if state != "success":
             raise CheckFailed(f"run {run_id}: {state}")
         files = check_run(run_id)
-        rows.append((SECTION, f"first run of {DAG} (2 CPU nodes, ssd tiny, 1 and 2 ranks): trigger -> success (s)", f"{first_run:.0f}", f"REST API trigger; verdicts {files['verdicts']}, probe over {files['probe_nodes']}"))
+        rows.append(
+            (
+                SECTION,
+                f"first run of {DAG} (2 CPU nodes, ssd tiny, 1 and 2 ranks): trigger -> success (s)",
+                f"{first_run:.0f}",
+                f"REST API trigger; verdicts {files['verdicts']}, probe over {files['probe_nodes']}",
+            )
+        )
         suite_run_id = f"{DAG}.{run_id}"
         check_history(bearer, suite_run_id)
         stack("down")
         took, out = stack("up")
         again = healthy_after(out)
-        rows.append((SECTION, "scripts/stack.sh up after down (volumes kept): started -> every service healthy (s)", f"{again:.0f}", f"whole command {took:.0f} s"))
+        rows.append(
+            (
+                SECTION,
+                "scripts/stack.sh up after down (volumes kept): started -> every service healthy (s)",
+                f"{again:.0f}",
+                f"whole command {took:.0f} s",
+            )
+        )
         check_history(token(password), suite_run_id)
         print(f"history kept across down/up: {suite_run_id}", flush=True)
     except CheckFailed as failed:
