@@ -31,6 +31,6 @@ RUN apt-get update \
  && mkdir -p /var/lib/postgresql/data /var/run/postgresql /docker-entrypoint-initdb.d \
  && chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
 COPY docker/local-postgres-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
-ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/bin:/usr/bin:/bin PGDATA=/var/lib/postgresql/data
+ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PGDATA=/var/lib/postgresql/data
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["postgres"]
