@@ -30,6 +30,16 @@ die() {
   exit 1
 }
 
+# --- the command and its input, checked before anything starts -------------------------------------
+case "${1:-}" in
+up)
+  [ -n "${SCALEWATCH_ADMIN_PASSWORD:-}" ] || die "SCALEWATCH_ADMIN_PASSWORD: required (the admin's password, 8 characters or more)"
+  [ ${#SCALEWATCH_ADMIN_PASSWORD} -ge 8 ] || die "SCALEWATCH_ADMIN_PASSWORD: 8 characters or more (got ${#SCALEWATCH_ADMIN_PASSWORD})"
+  ;;
+down | build) ;;
+*) die "usage: scripts/stack.sh up|down|build (got '${1:-}')" ;;
+esac
+
 # --- engine ------------------------------------------------------------------------------------------
 if docker info >/dev/null 2>&1; then
   ENGINE=docker
@@ -190,8 +200,6 @@ wait_exit() {  # a one-shot service: its exit status
 }
 
 up() {
-  [ -n "${SCALEWATCH_ADMIN_PASSWORD:-}" ] || die "SCALEWATCH_ADMIN_PASSWORD: required (the admin's password, 8 characters or more)"
-  [ ${#SCALEWATCH_ADMIN_PASSWORD} -ge 8 ] || die "SCALEWATCH_ADMIN_PASSWORD: 8 characters or more"
   export SCALEWATCH_ADMIN_PASSWORD
   secrets
   build
@@ -230,5 +238,4 @@ build)
   secrets
   build
   ;;
-*) die "usage: scripts/stack.sh up|down|build" ;;
 esac
