@@ -179,14 +179,15 @@ healthy() {
   [ -n "$name" ] && podman healthcheck run "$name" >/dev/null 2>&1
 }
 
-wait_healthy() {
-  local deadline=$((SECONDS + TIMEOUT)) pending service
+wait_healthy() {  # each service checked until it answers once (its check can cost a CLI start)
+  local deadline=$((SECONDS + TIMEOUT)) pending=("$@") left service
   while :; do
-    pending=()
-    for service in "$@"; do healthy "$service" || pending+=("$service"); done
-    [ ${#pending[@]} -eq 0 ] && return 0
+    left=()
+    for service in "${pending[@]}"; do healthy "$service" || left+=("$service"); done
+    [ ${#left[@]} -eq 0 ] && return 0
+    pending=("${left[@]}")
     [ $SECONDS -lt $deadline ] || die "not healthy after ${TIMEOUT}s: ${pending[*]} (podman logs <container>)"
-    sleep 3
+    sleep 5
   done
 }
 
@@ -208,8 +209,10 @@ up() {
     "${COMPOSE[@]}" up -d --wait --wait-timeout "$TIMEOUT"
   else
     # podman-compose 1.0.3 (Debian 12) starts services without waiting on depends_on conditions: the
-    # order of docker/compose.yaml's conditions, kept here.
-    "${COMPOSE[@]}" up -d --no-deps postgres keys >"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"
+    # order of docker/compose.yaml's conditions, kept here; containers left from an earlier start are
+    # removed first (it would not reuse them), the volumes kept.
+    "${COMPOSE[@]}" down >"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"
+    "${COMPOSE[@]}" up -d --no-deps postgres keys >>"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"
     wait_exit keys
     wait_healthy postgres
     "${COMPOSE[@]}" up -d --no-deps airflow-init >>"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"

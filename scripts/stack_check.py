@@ -154,8 +154,8 @@ def check_history(bearer: str, suite_run_id: str) -> None:
     status, page = request("GET", "/scalewatch/reports/history", bearer)
     if status != 200 or "stack-nodes" not in page:
         raise CheckFailed(f"history page for admin: HTTP {status}, cluster stack-nodes shown: {'stack-nodes' in page}")
-    status, _ = request("GET", "/scalewatch/reports/history")
-    if status == 200:
+    status, page = request("GET", "/scalewatch/reports/history")  # a redirect to the login page is followed
+    if status == 200 and "stack-nodes" in page:
         raise CheckFailed("history page answered without a login")
     status, text = request("GET", f"/scalewatch/reports/api/runs/{suite_run_id}", bearer)
     if status != 200:
