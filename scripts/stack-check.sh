@@ -4,7 +4,7 @@
 # probed, the history page for the logged-in admin, down and up again keeping that history. Its timings
 # (up -> healthy, the first run) go to benchmarks/RESULTS.md, section 18. Heavy: one at a time on a
 # shared machine (the lock below), and not in CI (image builds alone pass CI's 35 minutes here:
-# docker/README.md). Needs SCALEWATCH_ADMIN_PASSWORD; leaves the stack up.
+# docker/README.md). Needs SCALEWATCH_ADMIN_PASSWORD; stops the stack at the end (volumes kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || scripts/install.sh

@@ -224,6 +224,8 @@ def main() -> int:
     except CheckFailed as failed:
         print(f"stack check FAILED: {failed}", file=sys.stderr)
         return 1
+    finally:  # a shared machine: the stack does not stay up after its check (volumes kept)
+        subprocess.run([str(ROOT / "scripts" / "stack.sh"), "down"], check=False)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from runner import RESULTS, write_results
 
