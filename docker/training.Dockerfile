@@ -48,8 +48,11 @@ COPY bench /opt/scalewatch/bench
 RUN pip install --no-cache-dir --no-deps /opt/scalewatch
 
 # The ssh launcher runs ranks with the worker's interpreter path (bench/launch/python.py): the Airflow
-# image's /usr/local/bin/python answers here with this venv.
-RUN printf '#!/bin/sh\nexec /opt/venv/bin/python "$@"\n' > /usr/local/bin/python && chmod +x /usr/local/bin/python \
+# image's /usr/local/bin/python (or python3: Airflow's task runner starts as python3) answers here with
+# this venv.
+RUN for name in python python3 python3.11; do \
+      printf '#!/bin/sh\nexec /opt/venv/bin/python "$@"\n' > /usr/local/bin/$name && chmod +x /usr/local/bin/$name; \
+    done \
  && mkdir -p /run/sshd
 COPY docker/node-entrypoint.sh /usr/local/bin/scalewatch-node
 ENTRYPOINT ["/usr/local/bin/scalewatch-node"]

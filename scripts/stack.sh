@@ -13,7 +13,7 @@
 # images built from Debian packages: debootstrap -> `podman import` -> docker/local-bases.Dockerfile.
 # pip inside a podman build gets this machine's pip settings (`pip config list`: indexes, find-links,
 # constraints, CA bundle) as a mounted /etc/pip.conf, with the local folders they name mounted
-# read-only: nothing of them stays in an image. POSTGRES_PASSWORD and AIRFLOW_JWT_SECRET are made
+# read-only: nothing of them stays in an image. POSTGRES_PASSWORD, AIRFLOW_JWT_SECRET and AIRFLOW_SECRET_KEY are made
 # once into docker/.env (mode 600) unless set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,17 +56,17 @@ fi
 # --- secrets -----------------------------------------------------------------------------------------
 secrets() {
   local env_file=docker/.env
-  if [ ! -f "$env_file" ]; then
-    (
-      umask 077
-      printf 'POSTGRES_PASSWORD=%s\nAIRFLOW_JWT_SECRET=%s\n' \
-        "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >"$env_file"
-    )
-  fi
   local line key
+  (
+    umask 077
+    touch "$env_file"
+    for key in POSTGRES_PASSWORD AIRFLOW_JWT_SECRET AIRFLOW_SECRET_KEY; do
+      grep -q "^$key=" "$env_file" || printf '%s=%s\n' "$key" "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >>"$env_file"
+    done
+  )
   while IFS= read -r line; do
     case "$line" in
-    POSTGRES_PASSWORD=* | AIRFLOW_JWT_SECRET=*)
+    POSTGRES_PASSWORD=* | AIRFLOW_JWT_SECRET=* | AIRFLOW_SECRET_KEY=*)
       key=${line%%=*}
       [ -n "${!key:-}" ] || export "${line?}"
       ;;

@@ -181,6 +181,9 @@ def main() -> int:
         )
         bearer = token(password)
         wait_for(f"DAG {DAG} parsed", lambda: request("GET", f"/api/v2/dags/{DAG}", bearer)[0] == 200, 600)
+        status, text = request("PATCH", f"/api/v2/dags/{DAG}", bearer, {"is_paused": False})  # paused at creation
+        if status != 200:
+            raise CheckFailed(f"unpause {DAG}: HTTP {status}: {text[:300]}")
         start = time.monotonic()
         status, text = request("POST", f"/api/v2/dags/{DAG}/dagRuns", bearer, {"logical_date": None, "conf": {}})
         if status not in (200, 201):
