@@ -227,8 +227,9 @@ def main() -> int:
     except CheckFailed as failed:
         print(f"stack check FAILED: {failed}", file=sys.stderr)
         return 1
-    finally:  # a shared machine: the stack does not stay up after its check (volumes kept)
-        subprocess.run([str(ROOT / "scripts" / "stack.sh"), "down"], check=False)
+    finally:  # a shared machine: the stack does not stay up after its check (volumes kept), unless asked
+        if os.environ.get("SCALEWATCH_STACK_CHECK_KEEP") != "1":
+            subprocess.run([str(ROOT / "scripts" / "stack.sh"), "down"], check=False)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from runner import RESULTS, write_results
 
