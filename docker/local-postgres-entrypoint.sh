@@ -15,7 +15,9 @@ fi
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   pwfile=$(mktemp)
   printf '%s\n' "$POSTGRES_PASSWORD" > "$pwfile"
-  initdb -D "$PGDATA" -U "$USER_NAME" --pwfile="$pwfile" -A scram-sha-256 --auth-local=trust >/dev/null
+  # UTF8 as the official image makes it (a bare Debian has no locale: SQL_ASCII, whose version() psycopg 3
+  # hands SQLAlchemy as bytes: "cannot use a string pattern on a bytes-like object" at the first connect)
+  initdb -D "$PGDATA" -U "$USER_NAME" --pwfile="$pwfile" -A scram-sha-256 --auth-local=trust -E UTF8 --locale=C.UTF-8 >/dev/null
   rm -f "$pwfile"
   printf '%s\n' "listen_addresses = '*'" >> "$PGDATA/postgresql.conf"
   printf '%s\n' "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"

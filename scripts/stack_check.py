@@ -122,12 +122,17 @@ frame = pd.read_csv(out / "results.csv")
 two = frame[frame["gpus"] == 2]
 hosts = sorted({r["host"] for r in json.loads(two.iloc[0]["rank_breakdown"])}) if len(two) else []
 probe = json.loads((out / "probe.json").read_text()) if (out / "probe.json").exists() else {}
+read_by = {probe.get("extra", {}).get("host")} | {
+    n["host"] for level in probe.get("node_levels", []) for n in level.get("per_node", [])
+}
 print(json.dumps({
     "gpus": sorted(int(g) for g in frame["gpus"]),
     "states": sorted(set(frame["state"])),
     "verdicts": sorted(set(str(v) for v in frame["verdict"])),
     "rank_hosts_at_2": hosts,
     "probe_nodes": probe.get("nodes", []),
+    "probe_read_by": sorted(h for h in read_by if h),
+    "probe_levels_at_2": [lv.get("conclusive") for lv in probe.get("node_levels", []) if lv.get("nodes") == 2],
     "probe_aggregate_nodes": [a["nodes"] for a in probe.get("aggregate", [])],
     "probe_conclusive": probe.get("conclusive"),
 }))
@@ -144,7 +149,9 @@ def check_run(run_id: str) -> dict:
         raise CheckFailed(f"no verdict at every scale: {files['verdicts']}")
     if len(files["rank_hosts_at_2"]) != 2:
         raise CheckFailed(f"the 2-rank run did not span both nodes: {files['rank_hosts_at_2']}")
-    if len(files["probe_nodes"]) != 2 or files["probe_aggregate_nodes"] != [1, 2]:
+    # both nodes read by the probe; the 2-node level's figure may be inconclusive (a small dataset re-read
+    # from cache), which the probe says, and is then left out of the aggregate: reported, not judged here
+    if files["probe_read_by"] != ["node1", "node2"] or not files["probe_levels_at_2"]:
         raise CheckFailed(f"the storage probe did not read from both nodes: {files}")
     return files
 
@@ -206,7 +213,8 @@ def main() -> int:
                 SECTION,
                 f"first run of {DAG} (2 CPU nodes, ssd tiny, 1 and 2 ranks): trigger -> success (s)",
                 f"{first_run:.0f}",
-                f"REST API trigger; verdicts {files['verdicts']}, probe over {files['probe_nodes']}",
+                f"REST API trigger; verdicts {files['verdicts']}; probe read by {files['probe_read_by']}, "
+                f"2-node level conclusive: {files['probe_levels_at_2']}",
             )
         )
         suite_run_id = f"{DAG}.{run_id}"
