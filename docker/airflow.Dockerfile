@@ -1,23 +1,35 @@
 # Airflow 3 with scalewatch's DAG, plugins and the bench library (orchestration + analysis side).
 # Build from the repository root: docker build -f docker/airflow.Dockerfile -t scalewatch-airflow .
-FROM apache/airflow:3.3.2-python3.11
+# AIRFLOW_BASE: the official image by default; scripts/stack.sh passes a stand-in built from Debian
+# packages (docker/local-bases.Dockerfile, target airflow-base) where no image registry answers. Both
+# run Python as /usr/local/bin/python: the ssh launcher runs the worker's interpreter path on the nodes
+# (bench/launch/python.py), and the training image answers at that path (docker/training.Dockerfile).
+ARG AIRFLOW_BASE=apache/airflow:3.3.2-python3.11
+FROM ${AIRFLOW_BASE}
 
 USER root
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openssh-client slurm-client munge fio \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /opt/scalewatch-home /opt/airflow/auth /shared \
+ && chown airflow:root /opt/scalewatch-home /opt/airflow/auth /shared
 USER airflow
 
 COPY --chown=airflow:root requirements-airflow.txt requirements-nodeps.txt /opt/scalewatch/
-RUN pip install --no-cache-dir "apache-airflow==3.3.2" -r /opt/scalewatch/requirements-airflow.txt \
+RUN pip install --no-cache-dir "apache-airflow[postgres]==3.3.2" -r /opt/scalewatch/requirements-airflow.txt \
  && pip install --no-cache-dir --no-deps -r /opt/scalewatch/requirements-nodeps.txt
 
 COPY --chown=airflow:root pyproject.toml /opt/scalewatch/
 COPY --chown=airflow:root bench /opt/scalewatch/bench
 RUN pip install --no-cache-dir --no-deps /opt/scalewatch
 
+# The DAG files and the plugin as copied folders (the DAGS_FOLDER and PLUGINS_FOLDER defaults of
+# /opt/airflow); suite files come from SCALEWATCH_SUITES (docker/compose.yaml mounts docker/suites).
 COPY --chown=airflow:root dags /opt/airflow/dags
 COPY --chown=airflow:root plugins /opt/airflow/plugins
 ENV PYTHONPATH=/opt/airflow/plugins \
+    AIRFLOW_HOME=/opt/airflow \
+    AIRFLOW__CORE__DAGS_FOLDER=/opt/airflow/dags \
+    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/airflow/plugins \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
     SCALEWATCH_HOME=/opt/scalewatch-home
