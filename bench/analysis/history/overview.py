@@ -40,6 +40,7 @@ import pandas as pd
 from bench.analysis.history.noise import WATCH, next_judgement
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
+from bench.analysis.verdict.expectations import THROUGHPUT_NOT_REGRESSED
 from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
 from bench.results.schema import CHECKPOINT_RATES, RUN_ROW, SERIES_KEY
 
@@ -241,7 +242,14 @@ def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
         "verdict": frame["verdict"].fillna("").astype(str).str.upper().to_numpy(),
         "run": frame["suite_run_id"].astype(str).to_numpy(),
         "cause": _causes(frame),
+        "failed": _failed_names(frame),
     }
+
+
+def _failed_names(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's failed expectations as the verdict stored them (a JSON list; '' where none stored)."""
+    names = frame["failed_expectations"] if "failed_expectations" in frame else pd.Series("", index=frame.index)
+    return names.fillna("").astype(str).to_numpy()
 
 
 def _causes(frame: pd.DataFrame) -> np.ndarray:
@@ -254,11 +262,15 @@ def _causes(frame: pd.DataFrame) -> np.ndarray:
     return np.array(out, dtype=object)
 
 
-def _failed_status(figure: float, accepted: list[float], tolerance: float, window: int) -> str:
-    """A failed latest run's word: `no_result` without a figure, `regressed` where its figure is under
-    the floor of the accepted runs before it, else `missed_bound` (it failed a bound, not its history)."""
+def _failed_status(figure: float, failed: str, accepted: list[float], tolerance: float, window: int) -> str:
+    """A failed latest run's word: `no_result` without a figure; `regressed` where its verdict failed the
+    regression check (the verdict's own judgement, on its longer history: no second rule here) or, for a
+    row stored without that record, where its figure is under the floor of the accepted runs before it;
+    else `missed_bound` (it failed a bound, not its history)."""
     if not np.isfinite(figure):
         return "no_result"
+    if THROUGHPUT_NOT_REGRESSED in failed:
+        return "regressed"
     return "regressed" if judge([*accepted, float(figure)], tolerance, window)["under_floor"] else "missed_bound"
 
 
@@ -308,7 +320,8 @@ def overview_lines(
         last = col["verdict"][rows[-1]]
         if last in FAILED:
             before = col["thr"][used].tolist()  # the accepted runs, as history reads them
-            status = _failed_status(col["checked"][rows[-1]], before, tolerances[i], windows[i])
+            figure, failed = col["checked"][rows[-1]], col["failed"][rows[-1]]
+            status = _failed_status(figure, failed, before, tolerances[i], windows[i])
         elif verdict["under_floor"]:
             status = "regressed"
         elif last == "INCONCLUSIVE":

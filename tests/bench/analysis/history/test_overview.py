@@ -77,7 +77,7 @@ def test_each_status_from_the_regression_floor_change_points_and_annotations():
         {
             "cluster": "c",
             "series": 6,
-            "counts": dict.fromkeys((s for s in STATUSES if s not in ("missed_bound", "no_result", "watch")), 1),  # watch: test_overview_watch.py
+            "counts": dict.fromkeys((s for s in STATUSES if s not in ("missed_bound", "no_result", "watch")), 1),
             "worst": "regressed",
         }
     ]
