@@ -45,7 +45,7 @@ RUN_COLUMNS = ("dag_id", "workload", "gpus", "config_key", *POINT_COLUMNS[2:], "
 
 class Page(Frozen):
     limit: int = Field(50, ge=1, le=MAX_LIMIT)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
 class SeriesQuery(Page):
