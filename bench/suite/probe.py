@@ -371,7 +371,10 @@ def _aggregate_level(count: int, docs: list[dict]) -> dict:
 
 
 def write_probe(out: Path, doc: dict, name: str) -> None:
+    """The probe's document in the run folder, written through the folder's descriptor (bench.safe_fs): a
+    link planted at its temp name or its name (a run folder on a shared store) is never written through."""
+    from bench.safe_fs import open_root, write_atomic
+
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{name}.tmp"
-    tmp.write_text(json.dumps(doc, allow_nan=False))
-    tmp.replace(out / name)
+    with open_root(out) as dir_fd:
+        write_atomic(dir_fd, name, json.dumps(doc, allow_nan=False).encode())

@@ -84,3 +84,16 @@ def test_what_a_node_really_prints_after_staging_passes_the_model(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     staged = node_doc(NodeOutput("n1", 0, done.stdout, done.stderr), "staging", StagingDoc)
     assert set(staged) == {"ssd"} and staged["ssd"]["files"] >= 8
+
+
+def test_the_probe_document_is_not_written_through_a_planted_link(tmp_path):
+    from bench.suite.probe import write_probe
+
+    victim = tmp_path / "victim"
+    victim.write_text("theirs\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".probe.json.tmp").symlink_to(victim)
+    write_probe(out, {"ceiling_mb_s": 1.0}, "probe.json")
+    assert victim.read_text() == "theirs\n"
+    assert json.loads((out / "probe.json").read_text()) == {"ceiling_mb_s": 1.0}
