@@ -148,3 +148,13 @@ def test_the_settings_model_says_who_sets_each_setting():
     places = {name: (f.json_schema_extra or {}).get("set_by") for name, f in SuiteSettings.model_fields.items()}
     assert set(places.values()) == {"run", "deployment"}
     assert {"ssh_config", "dataset_path", "stage_from", "conn_id"} <= set(DEPLOYMENT_SETTINGS)
+
+
+def test_validate_config_reads_the_suites_values_from_the_running_dag(airflow_home, capfd):
+    """In a real task, validate_config takes the suite's values from the DAG (form_values) before the conf's
+    own rules: an unknown key still fails there with its own message, nothing after it runs."""
+    run = load_dag(airflow_home).test(run_conf={"gpu": [1, 2]})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances() if ti.map_index < 1}
+    assert states["validate_config"] == "failed" and states.get("stage_dataset") != "success", states
+    seen = capfd.readouterr()
+    assert "unknown setting 'gpu'; did you mean 'gpus'?" in seen.out + seen.err
