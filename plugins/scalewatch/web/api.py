@@ -21,6 +21,9 @@ from scalewatch.web.auth import current_user
 router = APIRouter()
 User = Annotated[object, Depends(current_user)]
 MAX_LIMIT = 500
+# Far past any page a store holds, far under SQLite's INTEGER (2**63 - 1): a larger offset is a 400 naming
+# it, not an OverflowError (a 500) where SQLite binds it (issue 48).
+MAX_OFFSET = 1_000_000_000
 Status = Literal["ok", "regressed", "change", "inconclusive", "annotated", "stale"]
 # An overview line's `figure`: a series' images/s, its checkpoint write or read MB/s, a storage ceiling.
 Figure = Literal["throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s"]
