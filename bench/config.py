@@ -232,9 +232,36 @@ S_WHAT, S_WHERE, S_DATA, S_TRAIN, S_BOUNDS, S_ALERT, S_ADVANCED = (
 )
 
 
-def _ui(default, section: str, title: str, description: str | None = None, unique: bool = False, **limits):
-    """A setting with its form metadata beside it (section and title are the form's, nothing else's)."""
-    extra: dict = {"section": section, "title": title} | ({"uniqueItems": True} if unique else {})
+# --- Who may set a setting: the trust boundary, written once -----------------------------------------
+# Whoever may trigger a run (the form, the REST API, a conf) is not whoever runs the worker. A setting
+# that names a file or folder the worker (or a node, through it) reads or writes, or that changes how a
+# command is started there, is the deployment's alone: OpenSSH runs a config file's `Match exec` lines
+# while it reads it, so a conf naming any readable file as `ssh_config` ran commands on the worker
+# (issue 48). Such a setting is set by a suite file or the deployment (the embedded default's
+# environment, Airflow connections); a conf that gives it another value is refused before anything runs
+# (refuse_deployment_settings), and the form shows the suite's value, read-only (scalewatch.params).
+SetBy = Literal["run", "deployment"]
+SET_BY_RUN: SetBy = "run"
+SET_BY_DEPLOYMENT: SetBy = "deployment"
+RUN_PLACES = "a run's conf (the trigger form, the REST API, scripts/run-once.sh)"
+DEPLOYMENT_PLACES = "a suite file ($SCALEWATCH_SUITES) or the deployment (the environment, Airflow connections)"
+
+
+def _ui(
+    default,
+    section: str,
+    title: str,
+    description: str | None = None,
+    unique: bool = False,
+    set_by: SetBy = SET_BY_RUN,
+    **limits,
+):
+    """A setting with its form metadata beside it (section and title are the form's, nothing else's) and
+    who may set it (`set_by`: a run's conf, or only a suite file and the deployment)."""
+    extra: dict = {"section": section, "title": title, "set_by": set_by} | ({"uniqueItems": True} if unique else {})
+    if set_by == SET_BY_DEPLOYMENT:
+        where = f"Set only in {DEPLOYMENT_PLACES}; a run's conf cannot change it."
+        description = f"{description} {where}" if description else where
     return Field(default, description=description, json_schema_extra=extra, **limits)
 
 
@@ -315,7 +342,8 @@ class SuiteSettings(Frozen):
         S_WHAT,
         "Workloads",
         "Run at every scale: built-in names (`bench workloads list`: ssd, deeplabv3plus trained for real; "
-        "emulated accelerators such as retinanet-b200) or absolute paths of workload files.",
+        "emulated accelerators such as retinanet-b200) or absolute paths of workload files. A run's conf "
+        f"may list built-ins and the suite's own workload files; any other file is set only in {DEPLOYMENT_PLACES}.",
         unique=True,
         min_length=1,
     )
@@ -335,6 +363,7 @@ class SuiteSettings(Frozen):
         S_WHERE,
         "SSH connection id",
         "ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker).",
+        set_by=SET_BY_DEPLOYMENT,
     )
     hosts: tuple[FormHost, ...] = _ui((), S_WHERE, "SSH hosts", "host[:slots] per entry, for the ssh launcher.")
     ssh_config: FormPath | None = _ui(
@@ -344,6 +373,7 @@ class SuiteSettings(Frozen):
         "ssh (and a Slurm login node): an OpenSSH client config (ssh -F) for the hosts (User, Port, "
         "IdentityFile, UserKnownHostsFile); empty: the user's own ~/.ssh/config. With a connection, its "
         "key and host keys apply on top.",
+        set_by=SET_BY_DEPLOYMENT,
     )
     rendezvous_interface: FormInterface | None = _ui(
         None,
@@ -381,7 +411,11 @@ class SuiteSettings(Frozen):
         "never enter history.",
     )
     dataset_path: FormPath | None = _ui(
-        None, S_DATA, "Dataset path on the storage under test", "Default: $SCALEWATCH_HOME/data."
+        None,
+        S_DATA,
+        "Dataset path on the storage under test",
+        "Default: $SCALEWATCH_HOME/data.",
+        set_by=SET_BY_DEPLOYMENT,
     )
     storage_cache: FormStorageCache | None = _ui(
         None,
@@ -407,7 +441,11 @@ class SuiteSettings(Frozen):
         "Off: every scale after the first reads a warm cache and its bandwidth is flagged cache-distorted.",
     )
     stage_from: FormPath | None = _ui(
-        None, S_DATA, "Stage from (optional)", "Copy an existing dataset instead of generating one."
+        None,
+        S_DATA,
+        "Stage from (optional)",
+        "Copy an existing dataset instead of generating one.",
+        set_by=SET_BY_DEPLOYMENT,
     )
     stage_on: StageOn | None = _ui(
         None,
@@ -1251,3 +1289,70 @@ def settings_from(values: dict, prefix: str = "") -> SuiteSettings:
         raise ConfigError(prefix + message)
     values = {k: {str(i): v for i, v in val.items()} if isinstance(val, dict) else val for k, val in values.items()}
     return parse(SuiteSettings, values, prefix)
+
+
+# --- The trust boundary's one rule (see SetBy above) ---
+
+
+def set_by(name: str) -> SetBy:
+    """Who may set SuiteSettings' `name`: a run's conf, or only a suite file and the deployment."""
+    extra = SuiteSettings.model_fields[name].json_schema_extra
+    return extra.get("set_by", SET_BY_RUN) if isinstance(extra, dict) else SET_BY_RUN
+
+
+DEPLOYMENT_SETTINGS: tuple[str, ...] = tuple(n for n in SuiteSettings.model_fields if set_by(n) == SET_BY_DEPLOYMENT)
+# A run's conf may list built-in workloads; a workload file (an absolute path: its dataset.path and
+# profile_file name more files) only where the suite itself lists it.
+WORKLOAD_FILES_SETTING = "workloads"
+
+
+def is_workload_file(ref: object) -> bool:
+    return isinstance(ref, str) and ref.startswith("/")
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal as JSON has them (a suite file's tuple and a conf's list are one value)."""
+    import json
+
+    def plain(v):
+        if isinstance(v, tuple | list):
+            return [plain(x) for x in v]
+        if isinstance(v, Mapping):
+            return {str(k): plain(x) for k, x in v.items()}
+        return str(v) if isinstance(v, Path) else v
+
+    return json.dumps(plain(a), sort_keys=True) == json.dumps(plain(b), sort_keys=True)
+
+
+def deployment_refusals(conf: Mapping, suite: Mapping) -> list[str]:
+    """Each way `conf` (a run's conf, raw: nothing in it has been validated or looked up yet) sets a
+    deployment-only setting to other than the suite's value (`suite`: the form's defaults, i.e. the suite
+    file's and the deployment's values). The form sends every field, the deployment-only ones with the
+    suite's value: giving that same value is not setting it."""
+    refusals = []
+    for name in DEPLOYMENT_SETTINGS:
+        if name in conf and not _same(conf[name], suite.get(name)):
+            refusals.append(
+                f"{name}: set only in {DEPLOYMENT_PLACES}, not in {RUN_PLACES} "
+                f"(this suite's value: {suite.get(name)!r}; leave it out of the conf)"
+            )
+    refs = conf.get(WORKLOAD_FILES_SETTING)
+    if isinstance(refs, list | tuple):
+        allowed = {r for r in suite.get(WORKLOAD_FILES_SETTING) or () if is_workload_file(r)}
+        files = [r for r in refs if is_workload_file(r) and r not in allowed]
+        if files:
+            refusals.append(
+                f"{WORKLOAD_FILES_SETTING}: workload files ({', '.join(map(repr, files))}) are named only in "
+                f"{DEPLOYMENT_PLACES}; a run's conf may list built-ins ({', '.join(BUILTIN_WORKLOADS)}) and "
+                f"this suite's own files ({', '.join(sorted(allowed)) or 'none'})"
+            )
+    return refusals
+
+
+def refuse_deployment_settings(conf: Mapping, suite: Mapping, prefix: str = "conf: ") -> None:
+    """Raise ConfigError naming every deployment-only setting `conf` sets (deployment_refusals). Called on
+    the raw conf before any of it is validated: validation itself looks at files (a workload file's
+    existence), which a refused conf must not learn about."""
+    refusals = deployment_refusals(conf, suite)
+    if refusals:
+        raise ConfigError(prefix + "; ".join(refusals))

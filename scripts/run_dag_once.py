@@ -190,9 +190,11 @@ DAG_ID = "scaling_regression"
 
 def read_conf(text: str) -> dict:
     """The conf as the DAG will see it, checked first by the same rule as its validate_config task:
-    a key the suite does not know, or a bad value, ends here with exit 2 before anything runs."""
-    from bench.config import settings_from
+    a key the suite does not know, a bad value, or a deployment-only setting (bench.config.SetBy) ends
+    here with exit 2 before anything runs."""
+    from bench.config import EMBEDDED_DEFAULT
     from bench.errors import ConfigError
+    from scalewatch.params import params, settings_from_params
 
     try:
         conf = json.loads(text)
@@ -200,7 +202,7 @@ def read_conf(text: str) -> dict:
         raise ConfigError(f"conf is not valid JSON: {error}") from None
     if not isinstance(conf, dict):
         raise ConfigError("conf must be a JSON object of setting: value")
-    settings_from(conf)
+    settings_from_params({name: param.value for name, param in params(EMBEDDED_DEFAULT).items()}, conf)
     return conf
 
 

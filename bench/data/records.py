@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import struct
 import zlib
@@ -28,6 +27,7 @@ from typing import Literal
 import numpy as np
 
 from bench.errors import DatasetError
+from bench.safe_fs import open_root, write_atomic
 
 RecordFormat = Literal["jpeg", "png", "npz", "raw"]
 RECORD_FORMATS: tuple[str, ...] = ("jpeg", "png", "npz", "raw")
@@ -133,10 +133,10 @@ def generate_records(spec: RecordsSpec, out: Path) -> dict:
             files.append(entry)
             continue
         data, records = _render(spec, index)
-        tmp = out / f".{name}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        # write-then-rename through the folder's descriptor (bench.safe_fs): a link planted at the temp
+        # name or the file's name is replaced, never written through (issue 48)
+        with open_root(out) as dir_fd:
+            write_atomic(dir_fd, name, data)
         files.append({"name": name, "bytes": len(data), "records": records})
     manifest = {"version": MANIFEST_VERSION, "format": spec.format, "spec": _spec_dict(spec), "files": files}
     _write_manifest(out, manifest)
@@ -215,6 +215,6 @@ def _read_manifest(root: Path) -> dict | None:
 
 
 def _write_manifest(root: Path, manifest: dict) -> None:
-    tmp = root / f".{RECORDS_MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest))
-    os.replace(tmp, root / RECORDS_MANIFEST)
+    """records.json, written through the folder's descriptor: never through a link planted at its temp name."""
+    with open_root(root) as dir_fd:
+        write_atomic(dir_fd, RECORDS_MANIFEST, json.dumps(manifest).encode())

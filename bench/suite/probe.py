@@ -39,11 +39,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from bench.analysis.verdict.nodes import NODE_RULE, probe_bound, probe_slow_nodes
-from bench.config import SweepConfig
+from bench.config import NAME_RE, SweepConfig
 from bench.data.probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.errors import DatasetError
 from bench.launch.python import node_python
@@ -71,39 +72,65 @@ class NodeOutput:
     received_at: float = 0.0  # the worker's clock when it had this node's result
 
 
-class _Level(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    jobs: int
-    mb_s: float
-    bytes: int
-    seconds: float
+# A node's result is input from another machine (issue 48): every number finite and in range, every text
+# of bounded length, a host a host name. NaN or Infinity in a node's JSON is refused where it is parsed
+# (node_json): a NaN once passed as a float and crashed write_probe, which writes strict JSON.
+MAX_REASON_CHARS = 2000
+MAX_EXTRA_KEYS = 64
+# HOST_RE without its length lookahead (pydantic's regex engine has no look-around): the length is max_length
+NodeHost = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$", max_length=253)]
+Finite = Annotated[float, Field(ge=0, le=1e15)]
+Count = Annotated[int, Field(ge=0, le=2**62)]
+EpochSeconds = Annotated[float, Field(ge=0, le=1e11)]  # a node's clock (seconds since 1970)
+
+
+class NodeModel(BaseModel):
+    """A node's result: the keys the suite reads are checked strictly, the rest kept (as JSON had them,
+    finite: node_json refuses NaN and Infinity anywhere in the document)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class _Level(NodeModel):
+    jobs: int = Field(ge=1, le=4096)
+    mb_s: Finite
+    bytes: Count
+    seconds: Finite
     fresh: bool
 
 
-class ClimbDoc(BaseModel):
+class ClimbDoc(NodeModel):
     """One node's climb (bench.data.probe.probe's document): the keys the suite reads, the rest kept."""
 
-    model_config = ConfigDict(extra="allow")
-    ceiling_mb_s: float
-    levels: list[_Level]
+    ceiling_mb_s: Finite
+    levels: list[_Level] = Field(max_length=64)
     repeat: _Level
     conclusive: bool
-    reason: str
-    extra: dict
+    reason: str = Field(max_length=MAX_REASON_CHARS)
+    extra: dict = Field(max_length=MAX_EXTRA_KEYS)
 
 
 class ShareDoc(_Level):
     """One node's part of a multi-node level (bench.data.probe.probe_share); times on the node's clock."""
 
-    host: str
-    share: int
-    of: int
-    started_at: float
-    late_s: float
-    method: str
-    next_offset: int
-    process_started_at: float
-    reported_at: float
+    host: NodeHost
+    share: int = Field(ge=0, le=4096)
+    of: int = Field(ge=1, le=4096)
+    started_at: EpochSeconds
+    late_s: float = Field(ge=-1e6, le=1e6)
+    method: Annotated[str, StringConstraints(pattern=NAME_RE.pattern)]
+    next_offset: Count
+    process_started_at: EpochSeconds
+    reported_at: EpochSeconds
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number a result may hold")
+
+
+def node_json(text: str):
+    """A node's JSON line; NaN, Infinity and -Infinity (which json.loads takes by default) refused."""
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def node_doc(out: NodeOutput, what: str = "storage probe", model: type[BaseModel] | None = None) -> dict:
@@ -120,9 +147,11 @@ def node_doc(out: NodeOutput, what: str = "storage probe", model: type[BaseModel
         kind = DatasetError if out.returncode == 2 else ProbeError
         raise kind(f"{what} on node {out.node}: {why}")
     try:
-        doc = json.loads(out.stdout.strip().splitlines()[-1])
+        doc = node_json(out.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         raise ProbeError(f"{what} on node {out.node}: no JSON result ({out.stderr.strip()[-300:]})") from None
+    except ValueError as error:
+        raise ProbeError(f"{what} on node {out.node}: {error}") from None
     if model is None:
         return doc
     try:
@@ -352,7 +381,10 @@ def _aggregate_level(count: int, docs: list[dict]) -> dict:
 
 
 def write_probe(out: Path, doc: dict, name: str) -> None:
+    """The probe's document in the run folder, written through the folder's descriptor (bench.safe_fs): a
+    link planted at its temp name or its name (a run folder on a shared store) is never written through."""
+    from bench.safe_fs import open_root, write_atomic
+
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{name}.tmp"
-    tmp.write_text(json.dumps(doc, allow_nan=False))
-    tmp.replace(out / name)
+    with open_root(out) as dir_fd:
+        write_atomic(dir_fd, name, json.dumps(doc, allow_nan=False).encode())

@@ -10,8 +10,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from bench.config import SweepConfig
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
+
+from bench.config import NAME_RE, PATH_RE, SweepConfig
 
 
 def node_argv(cfg: SweepConfig, python: str) -> list[str]:
@@ -23,16 +26,43 @@ def node_argv(cfg: SweepConfig, python: str) -> list[str]:
     return argv + (["--stage-from", str(cfg.stage_from)] if cfg.stage_from else [])
 
 
+class StagedDataset(BaseModel):
+    """One workload's staged dataset as the node reports it (bench.suite.run.stage_one, stage_records)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    path: Annotated[str, StringConstraints(pattern=PATH_RE.pattern, max_length=4096)]
+    files: int = Field(ge=0, le=2**40)
+    bytes: int = Field(ge=0, le=2**62)
+    copied: int = Field(ge=0, le=2**40)
+    skipped: int = Field(ge=0, le=2**40)
+
+
+WorkloadName = Annotated[str, StringConstraints(pattern=NAME_RE.pattern)]
+
+
+class StagingDoc(RootModel[dict[WorkloadName, StagedDataset]]):
+    """A node's staging result: each workload's staged dataset, nothing else (issue 48: it was taken as
+    any JSON)."""
+
+
 def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
     """Each workload's dataset staged on the suite's first node; raises DatasetError (or ProbeError, for a
     node that printed no result) naming the node."""
+    from bench.data.probe import ProbeError
     from bench.launch.registry import suite_launcher
+    from bench.suite.plan import workload_names
     from bench.suite.probe import node_doc, suite_nodes
 
     nodes = suite_nodes(cfg, launcher or suite_launcher(cfg), env)
     argv = node_argv(cfg, nodes.python)
     out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
-    return node_doc(out, "staging")
+    staged = node_doc(out, "staging", StagingDoc)
+    expected = set(workload_names(cfg))
+    if set(staged) != expected:
+        raise ProbeError(
+            f"staging on node {out.node}: result names workloads {sorted(staged)}, the suite staged {sorted(expected)}"
+        )
+    return staged
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,15 +4,34 @@ Every field, default, bound, pattern, section and description is the settings mo
 only turns its JSON schema into Airflow Params. Optional values are ["null", X]: the UI form sends an
 empty field as null. The form's JSON schema refuses wrong types and values before a run is created
 (UI and REST API alike); SuiteSettings then checks everything again, names included.
+
+The trust boundary (bench.config.SetBy): a deployment-only setting's field allows only the suite's own
+value (an enum of one: the form shows it, read-only, and the REST API refuses any other value before a
+run exists, its answer naming the field and, in the schema it quotes, `set_only_in`); a workload file
+is allowed only where the suite lists it. validate_config refuses such a conf again, with the rule's own
+message, for whatever reaches it another way (dag.test, run-once).
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 from airflow.sdk import Param
 
-from bench.config import RENAMED_SETTINGS, SuiteSettings, environment_defaults, renamed_settings, settings_from
+from bench.config import (
+    BUILTIN_WORKLOADS,
+    DEPLOYMENT_PLACES,
+    DEPLOYMENT_SETTINGS,
+    RENAMED_SETTINGS,
+    WORKLOAD_FILES_SETTING,
+    SuiteSettings,
+    environment_defaults,
+    is_workload_file,
+    refuse_deployment_settings,
+    renamed_settings,
+    settings_from,
+)
 from scalewatch import paths
 
 
@@ -20,7 +39,26 @@ def params(defaults: dict | None = None) -> dict[str, Param]:
     """The form; `defaults` (a suite file's values, already validated) replace the built-in defaults."""
     values = SuiteSettings.defaults() | environment_defaults(paths.home(), os.environ.get("SCALEWATCH_CLUSTER"))
     values |= defaults or {}
-    return {name: Param(values[name], **schema) for name, schema in form_schemas().items()}
+    schemas = form_schemas()
+    for name in DEPLOYMENT_SETTINGS:  # the suite's value, and only it: shown read-only, any other refused
+        kept = {k: v for k, v in schemas[name].items() if k != "pattern"}
+        schemas[name] = kept | {"enum": [values[name]], "set_only_in": DEPLOYMENT_PLACES}
+    files = [r for r in values[WORKLOAD_FILES_SETTING] if is_workload_file(r)]
+    workloads = schemas[WORKLOAD_FILES_SETTING]
+    workloads["items"] = workloads["items"] | {
+        "pattern": workload_pattern(files),
+        "files_set_only_in": DEPLOYMENT_PLACES,
+    }
+    return {name: Param(values[name], **schema) for name, schema in schemas.items()}
+
+
+def workload_pattern(files: list[str]) -> str:
+    """The built-ins' names and this suite's own workload files, as one form pattern. Path characters
+    are PATH_RE's; `.` and `+` go in a class, not a backslash (browsers' unicode-mode regexes refuse
+    needless escapes such as `\\-`)."""
+    literal = [f.replace(".", "[.]").replace("+", "[+]") for f in files]
+    builtins = [n for n in BUILTIN_WORKLOADS if re.fullmatch(r"[a-z0-9-]+", n)]
+    return "^(?:" + "|".join(builtins + literal) + r")(?![\s\S])"
 
 
 def form_schemas() -> dict[str, dict]:
@@ -30,7 +68,7 @@ def form_schemas() -> dict[str, dict]:
 
 
 def _param_schema(schema: dict) -> dict:
-    schema = {k: v for k, v in schema.items() if k != "default"}
+    schema = {k: v for k, v in schema.items() if k not in ("default", "set_by")}
     if "anyOf" in schema:  # X | None -> {X, type: [null, X.type]}
         options = schema.pop("anyOf")
         (inner,) = [o for o in options if o.get("type") != "null"]
@@ -44,11 +82,19 @@ def _param_schema(schema: dict) -> dict:
 
 
 def settings_from_params(values: dict, conf: dict | None = None) -> SuiteSettings:
-    """A run's Params (form defaults merged with its conf) as the typed settings; raises ConfigError.
-    An old setting name in the conf is renamed there (both names in the conf: an error naming both);
-    Airflow copies unknown conf keys into the Params too, so the old name is dropped from those."""
+    """A run's settings, the suite's form values (`values`: the DAG's Param defaults) merged with its conf,
+    as the typed settings; raises ConfigError. A conf that sets a deployment-only setting is refused
+    first, before any of it is validated (bench.config.refuse_deployment_settings). An old setting name in
+    the conf is renamed there (both names in the conf: an error naming both); Airflow copies unknown conf
+    keys into the Params too, so the old name is dropped from those."""
     conf = renamed_settings(conf or {}, "conf: ")
+    refuse_deployment_settings(conf, values)
     return settings_from({k: v for k, v in values.items() if k not in RENAMED_SETTINGS} | conf)
+
+
+def form_values(dag) -> dict:
+    """The DAG's Param defaults: its suite file's and the deployment's values, never a run's conf."""
+    return {name: dag.params.get_param(name).value for name in dag.params}
 
 
 def check_suite_values(name: str, defaults: dict) -> None:

@@ -45,7 +45,9 @@ def test_anonymous_access_refused(running_airflow):
         ({"workloads": ["resnet"]}, "resnet"),
         ({"steps": -1}, "minimum"),
         ({"hosts": ["a;touch /tmp/scalewatch-pwned"]}, "pattern"),
-        ({"dataset_path": "/tmp/$(touch /tmp/scalewatch-pwned)"}, "pattern"),
+        # deployment-only (issue 48): the form allows the suite's value alone, and says where it is set
+        ({"dataset_path": "/tmp/$(touch /tmp/scalewatch-pwned)"}, "set_only_in"),
+        ({"ssh_config": "/tmp/x"}, "set_only_in"),
         ({"partition": "p`id`"}, "pattern"),
     ],
 )

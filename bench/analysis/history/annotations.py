@@ -30,6 +30,10 @@ Kind = Literal["expected", "explained"]
 KINDS: tuple[str, ...] = ("expected", "explained")
 _MARKUP = re.compile(r"<\s*[A-Za-z!/?]|&[A-Za-z#][A-Za-z0-9]*;")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A note is one line (issue 48): stored text reaches files other programs read line by line (the SQLite
+# store's own file was read as an OpenSSH config, whose `Match exec` line ran), so no note may start a
+# line of its own anywhere. One line loses nothing a note needs; escaping it for every reader would not.
+_LINE_BREAK = re.compile("[\n\r\x85\u2028\u2029]")
 
 
 class Annotation(Frozen):
@@ -69,6 +73,8 @@ class Annotation(Frozen):
             raise ValueError("note: markup (HTML tags or entities) is not allowed; write plain text")
         if _CONTROL.search(value):
             raise ValueError("note: control characters are not allowed")
+        if _LINE_BREAK.search(value.strip()):
+            raise ValueError("note: one line of plain text; line breaks are not allowed")
         return value.strip()
 
 

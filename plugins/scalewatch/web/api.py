@@ -15,13 +15,17 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
+from bench.analysis.history.overview import STATUSES
 from bench.config import NAME_RE, WORKLOADS, Frozen
 from scalewatch.web.auth import current_user
 
 router = APIRouter()
 User = Annotated[object, Depends(current_user)]
 MAX_LIMIT = 500
-Status = Literal["ok", "regressed", "change", "inconclusive", "annotated", "stale", "watch"]
+# Far past any page a store holds, far under SQLite's INTEGER (2**63 - 1): a larger offset is a 400 naming
+# it, not an OverflowError (a 500) where SQLite binds it (issue 48).
+MAX_OFFSET = 1_000_000_000
+Status = Literal[STATUSES]  # every overview status (bench.analysis.history.overview.STATUSES), no second list
 # An overview line's `figure`: a series' images/s, its checkpoint write or read MB/s, a storage ceiling.
 Figure = Literal["throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s"]
 FIGURE_ORDER = ("throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s", "ceiling_mb_s")
@@ -45,7 +49,7 @@ RUN_COLUMNS = ("dag_id", "workload", "gpus", "config_key", *POINT_COLUMNS[2:], "
 
 class Page(Frozen):
     limit: int = Field(50, ge=1, le=MAX_LIMIT)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
 class SeriesQuery(Page):

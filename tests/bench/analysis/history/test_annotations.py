@@ -54,3 +54,12 @@ def test_the_series_rebaselines_from_its_newest_annotated_change():
     assert rebaselined(series, since)["started_at"].tolist() == ["2026-11-30T03:00:00", "2026-12-07T03"]
     assert baseline_since(notes, "nas-a", "ssd", 1, "k1") is None
     assert len(rebaselined(series, None)) == 4
+
+
+@pytest.mark.parametrize("breaker", ["\n", "\r", "\r\n", "\u2028", "\u2029", "\x85"])
+def test_a_note_with_a_line_break_is_refused_naming_the_field(breaker):
+    """A note is one line (issue 48): it reached the store's file, which OpenSSH read as a config and whose
+    `Match exec` line it ran; no note may start a line of its own in any file another program reads."""
+    with pytest.raises(ConfigError, match="note: one line of plain text; line breaks are not allowed"):
+        parse(Annotation, GOOD | {"note": f'new firmware{breaker}Match exec "id > /tmp/owned"'})
+    assert parse(Annotation, GOOD | {"note": "new firmware, faster is right\n"}).note.endswith("right")
