@@ -43,7 +43,13 @@ def test_a_throttled_stores_checkpoint_writes_fail_the_efficiency_and_alert_at_t
     ):
         slack = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": TOKEN}
         monkeypatch.setenv("AIRFLOW_CONN_SW_SLACK", json.dumps(slack))
-        mail = {"conn_type": "smtp", "host": "127.0.0.1", "port": smtp.port, "login": "alerts", "password": "pw"}
+        mail = {
+            "conn_type": "smtp",
+            "host": "127.0.0.1",
+            "port": smtp.port,
+            "login": "alerts",
+            "password": "smtpSECRETpw",
+        }
         mail["extra"] = {"allow_plaintext_login": True}  # the loopback test relay has no TLS
         monkeypatch.setenv("AIRFLOW_CONN_SW_SMTP", json.dumps(mail))
         suites = tmp_path / "suites"

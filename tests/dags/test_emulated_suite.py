@@ -53,7 +53,13 @@ def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelera
     ):
         slack = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": TOKEN}
         monkeypatch.setenv("AIRFLOW_CONN_SW_SLACK", json.dumps(slack))
-        mail = {"conn_type": "smtp", "host": "127.0.0.1", "port": smtp.port, "login": "alerts", "password": "pw"}
+        mail = {
+            "conn_type": "smtp",
+            "host": "127.0.0.1",
+            "port": smtp.port,
+            "login": "alerts",
+            "password": "smtpSECRETpw",
+        }
         mail["extra"] = {"allow_plaintext_login": True}  # the loopback test relay has no TLS
         monkeypatch.setenv("AIRFLOW_CONN_SW_SMTP", json.dumps(mail))
         suites = tmp_path / "suites"
