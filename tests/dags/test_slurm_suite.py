@@ -32,7 +32,7 @@ def slurm(tmp_path_factory):
 def test_the_slurm_suite_file_through_the_dag_gives_verdicts_and_probes_both_nodes(
     airflow_home, slurm, tmp_path, monkeypatch
 ):
-    """dag.test() of a suite file naming the partition and one GPU a node: verdicts at 1 and 2 ranks, the
+    """dag.test() of a suite file naming the partition and one rank a node: verdicts at 1 and 2 ranks, the
     2-rank scale on both nodes, the storage probe read by a task on each node."""
     from airflow.dag_processing.dagbag import DagBag
 
@@ -41,10 +41,10 @@ def test_the_slurm_suite_file_through_the_dag_gives_verdicts_and_probes_both_nod
     suites.mkdir()
     (suites / f"{SUITE_NAME}.yaml").write_text(
         suite_file(
-            "Two Slurm nodes, one GPU each.",
+            "Two Slurm nodes, one rank each.",
             launcher="slurm",
             partition="test",
-            gpus_per_node=1,  # 2 ranks: one on each node; the probe then reads from both
+            ranks_per_node=1,  # 2 ranks: one on each node (no GPU gres here); the probe then reads from both
             dataset_path=str(tmp_path / "data"),
             stage_from=str(tmp_path / "source"),
             probe_max_jobs=1,
