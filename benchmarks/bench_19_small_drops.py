@@ -14,7 +14,7 @@ import sys
 import numpy as np
 from runner import Context, main_for
 
-NUMBER = 18
+NUMBER = 19
 TITLE = "small drops"
 STEP_AT = 52  # one year of history before the step
 SERIES = 100  # per row

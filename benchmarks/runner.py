@@ -9,6 +9,7 @@ Usage: python benchmarks/runner.py [--repeats N] [--only 1 4 12]   or   python b
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import os
@@ -188,6 +189,58 @@ def _section_of(row_section: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+class Skipped(RuntimeError):
+    """A section that cannot run here (what it needs is missing, the message says what): its earlier rows
+    are kept as they are, not dropped as if it had run and measured nothing."""
+
+
+class UnscriptedRows(RuntimeError):
+    """RESULTS.md holds a row that no section module writes (a hand-edited or orphaned figure)."""
+
+
+def _pattern(node: ast.expr) -> str:
+    """A regex for the text an `add(...)` argument makes: literal parts as they are, anything else any text."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.escape(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else r"[^|]+?" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _pattern(node.left) + _pattern(node.right)
+    return r"[^|]+?"
+
+
+def figures_of(path: Path) -> list[tuple[re.Pattern, re.Pattern]]:
+    """(section label, figure) patterns of each `add(section, figure, value, ...)` call in a section module."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        name = getattr(node, "func", None)
+        name = getattr(name, "attr", getattr(name, "id", None))
+        if isinstance(node, ast.Call) and name == "add" and len(node.args) >= 2:
+            out.append((re.compile(_pattern(node.args[0])), re.compile(_pattern(node.args[1]))))
+    return out
+
+
+def unscripted(text: str, here: Path = HERE) -> list[str]:
+    """Each result row of a RESULTS.md text that no `bench_NN_*.py` writes: its section has no module, or
+    no `add` call of that module makes its section label and figure. [] when every row has its script."""
+    modules = {}
+    for path in here.glob("bench_[0-9]*_*.py"):
+        number = re.search(r"^NUMBER = (\d+)$", path.read_text(), flags=re.MULTILINE)
+        if number:
+            modules[int(number.group(1))] = path
+    wrong = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if not line.startswith("|") or cells[0] in ("section", "figure") or set(cells[0]) <= {"-", " "}:
+            continue
+        number = _section_of(cells[0])
+        if number not in modules or len(cells) != 4:
+            wrong.append(f"{line[:160]} (no benchmarks/bench_NN_*.py writes a row of section {cells[0]!r})")
+        elif not any(a.fullmatch(cells[0]) and f.fullmatch(cells[1]) for a, f in figures_of(modules[number])):
+            wrong.append(f"{line[:160]} ({modules[number].name} writes no such section label and figure)")
+    return wrong
+
+
 def write_results(rows: list[tuple[str, str, str, str]], ran: set[int], repeats: int, out: Path) -> None:
     """RESULTS.md: this run's rows for the sections it ran, the file's earlier rows (and their provenance
     notes, each paragraph kept whole) for the others, and one note saying when and where this run
@@ -220,7 +273,11 @@ def write_results(rows: list[tuple[str, str, str, str]], ran: set[int], repeats:
     table = ["| section | figure | value | target / detail |", "| --- | --- | --- | --- |", *merged]
     rerun = "Re-run: `scripts/bench.sh` (all) or `python benchmarks/bench_NN_*.py` (one section)."
     body = "\n\n".join(["# Benchmark results", *notes, "\n".join(table), rerun]) + "\n"
-    out.write_text(body + ("\n" + tail if tail else ""))
+    text = body + ("\n" + tail if tail else "")
+    wrong = unscripted(text)
+    if wrong:  # RESULTS.md holds what the section modules write, and nothing else
+        raise UnscriptedRows("rows without a script in RESULTS.md:\n" + "\n".join(wrong))
+    out.write_text(text)
 
 
 def run(numbers: list[int], repeats: int, out: Path = RESULTS) -> int:
@@ -230,12 +287,20 @@ def run(numbers: list[int], repeats: int, out: Path = RESULTS) -> int:
         print(f"no benchmark section {unknown}; sections: {sorted(found)}", file=sys.stderr)
         return 2
     ctx = Context(Path(tempfile.mkdtemp(prefix="swbench-")), repeats)
+    ran = set()
     try:
         for n in numbers or sorted(found):
-            found[n].run(ctx)
+            try:
+                found[n].run(ctx)
+            except Skipped as skipped:
+                print(f"section {n} skipped (its earlier rows kept): {skipped}", file=sys.stderr)
+                continue
+            ran.add(n)
     finally:
         shutil.rmtree(ctx.tmp, ignore_errors=True)
-    write_results(ctx.rows, set(numbers or found), repeats, out)
+    if not ran:
+        return 1
+    write_results(ctx.rows, ran, repeats, out)
     print(f"written to {out}")
     return 0
 

@@ -21,7 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 URL = os.environ.get("SCALEWATCH_STACK_URL", "http://localhost:8080")
 DAG = "scaling_regression__nodes"
-SECTION = "20 stack"
 RUN_TIMEOUT_S = float(os.environ.get("SCALEWATCH_STACK_RUN_TIMEOUT", "3600"))
 
 
@@ -169,23 +168,13 @@ def check_history(bearer: str, suite_run_id: str) -> None:
         raise CheckFailed(f"the run in history: HTTP {status}: {text[:300]}")
 
 
-def main() -> int:
-    password = os.environ.get("SCALEWATCH_ADMIN_PASSWORD", "")
-    if len(password) < 8:
-        print("SCALEWATCH_ADMIN_PASSWORD: required, 8 characters or more", file=sys.stderr)
-        return 2
-    rows: list[tuple[str, str, str, str]] = []
+def check(password: str) -> dict:
+    """The stack end to end; its timings and what the run showed (benchmarks/bench_20_stack.py makes them
+    rows). Raises CheckFailed naming the promise that did not hold; the stack goes down at the end."""
+    out_: dict = {}
     try:
         took, out = stack("up")
-        first_healthy = healthy_after(out)
-        rows.append(
-            (
-                SECTION,
-                "scripts/stack.sh up, images present: containers started -> every service healthy (s)",
-                f"{first_healthy:.0f}",
-                f"whole command {took:.0f} s incl. any image build",
-            )
-        )
+        out_["first_healthy"], out_["took_up"] = healthy_after(out), took
         bearer = token(password)
         wait_for(f"DAG {DAG} parsed", lambda: request("GET", f"/api/v2/dags/{DAG}", bearer)[0] == 200, 600)
         status, text = request("PATCH", f"/api/v2/dags/{DAG}", bearer, {"is_paused": False})  # paused at creation
@@ -204,46 +193,36 @@ def main() -> int:
             return state if state in ("success", "failed") else None
 
         state = wait_for(f"run {run_id}", finished, RUN_TIMEOUT_S, every=10)
-        first_run = time.monotonic() - start
+        out_["first_run"] = time.monotonic() - start
         if state != "success":
             raise CheckFailed(f"run {run_id}: {state}")
-        files = check_run(run_id)
-        rows.append(
-            (
-                SECTION,
-                f"first run of {DAG} (2 CPU nodes, ssd tiny, 1 and 2 ranks): trigger -> success (s)",
-                f"{first_run:.0f}",
-                f"REST API trigger; verdicts {files['verdicts']}; probe read by {files['probe_read_by']}, "
-                f"2-node level conclusive: {files['probe_levels_at_2']}",
-            )
-        )
+        out_.update(check_run(run_id))
         suite_run_id = f"{DAG}.{run_id}"
         check_history(bearer, suite_run_id)
         stack("down")
         took, out = stack("up")
-        again = healthy_after(out)
-        rows.append(
-            (
-                SECTION,
-                "scripts/stack.sh up after down (volumes kept): started -> every service healthy (s)",
-                f"{again:.0f}",
-                f"whole command {took:.0f} s",
-            )
-        )
+        out_["again"], out_["took_again"] = healthy_after(out), took
         check_history(token(password), suite_run_id)
         print(f"history kept across down/up: {suite_run_id}", flush=True)
-    except CheckFailed as failed:
-        print(f"stack check FAILED: {failed}", file=sys.stderr)
-        return 1
     finally:  # a shared machine: the stack does not stay up after its check (volumes kept), unless asked
         if os.environ.get("SCALEWATCH_STACK_CHECK_KEEP") != "1":
             subprocess.run([str(ROOT / "scripts" / "stack.sh"), "down"], check=False)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from runner import RESULTS, write_results
+    return out_
 
-    write_results(rows, {20}, 1, RESULTS)
-    print(f"stack check passed; timings written to {RESULTS}")
-    return 0
+
+def main() -> int:
+    """The check as benchmark section 20 (benchmarks/bench_20_stack.py), which writes its timings."""
+    if len(os.environ.get("SCALEWATCH_ADMIN_PASSWORD", "")) < 8:
+        print("SCALEWATCH_ADMIN_PASSWORD: required, 8 characters or more", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from runner import run
+
+    try:
+        return run([20], 1)
+    except CheckFailed as failed:
+        print(f"stack check FAILED: {failed}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

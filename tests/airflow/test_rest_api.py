@@ -120,6 +120,9 @@ def test_component_restart_mid_run_resumes_and_collects_once(running_airflow, co
     # long enough to restart the component under the deferred runs
     run_id, path = start_and_wait_deferred(running_airflow, SMALL | {"steps": 150, "image_size": image_size})
     running_airflow.stop_component(component)
+    # the restart lands under a deferred train (else it tests a run that no longer needed the component)
+    states = [t["state"] for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]
+    assert "deferred" in states, states
     running_airflow.start_component(component, component)
     assert running_airflow.wait_run(run_id) == "success"
     trains = [t for t in running_airflow.get(path).json()["task_instances"] if t["task_id"] == "train"]

@@ -190,10 +190,16 @@ def test_a_failing_scale_is_rerun_warm_and_synthetic_and_its_cause_checked(airfl
     frame = pd.read_csv(out / "results.csv")
     assert len(frame) == 2  # the reruns are figures on their scale's row, never rows of their own
     two = frame[frame["gpus"] == 2].iloc[0]
-    assert two["rerun_removed"] in ("warm", "synthetic", "neither") and isinstance(two["cause_check"], str)
-    assert two["warm_efficiency"] > 0 and two["synthetic_efficiency"] > 0
+    # 2 ranks on 2 cores reach ~0.85 of linear warm or synthetic: neither rerun wins back half of the
+    # shortfall below 1.5 (it would need ~1.15), so neither removes the drop, and the cause is not input-side
+    assert two["rerun_removed"] == "neither", two.to_dict()
+    assert 0 < two["warm_efficiency"] < 1.15 and 0 < two["synthetic_efficiency"] < 1.15, two.to_dict()
+    assert two["bottleneck"] not in ("storage", "input_cpu"), two.to_dict()
+    check = str(two["cause_check"])
+    assert check == "confirmed" or check.endswith("neither rerun removes the drop"), two.to_dict()
     text = webhook.posts[0]["json"]["text"]
     assert "ssd @ 2 GPUs: scaling_efficiency" in text and "reruns: efficiency" in text
+    assert "(neither removes the drop" in text, text
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""README command 1's report to a person: progress, a table, the verdict, within its line budget."""
+"""README command 1's report to a person: progress, a table, the verdict, within its line budget; as shipped
+(no conf), judged PASSED on the quiet machine of the `rates` phase (issue 51)."""
 
 from __future__ import annotations
 
@@ -8,42 +9,69 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.dags.conftest import ROOT, airflow_env
 
-# Not `rates`: load beside it only lengthens epoch 1 (its 5 s bandwidth window) and lowers its read rate
-# under the probe's ceiling, so what it asserts holds on a busy machine too (scripts/test.sh's lanes).
+# The as-shipped run is `rates` (it asserts PASSED: benchmark section 8's 20 of 20 were on an idle box); it
+# carries the report's checks too, so README command 1 runs once in the suite, not twice.
 pytestmark = pytest.mark.slow
 
 LINE_BUDGET = 60
 
 
-def test_run_once_prints_progress_a_table_and_the_verdict_within_budget(airflow_home):
-    # The default's dataset, window and eviction (ssd only, for time): every bandwidth row is checked.
-    conf = {"workloads": ["ssd"], "gpus": [1, 2]}
+@pytest.mark.rates
+def test_readme_command_1_as_shipped_passes_both_workloads_on_their_figures(tmp_path):
+    """README command 1 as shipped (scripts/run-once.sh with no conf: after install and `airflow db migrate`
+    it runs `run_dag_once.py '{}'`, as here, on a fresh Airflow home): the embedded default, both workloads
+    at every default scale, judged PASSED on a quiet machine (the `rates` phase; benchmark section 8: 20 of
+    20 default sweeps passed), each row passing on figures it measured, not for want of them."""
+    from bench.config import SuiteSettings
+
+    home = tmp_path / "airflow"
+    env = os.environ | airflow_env(home)
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    migrated = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_dag_once.py"), json.dumps(conf)],
-        env=os.environ | airflow_env(airflow_home),
+        [sys.executable, str(ROOT / "scripts" / "run_dag_once.py"), "{}"],
+        env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1500,
     )
     lines = done.stdout.splitlines()
-    assert done.returncode in (0, 1, 3), done.stdout + done.stderr[-3000:]
+    assert "verdict: PASSED" in lines and done.returncode == 0, done.stdout + done.stderr[-3000:]
+    default = SuiteSettings()
+    (csv,) = (home / "sw" / "runs").glob("*/results.csv")
+    frame = pd.read_csv(csv)
+    # the DAG's embedded default (its first run here: ssd and retinanet-b200, not SuiteSettings' own list)
+    workloads = sorted(set(frame["workload"]))
+    scales = sorted((w, g) for w in workloads for g in default.gpus)
+    assert len(workloads) == 2 and sorted(zip(frame["workload"], frame["gpus"], strict=True)) == scales, frame
+    assert (frame["verdict"] == "pass").all() and frame["valid"].all(), frame.to_dict("records")
+    scaled = frame[frame["gpus"] > frame["baseline_gpus"]]
+    assert len(scaled) and (scaled["scaling_efficiency"] >= default.min_scaling_efficiency).all(), scaled.to_dict(
+        "records"
+    )
+    # epoch 1 read from storage on every row: the bandwidth expectation judged a measured figure
+    assert frame["bandwidth_valid"].all() and (frame["bytes_source"] == "cachestat").all(), frame.to_dict("records")
+    assert (frame["avg_read_mb_s"] > 0).all()
+    # what a person reads: progress, a table of passing rows with their bandwidth checked, the verdict,
+    # within the line budget; Airflow's own output in the log file it names
     assert 0 < len(lines) <= LINE_BUDGET, done.stdout
-    assert done.stderr.strip() == "", done.stderr[-2000:]  # Airflow's own output went to the log file
-    text = done.stdout
+    assert done.stderr.strip() == "", done.stderr[-2000:]
     for step in ("validate_config: success", "stage_dataset: success", "evaluate: success"):
-        assert step in text, text
-    assert "train ssd @ 1 rank(s): COMPLETED" in text and "train ssd @ 2 rank(s): COMPLETED" in text
-    assert "images/s [95% CI]" in text and "efficiency [95% CI]" in text
-    table = [line for line in lines if line.startswith("ssd ")]
-    assert len(table) == 2 and all(("pass" in r) or ("fail" in r) or ("inconclusive" in r) for r in table)
-    # Epoch 1 read from storage (evicted, dataset-only bytes, 5 s or more): a bandwidth verdict per row.
-    assert all("(cachestat)" in r for r in table) and "bandwidth not checked" not in text, text
-    verdict = next(line for line in lines if line.startswith("verdict: "))
-    assert verdict.split(": ")[1] in ("PASSED", "FAILED", "INCONCLUSIVE")
+        assert step in done.stdout, done.stdout
+    for w, g in scales:
+        assert f"train {w} @ {g} rank(s): COMPLETED" in done.stdout, done.stdout
+    assert "images/s [95% CI]" in done.stdout and "efficiency [95% CI]" in done.stdout
+    for w in workloads:
+        rows = [line for line in lines if line.startswith(f"{w} ")]
+        assert len(rows) == len(default.gpus), done.stdout
+        assert all(" pass" in r and " fail" not in r and "(cachestat)" in r for r in rows), done.stdout
+    assert "bandwidth not checked" not in done.stdout, done.stdout
     log = next(line for line in lines if line.startswith("log: ")).split(": ", 1)[1]
     assert "scaling_regression" in Path(log).read_text()  # the full Airflow logs are where it says
     report = next(line for line in lines if line.startswith("report: ")).split(": ", 1)[1]

@@ -11,6 +11,7 @@ def alert_text(
     run_url: str | None = None,
     inconclusive: list[dict] | None = None,
     slow_nodes: list[str] | None = None,
+    at_au: dict[str, list[dict]] | None = None,
 ) -> str:
     inconclusive = inconclusive or []
     verdict = "FAILED" if failures else "INCONCLUSIVE"
@@ -28,7 +29,24 @@ def alert_text(
     for i in inconclusive:
         lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: inconclusive — {i['reason']}")
     lines += [f"• slow node: {line}" for line in slow_nodes or []]
+    lines += at_au_lines(at_au or {})
     return "\n".join(lines + link_lines(report, report_url, run_url))
+
+
+def at_au_lines(at_au: dict[str, list[dict]]) -> list[str]:
+    """An emulated workload's headline figure (bench.analysis.verdict.accelerators), measured and projected:
+    the AU failure a recipient reads above says where AU fell, this says how many accelerators it feeds."""
+    lines = []
+    for workload, entries in at_au.items():
+        for e in entries:
+            if e.get("accelerators") is None:
+                continue
+            how = "measured" if e.get("measured") else "projected"
+            lines.append(
+                f"• {workload}: accelerators_at_au = {e['accelerators']} {e.get('accelerator', '')} "
+                f"at AU >= {e.get('min_au')} ({how}; {e.get('basis', '')})"
+            )
+    return lines
 
 
 def change_text(

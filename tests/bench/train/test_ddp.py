@@ -161,7 +161,8 @@ def test_auto_follows_the_launcher_env(monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     assert resolve("auto") == "ddp"  # started by torchrun: DDP, whatever imports
     monkeypatch.setenv("HOROVOD_RANK", "0")
-    assert resolve("auto") == "horovod" if horovod_imports() else "ddp"
+    # started by horovodrun (HOROVOD_RANK beside torchrun's names): Horovod where it imports, else DDP
+    assert resolve("auto") == ("horovod" if horovod_imports() else "ddp")
 
 
 CUDA_SCRIPT = textwrap.dedent(

@@ -91,6 +91,27 @@ def test_alert_links_the_report_and_the_run_through_the_public_base_url():
     assert "a path on the Airflow worker; set [api] base_url" in bare
 
 
+def test_alert_names_an_emulated_workloads_accelerators_at_au_measured_and_projected():
+    """Issue 51: the AU failure says where AU fell; the headline figure (how many accelerators the storage
+    feeds at AU) reaches the recipient too, each entry labelled measured or projected; none without one."""
+    from scalewatch.notifiers.message import alert_text
+
+    failure = {"workload": "w", "gpus": 2, "metric": "au", "value": 0.7, "bound": 0.8, "expectation": "E"}
+    at_au = {
+        "w": [
+            {"accelerators": 1, "measured": True, "accelerator": "a100", "min_au": 0.9, "basis": "AU fell at 2"},
+            {"accelerators": 7, "measured": False, "accelerator": "a100", "min_au": 0.9, "basis": "the store binds"},
+            {"accelerators": None, "measured": True, "accelerator": "a100", "min_au": 0.9, "basis": "no scale"},
+        ]
+    }
+    lines = alert_text("r1", [failure], None, at_au=at_au).splitlines()
+    assert [line for line in lines if "accelerators_at_au" in line] == [
+        "• w: accelerators_at_au = 1 a100 at AU >= 0.9 (measured; AU fell at 2)",
+        "• w: accelerators_at_au = 7 a100 at AU >= 0.9 (projected; the store binds)",
+    ]
+    assert "accelerators_at_au" not in alert_text("r1", [failure], None)
+
+
 # A short deadline for the trickle test: the mechanism is the same at the shipped 20 s (which
 # test_the_alert_task_outlasts_every_delivery_deadline holds to), the test just does not wait 20 s for it.
 TRICKLE_DEADLINE_S = 3.0

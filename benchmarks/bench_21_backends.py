@@ -1,15 +1,14 @@
-"""torch DDP against Horovod: images/s of the same 2-rank run, started by the suite's local launcher.
+"""Benchmark section 21: torch DDP against Horovod, images/s of the same 2-rank run, started by the suite's
+local launcher.
 
 Interleaved pairs (DDP, Horovod, DDP, ...), so the machine's drift cancels in each pair's ratio; the
-95% interval is a t-interval on the mean log ratio (benchmarks/run.py's `paired`). Synthetic data: the
+95% interval is a t-interval on the mean log ratio (benchmarks/runner.py's `paired`). Synthetic data: the
 backends differ only in how the gradients are reduced, so the data path stays out of the ratio.
-Usage: python benchmarks/bench_backends.py [--workload ssd] [--pairs-min 6] [--pairs-max 12]
+Usage: python benchmarks/bench_21_backends.py [--repeats N] (or `scripts/bench.sh --only 21`)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runner import describe, machine, paired
+from runner import Context, describe, main_for, paired
+
+NUMBER = 21
+TITLE = "backends"
 
 
 def two_rank_images_per_s(backend: str, workload: str, measure_s: float, root: Path, runs: list[dict]) -> float:
@@ -70,22 +72,18 @@ def backends_ratio(workload: str = "ssd", measure_s: float = 8.0, min_pairs: int
     return result
 
 
-def main() -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--workload", default="ssd", choices=("ssd", "deeplabv3plus"))
-    p.add_argument("--measure-s", type=float, default=8.0, help="measured seconds per run (warm-up excluded)")
-    p.add_argument("--pairs-min", type=int, default=6)
-    p.add_argument("--pairs-max", type=int, default=12)
-    args = p.parse_args()
-    r = backends_ratio(args.workload, args.measure_s, args.pairs_min, args.pairs_max)
-    print(f"machine: {machine()}")
-    print(
-        f"DDP / Horovod images/s, {r['workload']} tiny synthetic, 2 ranks x 1 core, local launcher: "
-        f"{r['ratio']:.3f} ({describe(r, 'no target')})"
+def run(ctx: Context) -> None:
+    workload = "ssd"
+    r = backends_ratio(workload)
+    ddp, horovod = (sorted(r[f"{b}_images_per_s"])[len(r[f"{b}_images_per_s"]) // 2] for b in ("ddp", "horovod"))
+    ctx.add(
+        "21 backends",
+        f"{workload} tiny synthetic, 2 ranks x 1 core, local launcher: DDP / Horovod images/s",
+        f"{r['ratio']:.3f}",
+        f"{describe(r, 'no target')}; DDP median ~{ddp:.0f}, Horovod ~{horovod:.0f} img/s; exposed communication "
+        f"{r['ddp_comm_share']:.3f} vs {r['horovod_comm_share']:.3f}",
     )
-    print(json.dumps(r, indent=2))
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_for(NUMBER))

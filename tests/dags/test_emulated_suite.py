@@ -1,0 +1,102 @@
+"""An emulated workload through the DAG (issue 51: until this, only `bench sweep` ran one): a suite file whose
+workload emulates an accelerator reading D bytes/s, its dataset on a store of its own whose reads a real
+cgroup-v1 blkio throttle holds at T = 1.4 D. dag.test() of the suite: 1 rank is fed, 2 are not, so AU
+fails at 2; the alert and the report carry the AU failure and accelerators_at_au = floor(T / D) = 1."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from bench.suite.plan import suite_dir, suite_run_identity
+from tests.dags.conftest import ROOT
+from tests.infra.faults import blkio_read_throttle, store_device
+from tests.infra.receivers import SmtpReceiver, WebhookReceiver
+
+pytestmark = [pytest.mark.rates, pytest.mark.slow]
+
+SUITE_NAME = "emulated"
+TOKEN = "services/T0/B0/emulatedtoken"
+# As tests/bench/workloads/test_accelerators_at_au.py: 5.24 MB/s an accelerator, held at 1.4 of it, min_au 0.8.
+BATCH, RECORD, SECONDS = 4, 64 << 10, 0.05
+DEMAND = BATCH * RECORD / SECONDS
+THROTTLE = int(1.4 * DEMAND)
+MIN_AU = 0.8
+
+
+def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelerators_at_au(
+    airflow_home, tmp_path, monkeypatch
+):
+    from airflow.dag_processing.dagbag import DagBag
+
+    workload = tmp_path / "throttled.yaml"
+    workload.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": {"format": "raw", "files": 1536, "record_bytes": {"mean": RECORD}},
+                "reader": {"threads": 1, "batch": BATCH, "prefetch": 4},
+                "compute": {"accelerator": {"seconds_per_batch": SECONDS}},
+                "min_au": MIN_AU,
+            }
+        )
+    )
+    with (
+        store_device(tmp_path / "store.img", tmp_path / "store", 256) as store,
+        WebhookReceiver() as webhook,
+        SmtpReceiver() as smtp,
+    ):
+        slack = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": TOKEN}
+        monkeypatch.setenv("AIRFLOW_CONN_SW_SLACK", json.dumps(slack))
+        mail = {
+            "conn_type": "smtp",
+            "host": "127.0.0.1",
+            "port": smtp.port,
+            "login": "alerts",
+            "password": "smtpSECRETpw",
+        }
+        mail["extra"] = {"allow_plaintext_login": True}  # the loopback test relay has no TLS
+        monkeypatch.setenv("AIRFLOW_CONN_SW_SMTP", json.dumps(mail))
+        suites = tmp_path / "suites"
+        suites.mkdir()
+        settings = {"description": "An emulated accelerator on a throttled store.", "schedule": None}
+        settings |= {"dataset_path": str(store / "data"), "workloads": [str(workload)], "gpus": [1, 2]}
+        settings |= {"steps": 30, "min_measure_s": 3, "warmup_steps": 2, "ceilings": False, "probe_storage": False}
+        # the suite's AU bound (the workload file's min_au sizes accelerators_at_au; the suite's judges rows)
+        settings |= {"confirm_causes": False, "confirm_regressions": False, "min_au": MIN_AU}
+        settings |= {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
+        (suites / f"{SUITE_NAME}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+        monkeypatch.setenv("SCALEWATCH_SUITES", str(suites))
+        bag = DagBag(dag_folder=str(ROOT / "dags"))
+        assert bag.import_errors == {}
+        dag = bag.get_dag(f"scaling_regression__{SUITE_NAME}")
+        # this process and the ranks it starts read the store at the throttle (its device only)
+        with blkio_read_throttle(store, THROTTLE, pids=[os.getpid()]):
+            run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances() if ti.map_index < 1}
+    assert run.state == "failed" and states["evaluate"] == "success" and states["alert"] == "success", states
+    out = suite_dir(airflow_home / "sw" / "runs", suite_run_identity(dag.dag_id, run.run_id))
+    frame = pd.read_csv(out / "results.csv").set_index("gpus")
+    # the figures: 1 rank fed (AU >= min_au), 2 ranks at ~T / 2D = 0.7, within 10% of what the throttle allows
+    assert frame.loc[1, "au"] >= MIN_AU and frame.loc[1, "verdict"] == "pass", frame.loc[1].to_dict()
+    assert frame.loc[2, "au"] < MIN_AU and frame.loc[2, "verdict"] == "fail", frame.loc[2].to_dict()
+    assert frame.loc[2, "au"] == pytest.approx(THROTTLE / (2 * DEMAND), rel=0.10), frame.loc[2].to_dict()
+    expected = math.floor(THROTTLE / DEMAND)
+    (measured,) = json.loads((out / "suite.json").read_text())["accelerators_at_au"]["throttled"]
+    assert measured["accelerators"] == expected == 1 and measured["au_fell_at"] == 2, measured
+    # the alert, to both receivers: the AU failure at 2 and the headline figure
+    assert len(webhook.posts) == 1 and len(smtp.messages) == 1, (webhook.posts, smtp.messages)
+    for text in (webhook.posts[0]["json"]["text"], smtp.messages[0]["data"]):
+        assert re.search(r"throttled @ 2 GPUs: au = 0\.\d+ \(bound 0\.8", text), text
+        assert "throttled: accelerators_at_au = 1 custom at AU >= 0.8 (measured; AU fell under 0.8 at 2" in text, text
+    # the report: the AU column and the accelerators-at-AU table with the measured count
+    report = (out / "report.html").read_text()
+    assert "Accelerators the storage feeds at AU" in report
+    assert re.search(
+        r"<td class=\"text\">throttled</td><td class=\"text\">custom</td><td>0\.8</td><td><b>1</b>", report
+    )
