@@ -162,6 +162,14 @@ def write_atomic(dir_fd: int, name: str, data: bytes, fsync: bool = False) -> No
             os.unlink(tmp, dir_fd=dir_fd)
 
 
+def write_file(path: Path, data: bytes | str, fsync: bool = False) -> None:
+    """`write_atomic` by path: the file `path` in its folder as given (a link in the folder's own path is
+    the user's, e.g. a mount), written whole through a hidden temp file that is never a planted link's
+    target, then renamed over the name (a link there is replaced, never written through)."""
+    with open_root(path.parent) as dir_fd:
+        write_atomic(dir_fd, path.name, data.encode() if isinstance(data, str) else data, fsync)
+
+
 @contextlib.contextmanager
 def _open_below(root: Path, rel: str) -> Iterator[int]:
     """Read descriptor on the regular file `rel` under `root`, no component below `root` followed."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from bench.config import RunSpec
 from bench.launch.base import Handle, Launcher
+from bench.safe_fs import write_file
 
 HANDLE_FILE = "handle.json"
 
@@ -26,9 +26,7 @@ def record_handle(handle: Handle) -> Path:
     """Write the handle atomically into the run's output folder (local to whoever submitted)."""
     out = Path(handle["output_dir"])
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{HANDLE_FILE}.tmp"
-    tmp.write_text(json.dumps(handle))
-    os.replace(tmp, out / HANDLE_FILE)
+    write_file(out / HANDLE_FILE, json.dumps(handle))
     return out / HANDLE_FILE
 
 

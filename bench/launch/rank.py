@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.launch.lifetime import die_with_parent, read_line, watch_stdin
 from bench.launch.rendezvous import listen_addr_towards
+from bench.safe_fs import write_file
 from bench.train.dist.store import SECRET_ENV
 from bench.train.slots import SLOT_ENV, SlotError, bind, plan_slot
 
@@ -143,9 +144,7 @@ def _record(log_dir: Path, rank: str, host: str, code: int, started: float, slot
         "slot": slot,
         "error": error,
     }
-    tmp = log_dir / f".rank{rank}.json.tmp"
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, log_dir / f"rank{rank}.json")
+    write_file(log_dir / f"rank{rank}.json", json.dumps(record))
 
 
 if __name__ == "__main__":

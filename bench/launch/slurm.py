@@ -23,6 +23,7 @@ from bench.launch.base import Handle, RunState
 from bench.launch.commands import CommandRunner
 from bench.launch.python import node_python
 from bench.launch.supervisor import rank_argv
+from bench.safe_fs import write_file
 
 RESULT_PARTS = ("ranks", "metrics", "logs")
 # A results archive larger than this (summed member sizes) or with more members is refused, not unpacked:
@@ -159,7 +160,7 @@ class SlurmLauncher:
         self.runner.run(["mkdir", "-p", *folders])
         script = batch_script(spec, python)
         if not self.runner.remote:
-            (spec.output_dir / "job.sbatch").write_text(script)
+            write_file(spec.output_dir / "job.sbatch", script)
         done = self.runner.run(["sbatch", "--parsable"], stdin=script)
         job_id = done.stdout.strip().split(";")[0]
         if not job_id.isdigit():

@@ -23,6 +23,7 @@ from bench.launch.python import node_python
 from bench.launch.rendezvous import start_rendezvous
 from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
+from bench.safe_fs import write_file
 from bench.train.dist.store import SECRET_ENV, new_secret
 
 STATE = "state.json"
@@ -39,9 +40,7 @@ def rank_pattern(run_id: str, module: str = "rank") -> str:
 
 
 def write_state(out: Path, **fields) -> None:
-    tmp = out / f".{STATE}.tmp"
-    tmp.write_text(json.dumps({**fields, "updated": time.time()}))
-    os.replace(tmp, out / STATE)
+    write_file(out / STATE, json.dumps({**fields, "updated": time.time()}))
 
 
 def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None) -> list[str]:

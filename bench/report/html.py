@@ -18,6 +18,7 @@ from markupsafe import Markup
 from bench.analysis.verdict.evaluate import Evaluation
 from bench.config import SweepConfig
 from bench.report.plots import Series, line_chart, stacked_bars
+from bench.safe_fs import write_file
 
 
 def _num(v, digits: int = 3) -> str:
@@ -571,7 +572,5 @@ def write_report(
         **storage.context(frame, ev.probe, probes if probes is not None else pd.DataFrame(), suite_run_id),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(html)
-    os.replace(tmp, path)
+    write_file(path, html)
     return path

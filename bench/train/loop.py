@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import statistics
 import time
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from bench.metrics.schema import validate_summary
 from bench.metrics.sources.pagecache import cache_domain
 from bench.metrics.summary import interference_of, mean, summarise
 from bench.models.registry import WorkloadModel, build
+from bench.safe_fs import write_file
 from bench.train.dist import Dist, init
 from bench.train.dist.probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
@@ -346,7 +346,7 @@ def _gather_summary(cfg: TrainConfig, rank: _Rank, report: dict, epoch_marks: li
     dist, out = rank.dist, rank.out
     shard = {"rank": dist.rank, "epochs": [m.pop("sample_ids") for m in epoch_marks]}  # not gathered
     if out is not None:
-        (out / f"shard-rank{dist.rank}.json").write_text(json.dumps(shard))
+        write_file(out / f"shard-rank{dist.rank}.json", json.dumps(shard))
     reports = dist.allgather(report)
     dist.close()  # the last collective: a process group left to the interpreter's exit can abort it
     if dist.rank != 0:
@@ -359,7 +359,5 @@ def _gather_summary(cfg: TrainConfig, rank: _Rank, report: dict, epoch_marks: li
         summary["checkpoint"] = summary_block(cfg, [c or {} for c in checkpoints])
     validate_summary(summary)
     if out is not None:
-        tmp = out / ".summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out / "summary.json")
+        write_file(out / "summary.json", json.dumps(summary, indent=2))
     return summary

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
+
+from bench.safe_fs import write_file
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,7 @@ class SentLog:
         self.sent.setdefault(message_id(subject, text), []).append(target)
         if self.path is None:
             return
-        staged = self.path.with_name(f".{SENT_FILE}.staged")
         try:
-            staged.write_text(json.dumps(self.sent, indent=1, sort_keys=True))
-            os.replace(staged, self.path)
+            write_file(self.path, json.dumps(self.sent, indent=1, sort_keys=True))
         except OSError as error:
             log.warning("alert log %s not written (%s): a retry may send this message again", self.path, error)
