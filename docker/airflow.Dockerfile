@@ -19,17 +19,17 @@ COPY --chown=airflow:root requirements-airflow.txt requirements-nodeps.txt /opt/
 RUN pip install --no-cache-dir "apache-airflow[postgres]==3.3.2" -r /opt/scalewatch/requirements-airflow.txt \
  && pip install --no-cache-dir --no-deps -r /opt/scalewatch/requirements-nodeps.txt
 
+# The project as a team installs it: the package (bench, and scalewatch from plugins/), whose plugin Airflow
+# finds through the `airflow.plugins` entry point; no plugins folder, nothing on PYTHONPATH.
 COPY --chown=airflow:root pyproject.toml /opt/scalewatch/
 COPY --chown=airflow:root bench /opt/scalewatch/bench
+COPY --chown=airflow:root plugins /opt/scalewatch/plugins
 RUN pip install --no-cache-dir --no-deps /opt/scalewatch
 
-# The DAG files and the plugin as copied folders (the DAGS_FOLDER and PLUGINS_FOLDER defaults of
-# /opt/airflow); suite files come from SCALEWATCH_SUITES (docker/compose.yaml mounts docker/suites).
+# The DAG files: each is the package's one documented line (scalewatch.dags); suite files come from
+# SCALEWATCH_SUITES (docker/compose.yaml mounts docker/suites).
 COPY --chown=airflow:root dags /opt/airflow/dags
-COPY --chown=airflow:root plugins /opt/airflow/plugins
-ENV PYTHONPATH=/opt/airflow/plugins \
-    AIRFLOW_HOME=/opt/airflow \
+ENV AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/airflow/dags \
-    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/airflow/plugins \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
     SCALEWATCH_HOME=/opt/scalewatch-home
