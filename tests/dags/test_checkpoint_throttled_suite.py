@@ -7,7 +7,6 @@ checkpoint write efficiency fails, the alert names it, and each scale's write fi
 
 from __future__ import annotations
 
-import json
 import os
 
 import pandas as pd
@@ -18,7 +17,7 @@ from bench.config import SuiteSettings
 from bench.suite.plan import suite_dir, suite_run_identity
 from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_throttle, store_device
-from tests.infra.receivers import SmtpReceiver, WebhookReceiver
+from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
 from tests.infra.suite_files import SMALL_SCALES
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
@@ -41,17 +40,8 @@ def test_a_throttled_stores_checkpoint_writes_fail_the_efficiency_and_alert_at_t
         WebhookReceiver() as webhook,
         SmtpReceiver() as smtp,
     ):
-        slack = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": TOKEN}
-        monkeypatch.setenv("AIRFLOW_CONN_SW_SLACK", json.dumps(slack))
-        mail = {
-            "conn_type": "smtp",
-            "host": "127.0.0.1",
-            "port": smtp.port,
-            "login": "alerts",
-            "password": "smtpSECRETpw",
-        }
-        mail["extra"] = {"allow_plaintext_login": True}  # the loopback test relay has no TLS
-        monkeypatch.setenv("AIRFLOW_CONN_SW_SMTP", json.dumps(mail))
+        for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
+            monkeypatch.setenv(name, value)
         suites = tmp_path / "suites"
         suites.mkdir()
         settings = {"description": "Checkpoints on a store whose writes are held.", "schedule": None}

@@ -17,7 +17,7 @@ import yaml
 from bench.suite.plan import suite_dir, suite_run_identity
 from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_read_throttle, store_device
-from tests.infra.receivers import SmtpReceiver, WebhookReceiver
+from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
@@ -51,17 +51,8 @@ def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelera
         WebhookReceiver() as webhook,
         SmtpReceiver() as smtp,
     ):
-        slack = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": TOKEN}
-        monkeypatch.setenv("AIRFLOW_CONN_SW_SLACK", json.dumps(slack))
-        mail = {
-            "conn_type": "smtp",
-            "host": "127.0.0.1",
-            "port": smtp.port,
-            "login": "alerts",
-            "password": "smtpSECRETpw",
-        }
-        mail["extra"] = {"allow_plaintext_login": True}  # the loopback test relay has no TLS
-        monkeypatch.setenv("AIRFLOW_CONN_SW_SMTP", json.dumps(mail))
+        for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
+            monkeypatch.setenv(name, value)
         suites = tmp_path / "suites"
         suites.mkdir()
         settings = {"description": "An emulated accelerator on a throttled store.", "schedule": None}

@@ -14,6 +14,23 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+SMTP_PASSWORD = "smtpSECRETpw"  # the only password SmtpReceiver accepts
+
+
+def alert_connections(webhook_port: int, smtp_port: int, token: str) -> dict[str, str]:
+    """AIRFLOW_CONN_SW_SLACK and AIRFLOW_CONN_SW_SMTP as a suite's `slack_conn_id: sw_slack` and
+    `smtp_conn_id: sw_smtp` reach these receivers (set them with monkeypatch.setenv)."""
+    slack = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook_port}", "password": token}
+    mail = {
+        "conn_type": "smtp",
+        "host": "127.0.0.1",
+        "port": smtp_port,
+        "login": "alerts",
+        "password": SMTP_PASSWORD,
+        "extra": {"allow_plaintext_login": True},  # the loopback test relay has no TLS
+    }
+    return {"AIRFLOW_CONN_SW_SLACK": json.dumps(slack), "AIRFLOW_CONN_SW_SMTP": json.dumps(mail)}
+
 
 class WebhookReceiver:
     """`trickle_s`: answer one byte every that many seconds (for at most `trickle_for_s`), as a stuck
@@ -156,7 +173,7 @@ class SmtpReceiver:
         def authenticator(server, session, envelope, mechanism, auth_data):
             from aiosmtpd.smtp import AuthResult, LoginPassword
 
-            ok = isinstance(auth_data, LoginPassword) and auth_data.password == b"smtpSECRETpw"
+            ok = isinstance(auth_data, LoginPassword) and auth_data.password == SMTP_PASSWORD.encode()
             if ok:
                 logins.append(auth_data.login.decode())
             return AuthResult(success=ok)
