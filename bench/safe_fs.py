@@ -170,6 +170,12 @@ def write_file(path: Path, data: bytes | str, fsync: bool = False) -> None:
         write_atomic(dir_fd, path.name, data.encode() if isinstance(data, str) else data, fsync)
 
 
+def open_append(path: Path):
+    """`path` opened to append (a log), created 0644 if missing, never through a link at its name."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "ab")
+
+
 @contextlib.contextmanager
 def _open_below(root: Path, rel: str) -> Iterator[int]:
     """Read descriptor on the regular file `rel` under `root`, no component below `root` followed."""

@@ -16,6 +16,7 @@ from bench.config import RunSpec
 from bench.launch.base import Handle, RunState
 from bench.launch.sshopts import SshOptions
 from bench.launch.supervisor import CANCEL_REQUEST, HEARTBEAT_S, STATE
+from bench.safe_fs import write_file
 
 SPEC = "spec.json"
 # The supervisor rewrites state.json every HEARTBEAT_S; a RUNNING state older than this is a dead supervisor.
@@ -56,14 +57,13 @@ class DetachedLauncher:
         for stale in (STATE, CANCEL_REQUEST):
             (out / stale).unlink(missing_ok=True)
         spec_file = out / SPEC
-        spec_file.write_text(
-            json.dumps(
-                {
-                    "spec": spec.model_dump(mode="json"),
-                    "ssh": self.ssh.model_dump(mode="json") if self.ssh else None,
-                }
-            )
+        doc = json.dumps(
+            {"spec": spec.model_dump(mode="json"), "ssh": self.ssh.model_dump(mode="json") if self.ssh else None}
         )
+        # The supervisor gets its spec over its stdin, never by reading the run folder back: the folder may
+        # be on a store others write (a node's root on the stack's shared volume), and the spec names the
+        # interpreter it starts and the ssh config it passes (`ssh -F`). The file is a record for people.
+        write_file(spec_file, doc)
         (out / "logs").mkdir(exist_ok=True)
         argv = [sys.executable, "-m", "bench.launch.supervisor", "--spec", str(spec_file), "--backend", self.name]
         log = out / "logs" / "supervisor.log"
@@ -71,7 +71,8 @@ class DetachedLauncher:
         # launched it: an Airflow worker's (or scheduler's) teardown kills its process tree, and
         # must not take a running training job with it.
         starter = subprocess.run(
-            ["sh", "-c", f"{shlex.join(argv)} >>{shlex.quote(str(log))} 2>&1 </dev/null & echo $!"],
+            ["sh", "-c", f"exec 3<&0; {shlex.join(argv)} >>{shlex.quote(str(log))} 2>&1 <&3 3<&- & echo $!"],
+            input=doc,
             capture_output=True,
             text=True,
             check=True,
@@ -127,7 +128,7 @@ class DetachedLauncher:
         """Ask the supervisor through the output folder (works from any container); signal it too where we can."""
         out = Path(handle["output_dir"])
         with contextlib.suppress(OSError):
-            (out / CANCEL_REQUEST).write_text(json.dumps({"requested": time.time()}))
+            write_file(out / CANCEL_REQUEST, json.dumps({"requested": time.time()}))
         pid = int(handle["job_id"])
         local = _same_pid_namespace(handle)
         if local and _alive(handle):

@@ -24,6 +24,7 @@ from bench.errors import LaunchError
 from bench.launch.lifetime import die_with_parent, send_line
 from bench.launch.rendezvous import rank_env, rank_plan
 from bench.launch.sshopts import SshOptions
+from bench.safe_fs import open_append
 
 START_S = 60.0
 REACH_S = 10
@@ -46,7 +47,7 @@ class RemoteRendezvous:
         argv += ["--ranks", str(spec.ranks), "--backend", backend, "--lifetime-s", str(spec.time_limit_s + 120)]
         argv += ["--interface", spec.rendezvous_interface] if spec.rendezvous_interface else []
         self._log = log
-        with log.open("ab") as err:
+        with open_append(log) as err:
             self._proc = subprocess.Popen(
                 ssh.argv(self.host, remote_command(dict(spec.env), argv)),
                 stdin=subprocess.PIPE,

@@ -23,7 +23,7 @@ from bench.launch.python import node_python
 from bench.launch.rendezvous import start_rendezvous
 from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
-from bench.safe_fs import write_file
+from bench.safe_fs import open_append, write_file
 from bench.train.dist.store import SECRET_ENV, new_secret
 
 STATE = "state.json"
@@ -98,7 +98,7 @@ class Supervisor:
         python = node_python(self.spec.python)
         backend = ["--backend", self.rendezvous.backend]
         argv = rank_argv(self.spec, python, backend)
-        log = (self.out / "logs" / f"rank{slot.rank}.log").open("ab")
+        log = open_append(self.out / "logs" / f"rank{slot.rank}.log")
         if self.backend == "local":
             return subprocess.Popen(
                 argv,
@@ -204,10 +204,11 @@ class Supervisor:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.launch.supervisor")
+    # the spec record's path names the run (a process is matched to its run by it); the spec is stdin
     p.add_argument("--spec", required=True, type=Path)
     p.add_argument("--backend", choices=("local", "ssh"), required=True)
     args = p.parse_args(argv)
-    doc = json.loads(args.spec.read_text())
+    doc = json.loads(sys.stdin.read())  # never the file: it lies in a folder others may write
     spec = RunSpec.model_validate(doc["spec"])
     ssh = SshOptions.model_validate(doc["ssh"]) if doc.get("ssh") else None
     return Supervisor(spec, args.backend, ssh).run()

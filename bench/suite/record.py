@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bench.config import SweepConfig
+from bench.safe_fs import write_file
 from bench.suite.plan import read_probe, suite_dir
 
 if TYPE_CHECKING:
@@ -121,9 +122,10 @@ def record(
             store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report, run_type)
             watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
             changes = run_changes(store, ev.frame, suite_run_id)
-            ev.frame.to_csv(files.staged("results.csv"), index=False)
+            write_file(files.staged("results.csv"), ev.frame.to_csv(index=False))
             # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
-            files.staged("suite.json").write_text(
+            write_file(
+                files.staged("suite.json"),
                 json.dumps(
                     {
                         "dag_id": dag_id,
@@ -132,7 +134,7 @@ def record(
                         "started_at": started,
                         "accelerators_at_au": ev.accelerators_at_au,
                     }
-                )
+                ),
             )
             shown = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
             write_report(files.staged("report.html"), suite_run_id, ev, shown, history, cfg, probes, changes)

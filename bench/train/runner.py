@@ -7,6 +7,7 @@ import os
 import traceback
 
 from bench.config import TrainConfig
+from bench.safe_fs import write_file
 
 
 def run_rank(cfg: TrainConfig) -> dict | None:
@@ -25,7 +26,8 @@ def run_rank(cfg: TrainConfig) -> dict | None:
     except BaseException as error:
         if cfg.metrics_out is not None:
             cfg.metrics_out.mkdir(parents=True, exist_ok=True)
-            (cfg.metrics_out / f"failed-rank{rank}.json").write_text(
+            write_file(
+                cfg.metrics_out / f"failed-rank{rank}.json",
                 json.dumps(
                     {
                         "valid": False,
@@ -34,6 +36,6 @@ def run_rank(cfg: TrainConfig) -> dict | None:
                         "error": f"{type(error).__name__}: {error}",
                         "traceback": traceback.format_exc(limit=5),
                     }
-                )
+                ),
             )
         raise

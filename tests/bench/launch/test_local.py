@@ -219,3 +219,23 @@ def test_a_supervisor_inside_execve_reads_alive_and_a_reused_pid_does_not(tmp_pa
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_supervisor_takes_its_spec_from_its_launcher_never_from_the_run_folder(tmp_path, datasets):
+    """The spec names the interpreter the supervisor starts and the ssh config it passes: a spec.json that
+    someone else rewrote in a shared run folder must not be what runs (issue 48's review). The supervisor
+    reads the spec its launcher piped to it; the file, here another run's spec, is only a record."""
+    import json
+    import subprocess
+    import sys
+
+    piped, planted = spec(tmp_path / "a", datasets, ranks=1, steps=3), spec(tmp_path / "b", datasets, ranks=1)
+    record = tmp_path / "a" / "run" / "spec.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"spec": planted.model_dump(mode="json"), "ssh": None}))
+    doc = json.dumps({"spec": piped.model_dump(mode="json"), "ssh": None})
+    argv = [sys.executable, "-m", "bench.launch.supervisor", "--spec", str(record), "--backend", "local"]
+    done = subprocess.run(argv, input=doc, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (piped.output_dir / "metrics" / "summary.json").is_file()  # the piped spec ran
+    assert not planted.output_dir.exists()  # the file's spec did not
