@@ -29,6 +29,11 @@ RUN pip install --no-cache-dir --no-deps /opt/scalewatch
 # The DAG files: each is the package's one documented line (scalewatch.dags); suite files come from
 # SCALEWATCH_SUITES (docker/compose.yaml mounts docker/suites).
 COPY --chown=airflow:root dags /opt/airflow/dags
+# Task logs: their own volume (docker/compose.yaml `airflow-logs`), mounted by the Airflow services alone,
+# never by the compute nodes, whose root must not forge or redirect what the worker writes and the UI shows.
+USER root
+RUN mkdir -p /opt/airflow/task-logs && chown airflow:root /opt/airflow/task-logs
+USER airflow
 ENV AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/airflow/dags \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \

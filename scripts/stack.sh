@@ -60,6 +60,7 @@ secrets() {
   (
     umask 077
     touch "$env_file"
+    chmod 600 "$env_file" # umask does not change a file made before
     for key in POSTGRES_PASSWORD AIRFLOW_JWT_SECRET AIRFLOW_SECRET_KEY; do
       grep -q "^$key=" "$env_file" || printf '%s=%s\n' "$key" "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >>"$env_file"
     done

@@ -113,7 +113,7 @@ def test_stack_services_have_healthchecks_and_the_ui_port():
     for name in LONG_RUNNING:
         check = services[name].get("healthcheck", {})
         assert check.get("test") and not check.get("disable"), f"{name}: no healthcheck"
-    assert services["api-server"]["ports"] == ["8080:8080"]
+    assert services["api-server"]["ports"] == ["127.0.0.1:8080:8080"]  # this machine only, unless published
     # scripts/stack.sh waits for exactly these
     assert "SERVICES=(" + " ".join(LONG_RUNNING) + ")" in (ROOT / "scripts" / "stack.sh").read_text()
 
@@ -167,7 +167,7 @@ def test_what_the_stack_runs_needs_is_in_its_images():
     """What the stack's first runs found missing (each a failed run on the stack): the nodes answer at the
     worker's interpreter path as python and python3; the Airflow image draws the report's charts; the local
     PostgreSQL is UTF8 (SQL_ASCII made psycopg 3 hand SQLAlchemy bytes); every component shares the log
-    server's secret key, and the task logs are on the shared volume."""
+    server's secret key, and the task logs on a volume only the Airflow services mount (never the nodes')."""
     training = (ROOT / "docker" / "training.Dockerfile").read_text()
     assert "for name in python python3 python3.11" in training and "/usr/local/bin/$name" in training
     airflow_reqs = (ROOT / "requirements-airflow.txt").read_text().split()
@@ -175,4 +175,7 @@ def test_what_the_stack_runs_needs_is_in_its_images():
     assert "-E UTF8" in (ROOT / "docker" / "local-postgres-entrypoint.sh").read_text()
     env = COMPOSE["services"]["scheduler"]["environment"]
     assert env["AIRFLOW__API__SECRET_KEY"].startswith("${AIRFLOW_SECRET_KEY:?")
-    assert env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"].startswith("/shared/")
+    logs = env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in COMPOSE["services"]["scheduler"]["volumes"]}
+    assert mounted[logs] == "airflow-logs"
+    assert not any(v.split(":")[0] == "airflow-logs" for v in COMPOSE["services"]["node1"]["volumes"])
