@@ -299,6 +299,9 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
 
         outs = nodes.run(count, argv_for, limit)
         docs = [node_doc(o, model=ShareDoc) for o in outs]
+        shares = sorted(int(d["share"]) for d in docs)
+        if shares != list(range(count)):  # each node reports the share it was launched with, once
+            raise ProbeError(f"storage probe at {count} nodes: the nodes reported shares {shares}, not 0-{count - 1}")
         if cfg.launcher != "slurm":  # ssh: share i ran on the suite's i-th host (Slurm: its own hostname)
             labels |= {str(d["host"]): nodes.names[int(d["share"])] for d in docs}
         level = judge_level(count, docs, level_launched, [o.received_at for o in outs], cfg.probe_seconds)
