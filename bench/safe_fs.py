@@ -163,16 +163,32 @@ def write_atomic(dir_fd: int, name: str, data: bytes, fsync: bool = False) -> No
 
 
 def write_file(path: Path, data: bytes | str, fsync: bool = False) -> None:
-    """`write_atomic` by path: the file `path` in its folder as given (a link in the folder's own path is
-    the user's, e.g. a mount), written whole through a hidden temp file that is never a planted link's
-    target, then renamed over the name (a link there is replaced, never written through)."""
-    with open_root(path.parent) as dir_fd:
+    """`write_atomic` by path: the file `path`, written whole through a hidden temp file that is never a
+    planted link's target, then renamed over the name (a link there is replaced, never written through).
+    Its folder is opened without following a link at the folder's own name (a run folder's `metrics/`,
+    `ranks/` or `logs/` swapped for a link is refused, naming it); links above it are the user's (a mount)."""
+    try:
+        dir_fd = os.open(path.parent, DIR_FLAGS)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RefusedFile(error.errno, f"{path.parent}: a link or a file where a folder is expected") from error
+        raise
+    try:
         write_atomic(dir_fd, path.name, data.encode() if isinstance(data, str) else data, fsync)
+    finally:
+        os.close(dir_fd)
 
 
 def open_append(path: Path):
-    """`path` opened to append (a log), created 0644 if missing, never through a link at its name."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    """`path` opened to append (a log), created 0644 if missing, never through a link at its name or at
+    its folder's name."""
+    dir_fd = os.open(path.parent, DIR_FLAGS)
+    try:
+        fd = os.open(
+            path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd
+        )
+    finally:
+        os.close(dir_fd)
     return os.fdopen(fd, "ab")
 
 

@@ -51,3 +51,23 @@ def test_a_planted_link_at_the_temp_name_or_the_name_is_never_written_through(tm
     assert all(v.read_text() == VICTIM for v in victims.iterdir()), "a writer wrote through a planted link"
     written = out / name
     assert not written.is_symlink() and json.loads(written.read_text())  # its own whole file, at its name
+
+
+def test_a_run_folders_subfolder_swapped_for_a_link_is_refused_not_written_into(tmp_path):
+    """`metrics/`, `ranks/` or `logs/` planted as a link to someone's folder: the write is refused naming
+    it, and nothing lands in their folder (neither a whole file nor an appended log line)."""
+    from bench.safe_fs import RefusedFile, open_append
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "rank0.log").write_text(VICTIM)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics").symlink_to(theirs)
+    (run / "logs").symlink_to(theirs)
+    with pytest.raises(RefusedFile, match="metrics"):
+        write_file(run / "metrics" / "summary.json", "{}")
+    with pytest.raises(OSError):
+        open_append(run / "logs" / "rank0.log")
+    assert sorted(p.name for p in theirs.iterdir()) == ["rank0.log"]
+    assert (theirs / "rank0.log").read_text() == VICTIM
