@@ -5,6 +5,7 @@ fails at 2; the alert and the report carry the AU failure and accelerators_at_au
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -82,7 +83,7 @@ def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelera
     assert measured["accelerators"] == expected == 1 and measured["au_fell_at"] == 2, measured
     # the alert, to both receivers: the AU failure at 2 and the headline figure
     assert len(webhook.posts) == 1 and len(smtp.messages) == 1, (webhook.posts, smtp.messages)
-    for text in (webhook.posts[0]["json"]["text"], smtp.messages[0]["data"]):
+    for text in (html.unescape(webhook.posts[0]["json"]["text"]), smtp.messages[0]["text"]):  # as people read them
         assert re.search(r"throttled @ 2 GPUs: au = 0\.\d+ \(bound 0\.8", text), text
         assert "throttled: accelerators_at_au = 1 custom at AU >= 0.8 (measured; AU fell under 0.8 at 2" in text, text
     # the report: the AU column and the accelerators-at-AU table with the measured count

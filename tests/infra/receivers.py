@@ -143,6 +143,16 @@ def make_tls_files(folder: Path, ip: str = "127.0.0.1") -> tuple[Path, Path, Pat
     return paths
 
 
+def plain_text(raw: bytes) -> str:
+    """The text/plain body of a message as a reader sees it: transfer encoding (quoted-printable soft
+    line breaks, base64) undone."""
+    import email
+    from email import policy
+
+    body = email.message_from_bytes(raw, policy=policy.default).get_body(preferencelist=("plain",))
+    return body.get_content() if body is not None else ""
+
+
 class SmtpReceiver:
     """`tls`: None (plain), "starttls" (offered, required before AUTH) or "ssl" (TLS from the first byte),
     with the server certificate and key from `make_tls_files`."""
@@ -160,6 +170,7 @@ class SmtpReceiver:
                         "from": envelope.mail_from,
                         "to": envelope.rcpt_tos,
                         "data": envelope.content.decode(errors="replace"),
+                        "text": plain_text(envelope.content),  # as a mail reader shows it (decoded)
                     }
                 )
                 return "250 OK"
