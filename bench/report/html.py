@@ -504,9 +504,19 @@ def _nodes(frame: pd.DataFrame) -> list[dict]:
                     "comm_share": _num(n.get("comm_share")),
                     "data_wait_share": _num(n.get("data_wait_share")),
                     "slow": bool(r.get("slow_node")) and str(r.get("slow_node")) == str(n["host"]),
+                    "why": _node_evidence(r),
                 }
             )
     return out
+
+
+def _node_evidence(row: dict) -> str:
+    """Why the scale's node stands out, as its cause says it (the figure may be the storage probe's: a
+    slow link slows every rank of a synchronous job alike, so the scale's own per-node figures can agree)."""
+    evidence = str(row.get("bottleneck_evidence") or "")
+    if str(row.get("bottleneck") or "") == "node" and evidence:
+        return evidence.split(" (", 1)[0]
+    return "against the median of its peers (the verdict's warnings say on which figure)"
 
 
 def _failures(failures: list[dict]) -> list[dict]:
