@@ -258,7 +258,10 @@ def write_results(rows: list[tuple[str, str, str, str]], ran: set[int], repeats:
         if not lines or lines[0].startswith(("# ", "Re-run:")):
             continue
         if not all(line.startswith("|") for line in lines):
-            notes.append("\n".join(lines))
+            measured = re.match(r"Sections? ([\d, ]+) measured", lines[0])
+            named = {int(n) for n in re.findall(r"\d+", measured.group(1))} if measured else set()
+            if not (named and named <= ran):  # a note of sections this run measured again is replaced
+                notes.append("\n".join(lines))
             continue
         for line in lines:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]

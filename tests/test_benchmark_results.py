@@ -67,3 +67,12 @@ def test_a_sections_own_rows_are_written(tmp_path):
         "| 7 GPU | GPU table, SSD300 R50 img/s per GPU vs NVIDIA (663 img/s A100) | not run | no GPU |"
         in out.read_text()
     )
+
+
+def test_a_section_measured_again_keeps_one_note_saying_when(tmp_path):
+    """Re-running a section replaces its provenance note: two notes for one section (one of them stale)
+    left a reader unsure which run the rows came from."""
+    out = tmp_path / "RESULTS.md"
+    runner.write_results([GPU_ROW], {7}, 1, out)
+    runner.write_results([GPU_ROW], {7}, 1, out)
+    assert sum(line.startswith("Sections 7 measured") for line in out.read_text().splitlines()) == 1
