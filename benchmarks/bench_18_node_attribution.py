@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 
 from runner import ROOT, Context, main_for
@@ -39,9 +38,8 @@ def _cluster(tmp):
 
     from bench.config import SuiteSettings
     from bench.data.generate import GenerateSpec, generate
-    from bench.launch.sshopts import SshOptions
     from tests.dags.test_ssh_suite import ssh_config_text
-    from tests.infra.ssh_hosts import SshHosts, download_rate_limit
+    from tests.infra.ssh_hosts import SshHosts, download_rate_limit, sshfs_store
     from tests.infra.suite_files import suite_file
 
     hosts = SshHosts(tmp / "hosts", count=4, prefix="swbn").start()
@@ -51,8 +49,6 @@ def _cluster(tmp):
     generate(GenerateSpec("coco", tmp / "source" / "coco", images=192, min_side=700, max_side=900, seed=6))
     ssh_config = tmp / "ssh_config"
     ssh_config.write_text(ssh_config_text(hosts))
-    opts = SshOptions(config_file=ssh_config)
-    sshfs = f"sshfs -F {ssh_config} -o BatchMode=yes {hosts.ip(0)}:{export} {point}"
     text = suite_file(
         "Three compute nodes reading one sshfs store.",
         launcher="ssh",
@@ -67,13 +63,9 @@ def _cluster(tmp):
     cfg = SuiteSettings(**doc).sweep_config(tmp, tmp / "out")
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     try:
-        for i in NODES:
-            subprocess.run(opts.argv(hosts.ip(i), sshfs), check=True, capture_output=True, stdin=subprocess.DEVNULL)
-        with download_rate_limit(hosts, list(NODES), HEALTHY):
+        with sshfs_store(hosts, ssh_config, export, point, NODES), download_rate_limit(hosts, list(NODES), HEALTHY):
             yield hosts, cfg, env
     finally:
-        for i in NODES:
-            subprocess.run(opts.argv(hosts.ip(i), f"fusermount -u -z {point}"), capture_output=True)
         hosts.stop()
 
 

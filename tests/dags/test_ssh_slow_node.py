@@ -14,9 +14,8 @@ import pandas as pd
 import pytest
 
 from bench.data.generate import GenerateSpec, generate
-from bench.launch.sshopts import SshOptions
 from tests.dags.test_ssh_suite import ssh_config_text, suite_text
-from tests.infra.ssh_hosts import SshHosts, download_rate_limit
+from tests.infra.ssh_hosts import SshHosts, download_rate_limit, sshfs_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.rates]
 
@@ -39,16 +38,14 @@ def slow_cluster(tmp_path_factory):
     suite = root / "slow.yaml"
     text = suite_text(hosts, ssh_config, point, root / "source")
     suite.write_text(text.replace("min_scaling_efficiency: 0.1", "min_scaling_efficiency: 0.9"))
-    opts = SshOptions(config_file=ssh_config)
-    sshfs = f"sshfs -F {ssh_config} -o BatchMode=yes {hosts.ip(0)}:{export} {point}"
     try:
-        for i in (1, 2):
-            subprocess.run(opts.argv(hosts.ip(i), sshfs), check=True, capture_output=True, stdin=subprocess.DEVNULL)
-        with download_rate_limit(hosts, [1], HEALTHY), download_rate_limit(hosts, [2], SLOW):
+        with (
+            sshfs_store(hosts, ssh_config, export, point, (1, 2)),
+            download_rate_limit(hosts, [1], HEALTHY),
+            download_rate_limit(hosts, [2], SLOW),
+        ):
             yield hosts, suite, root
     finally:
-        for i in (1, 2):
-            subprocess.run(opts.argv(hosts.ip(i), f"fusermount -u -z {point}"), capture_output=True)
         hosts.stop()
 
 

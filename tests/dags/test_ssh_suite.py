@@ -31,7 +31,7 @@ from bench.launch.sshopts import SshOptions
 from bench.suite.plan import suite_dir, suite_run_identity
 from bench.suite.probe import probe_nodes, suite_nodes
 from tests.dags.conftest import ROOT
-from tests.infra.ssh_hosts import SshHosts, download_rate_limit, link_rate_limit
+from tests.infra.ssh_hosts import SshHosts, download_rate_limit, link_rate_limit, sshfs_store
 from tests.infra.suite_files import suite_file
 
 # The tests that judge a rate (the probe against the links) are marked `rates` and run alone in CI; the
@@ -84,16 +84,10 @@ def cluster(tmp_path_factory):
     suites.mkdir()
     suite = suites / f"{SUITE_NAME}.yaml"
     suite.write_text(suite_text(hosts, ssh_config, point, root / "source"))
-    opts = SshOptions(config_file=ssh_config)
-    sshfs = f"sshfs -F {ssh_config} -o BatchMode=yes {hosts.ip(0)}:{export} {point}"
     try:
-        for i in (1, 2):  # each node's own mount, in its sshd's mount namespace, as a cluster's nodes mount
-            subprocess.run(opts.argv(hosts.ip(i), sshfs), check=True, capture_output=True, stdin=subprocess.DEVNULL)
-        with download_rate_limit(hosts, [1, 2], LINK):
+        with sshfs_store(hosts, ssh_config, export, point, (1, 2)), download_rate_limit(hosts, [1, 2], LINK):
             yield hosts, suite, root
     finally:
-        for i in (1, 2):
-            subprocess.run(opts.argv(hosts.ip(i), f"fusermount -u -z {point}"), capture_output=True)
         hosts.stop()
 
 

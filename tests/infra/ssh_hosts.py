@@ -282,3 +282,18 @@ def download_rate_limit(hosts: SshHosts, indices: list[int], rate: str) -> Itera
     finally:
         for dev in devs:
             sh("tc", "qdisc", "del", "dev", dev, "root", check=False)
+
+
+@contextlib.contextmanager
+def sshfs_store(hosts: SshHosts, ssh_config: Path, export: Path, point: Path, nodes) -> Iterator[None]:
+    """host0's `export` mounted at `point` on each of `nodes` over sshfs, each in its own sshd's mount
+    namespace (as a cluster's nodes mount a NAS); unmounted (lazily) on the way out, failed mounts included."""
+    opts = SshOptions(config_file=ssh_config)
+    sshfs = f"sshfs -F {ssh_config} -o BatchMode=yes {hosts.ip(0)}:{export} {point}"
+    try:
+        for i in nodes:
+            subprocess.run(opts.argv(hosts.ip(i), sshfs), check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        yield
+    finally:
+        for i in nodes:
+            subprocess.run(opts.argv(hosts.ip(i), f"fusermount -u -z {point}"), capture_output=True)
