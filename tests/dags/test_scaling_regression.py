@@ -123,18 +123,21 @@ def test_clean_sweep_passes_without_alert(airflow_home):
     assert run.state == "success", states
     assert states["cancel_leftover_runs"] == "success"
     assert webhook.posts == [] and smtp.messages == []
-    reports = list((airflow_home / "sw" / "runs").glob("*/report.html"))
-    assert reports and "PASSED" in reports[-1].read_text()
+    # this run's own report: other tests of this module's Airflow home write theirs beside it
+    report = (
+        suite_dir(airflow_home / "sw" / "runs", suite_run_identity("scaling_regression", run.run_id)) / "report.html"
+    )
+    assert "PASSED" in report.read_text()
     # The report as a user opens it: real Chromium, nothing fetched from anywhere, every chart drawn,
     # no table wider than the window.
     from tests.infra.browser import open_file
 
-    seen = open_file(reports[-1])
+    seen = open_file(report)
     assert all(u.startswith("file://") for u in seen["requests"]), seen["requests"]
     assert seen["errors"] == [] and seen["overflow_px"] <= 0, seen
     assert seen["charts"] >= 6  # images/s, epoch time, MB/s, breakdown, timelines, probe
     # Great Expectations' Data Docs: styled from the bundled files, nothing from a CDN
-    pages = [p for p in (reports[-1].parent / "data-docs").rglob("*.html") if "vendor" not in p.parts]
+    pages = [p for p in (report.parent / "data-docs").rglob("*.html") if "vendor" not in p.parts]
     assert len(pages) >= 3
     for page in pages:
         seen = open_file(page)
