@@ -2,10 +2,10 @@
 # The container stack (docker/compose.yaml): PostgreSQL, Airflow's api-server, scheduler, dag-processor
 # and triggerer, and two CPU compute nodes the suite docker/suites/nodes.yaml trains on over ssh.
 #
-#   SCALEWATCH_ADMIN_PASSWORD=... scripts/stack.sh up   build what is missing, start, return once every
+#   SCALEWATCH_ADMIN_PASSWORD=... scripts/stack.sh up   build from this checkout, start, return once every
 #                                                        service is healthy; prints the UI's URL
 #   scripts/stack.sh down                                stop and remove the containers; volumes kept
-#   scripts/stack.sh build                               build the images that are missing, start nothing
+#   scripts/stack.sh build                               build the images (cached layers), start nothing
 #
 # Docker (with `docker compose`) where a Docker engine answers, else podman with podman-compose. With
 # podman, CONTAINERS_CONF defaults to docker/podman-containers.conf (runc, cgroupfs, no default
@@ -22,7 +22,10 @@ COMPOSE_FILE=docker/compose.yaml
 PROJECT=scalewatch
 UI_URL=http://localhost:8080
 TIMEOUT=${SCALEWATCH_STACK_TIMEOUT:-1200}
-STATE=${SCALEWATCH_STACK_STATE:-/var/tmp/scalewatch-stack}
+# Build logs, pip settings and debootstrap's root file system: a folder of the user's own, never a fixed
+# name in a world-writable /var/tmp, where another account could plant it as a link first (this script
+# runs as root where podman does, removes the rootfs folder and writes its logs there).
+STATE=${SCALEWATCH_STACK_STATE:-${XDG_CACHE_HOME:-$HOME/.cache}/scalewatch-stack}
 SERVICES=(postgres api-server scheduler dag-processor triggerer node1 node2)
 
 die() {
@@ -95,7 +98,7 @@ local_debian() {
   have_image "$LOCAL_DEBIAN" && return
   command -v debootstrap >/dev/null || die "no registry answers and debootstrap is missing (apt install debootstrap)"
   local rootfs="$STATE/rootfs"
-  rm -rf "$rootfs" && mkdir -p "$STATE"
+  rm -rf "$rootfs"
   echo "stack.sh: making $LOCAL_DEBIAN with debootstrap" >&2
   nice -n 15 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$rootfs" \
     http://deb.debian.org/debian >"$STATE/debootstrap.log" 2>&1 || die "debootstrap failed: $STATE/debootstrap.log"
@@ -109,7 +112,6 @@ pip_mounts() {
   PIP_MOUNTS=()
   [ "$ENGINE" = podman ] || return 0
   local conf="$STATE/pip.conf" line key value path
-  mkdir -p "$STATE"
   declare -A seen=()
   echo "[global]" >"$conf"
   while IFS= read -r line; do
@@ -133,7 +135,7 @@ pip_mounts() {
 build() {
   local args=()
   [ "$ENGINE" = docker ] && { "${COMPOSE[@]}" build; return; }
-  if ! have_image "$AIRFLOW_IMAGE" || ! have_image "$TRAINING_IMAGE"; then pip_mounts; fi
+  pip_mounts
   if ! pullable postgres:16; then
     export SCALEWATCH_POSTGRES_IMAGE=${SCALEWATCH_POSTGRES_IMAGE:-$LOCAL_POSTGRES}
     if ! have_image "$SCALEWATCH_POSTGRES_IMAGE"; then
@@ -141,33 +143,31 @@ build() {
       nice -n 15 podman build -q -f docker/local-bases.Dockerfile --target postgres -t "$LOCAL_POSTGRES" . >/dev/null
     fi
   fi
-  if ! have_image "$AIRFLOW_IMAGE"; then
-    local base=${AIRFLOW_BASE:-apache/airflow:3.3.2-python3.11}
-    if ! pullable "$base"; then
-      base=$LOCAL_AIRFLOW_BASE
-      if ! have_image "$base"; then
-        local_debian
-        nice -n 15 podman build -q -f docker/local-bases.Dockerfile --target airflow-base -t "$base" . >/dev/null
-      fi
-    fi
-    echo "stack.sh: building $AIRFLOW_IMAGE on $base" >&2
-    nice -n 15 podman build "${PIP_MOUNTS[@]}" -f docker/airflow.Dockerfile --build-arg AIRFLOW_BASE="$base" \
-      -t "$AIRFLOW_IMAGE" . >"$STATE/build-airflow.log" 2>&1 || die "airflow image: see $STATE/build-airflow.log"
-  fi
-  if ! have_image "$TRAINING_IMAGE"; then
-    local base=${TRAINING_BASE:-debian:bookworm-slim} index=${TORCH_INDEX-https://download.pytorch.org/whl/cpu}
-    if ! pullable "$base"; then
+  # The stack's own images are built at every up, from this checkout: a cached layer costs nothing, and an
+  # image kept because it exists would run the code of whichever checkout built it first.
+  local airflow_base=${AIRFLOW_BASE:-apache/airflow:3.3.2-python3.11}
+  if ! pullable "$airflow_base"; then
+    airflow_base=$LOCAL_AIRFLOW_BASE
+    if ! have_image "$airflow_base"; then
       local_debian
-      base=$LOCAL_DEBIAN
-      index=${TORCH_INDEX-}  # the local find-links holds the CPU wheel (the pip settings above)
+      nice -n 15 podman build -q -f docker/local-bases.Dockerfile --target airflow-base -t "$airflow_base" . >/dev/null
     fi
-    echo "stack.sh: building $TRAINING_IMAGE on $base" >&2
-    # the same build arguments as docker/compose.yaml's x-node
-    args=(--build-arg BASE="$base" --build-arg SYSTEM_PACKAGES=python3.11-venv --build-arg TORCH=torch==2.13.0+cpu
-      --build-arg TORCH_INDEX="$index" --build-arg "EXCLUDE=^(apache-airflow|torch|nvidia-dali)" --build-arg HOROVOD=0)
-    nice -n 15 podman build "${PIP_MOUNTS[@]}" -f docker/training.Dockerfile "${args[@]}" -t "$TRAINING_IMAGE" . \
-      >"$STATE/build-training.log" 2>&1 || die "training image: see $STATE/build-training.log"
   fi
+  echo "stack.sh: building $AIRFLOW_IMAGE on $airflow_base" >&2
+  nice -n 15 podman build "${PIP_MOUNTS[@]}" -f docker/airflow.Dockerfile --build-arg AIRFLOW_BASE="$airflow_base" \
+    -t "$AIRFLOW_IMAGE" . >"$STATE/build-airflow.log" 2>&1 || die "airflow image: see $STATE/build-airflow.log"
+  local training_base=${TRAINING_BASE:-debian:bookworm-slim} index=${TORCH_INDEX-https://download.pytorch.org/whl/cpu}
+  if ! pullable "$training_base"; then
+    local_debian
+    training_base=$LOCAL_DEBIAN
+    index=${TORCH_INDEX-}  # the local find-links holds the CPU wheel (the pip settings above)
+  fi
+  echo "stack.sh: building $TRAINING_IMAGE on $training_base" >&2
+  # the same build arguments as docker/compose.yaml's x-node
+  args=(--build-arg BASE="$training_base" --build-arg SYSTEM_PACKAGES=python3.11-venv --build-arg TORCH=torch==2.13.0+cpu
+    --build-arg TORCH_INDEX="$index" --build-arg "EXCLUDE=^(apache-airflow|torch|nvidia-dali)" --build-arg HOROVOD=0)
+  nice -n 15 podman build "${PIP_MOUNTS[@]}" -f docker/training.Dockerfile "${args[@]}" -t "$TRAINING_IMAGE" . \
+    >"$STATE/build-training.log" 2>&1 || die "training image: see $STATE/build-training.log"
 }
 
 # --- health ------------------------------------------------------------------------------------------
@@ -233,7 +233,8 @@ down() {
   echo "stack.sh: stopped; volumes kept"
 }
 
-mkdir -p "$STATE"
+mkdir -p -m 700 "$STATE"
+[ -d "$STATE" ] && [ ! -L "$STATE" ] && [ -O "$STATE" ] || die "$STATE: not a folder of this user's own"
 case "${1:-}" in
 up) up ;;
 down) down ;;

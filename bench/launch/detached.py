@@ -16,7 +16,7 @@ from bench.config import RunSpec
 from bench.launch.base import Handle, RunState
 from bench.launch.sshopts import SshOptions
 from bench.launch.supervisor import CANCEL_REQUEST, HEARTBEAT_S, STATE
-from bench.safe_fs import write_file
+from bench.safe_fs import open_append, write_file
 
 SPEC = "spec.json"
 # The supervisor rewrites state.json every HEARTBEAT_S; a RUNNING state older than this is a dead supervisor.
@@ -35,6 +35,18 @@ def _here() -> dict[str, str]:
     except OSError:
         ns = boot = ""
     return {"pid_ns": ns, "boot_id": boot, "host": socket.gethostname()}
+
+
+def _supervisor_log(path: Path):
+    """The supervisor's log, opened to append; a link at its name or at `logs/` is refused, naming it."""
+    try:
+        return open_append(path)
+    except OSError as err:
+        from bench.errors import LaunchError
+
+        raise LaunchError(
+            f"{path}: the supervisor's log could not be opened ({err.strerror}; a link there is never followed)"
+        ) from err
 
 
 class DetachedLauncher:
@@ -66,18 +78,21 @@ class DetachedLauncher:
         write_file(spec_file, doc)
         (out / "logs").mkdir(exist_ok=True)
         argv = [sys.executable, "-m", "bench.launch.supervisor", "--spec", str(spec_file), "--backend", self.name]
-        log = out / "logs" / "supervisor.log"
         # Started by a shell that exits at once, so the supervisor is reparented away from whoever
         # launched it: an Airflow worker's (or scheduler's) teardown kills its process tree, and
-        # must not take a running training job with it.
-        starter = subprocess.run(
-            ["sh", "-c", f"exec 3<&0; {shlex.join(argv)} >>{shlex.quote(str(log))} 2>&1 <&3 3<&- & echo $!"],
-            input=doc,
-            capture_output=True,
-            text=True,
-            check=True,
-            start_new_session=True,
-        )
+        # must not take a running training job with it. Its log is opened here, never through a link
+        # planted at its name (a shell's `>>` would follow one), and handed over as a descriptor.
+        with _supervisor_log(out / "logs" / "supervisor.log") as log:
+            fd = log.fileno()
+            starter = subprocess.run(
+                ["sh", "-c", f"exec 3<&0; {shlex.join(argv)} >&{fd} 2>&{fd} <&3 3<&- {fd}>&- & echo $!"],
+                input=doc,
+                capture_output=True,
+                text=True,
+                check=True,
+                start_new_session=True,
+                pass_fds=(fd,),
+            )
         pid = int(starter.stdout.strip())
         return {
             "backend": self.name,

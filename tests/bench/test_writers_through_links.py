@@ -71,3 +71,24 @@ def test_a_run_folders_subfolder_swapped_for_a_link_is_refused_not_written_into(
         open_append(run / "logs" / "rank0.log")
     assert sorted(p.name for p in theirs.iterdir()) == ["rank0.log"]
     assert (theirs / "rank0.log").read_text() == VICTIM
+
+
+def test_the_supervisors_log_planted_as_a_link_is_refused_and_nothing_starts(tmp_path):
+    """The local launcher's supervisor logs to `logs/supervisor.log` in the run folder: a link planted there
+    (or at `logs/`) is refused naming it, the victim keeps its bytes, and no supervisor is started (before:
+    a shell's `>>` appended the supervisor's output to the victim)."""
+    from bench.config import RunSpec, TrainConfig
+    from bench.errors import LaunchError
+    from bench.launch.detached import DetachedLauncher
+
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM)
+    out = tmp_path / "run"
+    (out / "logs").mkdir(parents=True)
+    (out / "logs" / "supervisor.log").symlink_to(victim)
+    train = TrainConfig(workload="ssd", data=tmp_path / "data", steps=1, batch_size=1)
+    spec = RunSpec(run_id="r", train=train, ranks=1, output_dir=out)
+    with pytest.raises(LaunchError, match=r"supervisor\.log"):
+        DetachedLauncher().submit(spec)
+    assert victim.read_text() == VICTIM
+    assert not (out / STATE).exists()

@@ -124,9 +124,17 @@ def test_compute_nodes_come_from_the_cpu_training_image_with_keys_from_a_volume(
         node = services[name]
         assert node["build"]["dockerfile"] == "docker/training.Dockerfile"
         assert node["build"]["args"]["HOROVOD"] == "0" and node["build"]["args"]["TORCH"] == "torch==2.13.0+cpu"
-        assert "stack-keys:/stack-keys:ro" in node["volumes"]
+        # the nodes hold their host key and the authorized key, never the workers' client key
+        assert "node-keys:/node-keys:ro" in node["volumes"]
+        assert not any(v.split(":")[0] == "stack-keys" for v in node["volumes"]), node["volumes"]
         assert node["depends_on"]["keys"]["condition"] == "service_completed_successfully"
-    assert "stack-keys:/stack-keys" in services["keys"]["volumes"]  # the one writer
+    assert {"stack-keys:/stack-keys", "node-keys:/node-keys"} <= set(services["keys"]["volumes"])  # the one writer
+    for name, service in services.items():  # only the Airflow services (and the writer) mount the client key
+        if any(v.split(":")[0] == "stack-keys" for v in service.get("volumes", [])):
+            assert name == "keys" or service["image"].startswith("${SCALEWATCH_AIRFLOW_IMAGE"), name
+    entrypoint = (ROOT / "docker" / "node-entrypoint.sh").read_text()
+    assert "ssh-keygen -q -t ed25519 -N '' -C scalewatch-worker -f \"$KEYS/client_key\"" in entrypoint
+    assert '-h "$NODE_KEYS/host_key" -o AuthorizedKeysFile="$NODE_KEYS/authorized_keys"' in entrypoint
     for dockerfile in DOCKERFILES:  # nothing key-like copied into an image
         for op, rest in instructions(dockerfile):
             if op in ("COPY", "ADD"):
@@ -161,6 +169,12 @@ def test_stack_script_commands_and_admin_password():
     init = COMPOSE["services"]["airflow-init"]
     assert init["environment"]["SCALEWATCH_ADMIN_PASSWORD"].startswith("${SCALEWATCH_ADMIN_PASSWORD:?")
     assert "down -v" not in script and "volume rm" not in script  # down keeps the volumes
+    # its own folder (logs, pip settings, a rootfs it removes): never a fixed name in a world-writable place
+    state = re.search(r"^STATE=(.*)$", script, re.M).group(1)
+    assert "/tmp" not in state and "$HOME" in state, state
+    # the stack's own images come from this checkout at every up (cached layers), never kept because they exist
+    for image in ("$AIRFLOW_IMAGE", "$TRAINING_IMAGE"):
+        assert f'-t "{image}"' in script and f'have_image "{image}"' not in script, image
 
 
 def test_what_the_stack_runs_needs_is_in_its_images():
