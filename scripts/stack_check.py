@@ -87,14 +87,14 @@ def engine() -> str:
     )
 
 
-def exec_in_scheduler(code: str, *args: str) -> str:
-    """Python run in the scheduler's container (it sees the shared volume where runs are written)."""
+def exec_in(service: str, *argv: str) -> subprocess.CompletedProcess:
+    """A command run in one of the stack's running containers (by its compose service name)."""
     tool = engine()
     env = os.environ | {
         "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "docker" / "podman-containers.conf"))
     }
     names = subprocess.run(
-        [tool, "ps", "--filter", "label=com.docker.compose.service=scheduler", "--format", "{{.Names}}"],
+        [tool, "ps", "--filter", f"label=com.docker.compose.service={service}", "--format", "{{.Names}}"],
         capture_output=True,
         text=True,
         check=True,
@@ -102,13 +102,29 @@ def exec_in_scheduler(code: str, *args: str) -> str:
     ).stdout.split()
     names = [n for n in names if n.startswith("scalewatch")]
     if not names:
-        raise CheckFailed("no running scheduler container")
-    done = subprocess.run(
-        [tool, "exec", names[0], "python", "-c", code, *args], capture_output=True, text=True, check=False, env=env
-    )
+        raise CheckFailed(f"no running {service} container")
+    return subprocess.run([tool, "exec", names[0], *argv], capture_output=True, text=True, check=False, env=env)
+
+
+def exec_in_scheduler(code: str, *args: str) -> str:
+    """Python run in the scheduler's container (it sees the shared volume where runs are written)."""
+    done = exec_in("scheduler", "python", "-c", code, *args)
     if done.returncode != 0:
-        raise CheckFailed(f"reading the run's files in {names[0]}: {done.stderr.strip()[-500:]}")
+        raise CheckFailed(f"reading the run's files in the scheduler: {done.stderr.strip()[-500:]}")
     return done.stdout
+
+
+NODE_KEYS = ["authorized_keys", "host_key", "host_key.pub"]
+
+
+def check_node_keys() -> None:
+    """Root on a compute node holds its host key and the authorized key, never the workers' client key."""
+    for node in ("node1", "node2"):
+        done = exec_in(node, "sh", "-c", "test ! -e /stack-keys && ls /node-keys")
+        listed = done.stdout.split()
+        if done.returncode != 0 or listed != NODE_KEYS:
+            raise CheckFailed(f"{node}'s keys: {listed or done.stderr.strip()[-300:]} (want only {NODE_KEYS})")
+    print("the nodes hold no client key:", NODE_KEYS, flush=True)
 
 
 RUN_FILES = """
@@ -197,6 +213,7 @@ def check(password: str) -> dict:
         if state != "success":
             raise CheckFailed(f"run {run_id}: {state}")
         out_.update(check_run(run_id))
+        check_node_keys()
         suite_run_id = f"{DAG}.{run_id}"
         check_history(bearer, suite_run_id)
         stack("down")

@@ -83,15 +83,16 @@ class DetachedLauncher:
         # must not take a running training job with it. Its log is opened here, never through a link
         # planted at its name (a shell's `>>` would follow one), and handed over as a descriptor.
         with _supervisor_log(out / "logs" / "supervisor.log") as log:
-            fd = log.fileno()
+            # the log is the starter's stderr, and the supervisor's stdout and stderr after it (sh knows
+            # descriptors 0-9 only, so the log's own number is never written into the command)
             starter = subprocess.run(
-                ["sh", "-c", f"exec 3<&0; {shlex.join(argv)} >&{fd} 2>&{fd} <&3 3<&- {fd}>&- & echo $!"],
+                ["sh", "-c", f"exec 3<&0; {shlex.join(argv)} 1>&2 <&3 3<&- & echo $!"],
                 input=doc,
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=log,
                 text=True,
                 check=True,
                 start_new_session=True,
-                pass_fds=(fd,),
             )
         pid = int(starter.stdout.strip())
         return {
