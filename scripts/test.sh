@@ -7,8 +7,10 @@
 #      (a running Airflow), tests/dags with tests/bench/launch (dag.test() runs; the Slurm, ssh and local
 #      launchers), and every other test. Measured alone under the heavy lock (issue 51), each lane keeps
 #      ~0.8-0.9 of a core busy: tests/airflow 1018 s wall, 790 s CPU; tests/dags 543 s, 504 s;
-#      tests/bench/launch 511 s, 410 s. The two lanes of before (tests/airflow + tests/dags: 1443 s, beside
-#      the rest) left the cores idle whenever both lanes waited; three of about equal length fill more of it;
+#      tests/bench/launch 511 s, 410 s (a running Airflow idles at 0.06 of a core: that lane's CPU is its
+#      runs' task processes, ranks and Chromium, not polling). The two lanes of before (tests/airflow +
+#      tests/dags: 1443 s, beside the rest) queued 1.3 cores of work behind one another in one lane; three
+#      lanes of about equal length keep both cores busy until the end of the phase;
 #   2. the tests marked `rates` (they judge a measured rate, a throttle, a cause read from timings), alone,
 #      so that nothing of this suite runs beside them.
 # The lanes fill each other's waits; the measured tests keep the quiet machine they were written for.
