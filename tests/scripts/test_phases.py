@@ -35,10 +35,10 @@ def test_the_first_failing_phase_gives_the_status_and_each_is_named():
     assert "phase 'airflow' failed (pytest exit 1)" in done.stderr and "phase 'rates' ran no test" in done.stderr
 
 
-def test_test_sh_judges_its_three_phases_with_it():
-    """The suite's last word is phases_exit over each phase's status (the lanes of phase 1 and phase 2)."""
+def test_test_sh_judges_its_four_lanes_and_phases_with_it():
+    """The suite's last word is phases_exit over each phase's status (the three lanes of phase 1, phase 2)."""
     text = (SCRIPTS / "test.sh").read_text()
     last = [line for line in text.splitlines() if line.strip() and not line.startswith("#")][-1]
-    assert last == 'phases_exit other="$rc_rest" airflow="$rc_airflow" rates="$rc_rates"', last
-    for rc in ("rc_rest", "rc_airflow", "rc_rates"):
+    assert last == 'phases_exit other="$rc_rest" airflow="$rc_airflow" dags="$rc_dags" rates="$rc_rates"', last
+    for rc in ("rc_rest", "rc_airflow", "rc_dags", "rc_rates"):
         assert re.search(rf"\|\| {rc}=\$\?", text), rc  # each phase's pytest status is the one judged
