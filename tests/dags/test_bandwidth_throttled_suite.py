@@ -47,6 +47,22 @@ def _states(run) -> dict[str, str]:
     return {ti.task_id: ti.state for ti in run.get_task_instances() if ti.map_index < 1}
 
 
+def _delivered(failing_run: str) -> int:
+    """How many alert targets the store records as having got the recovery of the failing run's bandwidth."""
+    from bench.store.db import ResultsStore
+    from scalewatch import paths
+
+    store = ResultsStore(paths.results_url())
+    try:
+        rows = store.frame()
+        row = rows[(rows["suite_run_id"] == failing_run) & (rows["gpus"] == 2)].iloc[0]
+        key = (row["cluster"], WORKLOAD, 2, row["config_key"], BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND)
+        key += (str(row["started_at"]), "recovered")
+        return len(store.delivered([key]).get(key, set()))
+    finally:
+        store.engine.dispose()
+
+
 def _texts(webhook: WebhookReceiver, smtp: SmtpReceiver, since: int) -> list[str]:
     """What people read of each message since the `since`-th of each receiver."""
     return [html.unescape(p["json"]["text"]) for p in webhook.posts[since:]] + [
@@ -127,6 +143,8 @@ def test_a_held_scale_fails_bandwidth_at_the_throttles_figure_and_its_recovery_i
             assert text.count("recovered") == 1, text
             assert f"{WORKLOAD} @ 2 GPUs, bandwidth_efficiency: recovered" in text, text
             assert f"passes {BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND} again (bound {bound})" in text, text
+        # the delivery is recorded in the store for both targets: a rerun of the alert task sends it nowhere
+        assert _delivered(suite_run_identity(dag.dag_id, held.run_id)) == 2
 
         # Run 3: nothing new, nothing sent (the recovery was delivered once, and recorded).
         again = dag.test()
