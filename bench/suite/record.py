@@ -108,7 +108,9 @@ def record(
     run_type: str | None = None,
 ) -> dict:
     """The store (one transaction) and results.csv, suite.json and the report (swapped in before it
-    commits): all of them or none; the outcome."""
+    commits): all of them or none; the outcome. Its `changes`: the change points and recoveries of the
+    weekly history, and each expectation the series failed in its last judged run and passes now
+    (bench.analysis.verdict.recovery), all sent once per alert target."""
     from bench.analysis.verdict.recovery import verdict_recoveries
     from bench.report.html import write_report
 
