@@ -108,7 +108,10 @@ def record(
     run_type: str | None = None,
 ) -> dict:
     """The store (one transaction) and results.csv, suite.json and the report (swapped in before it
-    commits): all of them or none; the outcome."""
+    commits): all of them or none; the outcome. Its `changes`: the change points and recoveries of the
+    weekly history, and each expectation the series failed in its last judged run and passes now
+    (bench.analysis.verdict.recovery), all sent once per alert target."""
+    from bench.analysis.verdict.recovery import verdict_recoveries
     from bench.report.html import write_report
 
     out = suite_dir(cfg.output_dir, suite_run_id)
@@ -122,6 +125,8 @@ def record(
             store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report, run_type)
             watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
             changes = run_changes(store, ev.frame, suite_run_id)
+            # and each expectation a series failed last time and passes now: one "recovered" note each
+            changes += verdict_recoveries(history, ev.frame, suite_run_id)
             write_file(files.staged("results.csv"), ev.frame.to_csv(index=False))
             # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
             write_file(
