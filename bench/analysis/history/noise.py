@@ -19,8 +19,9 @@ with its size, its 95% interval and the number of runs that confirmed it, if the
 under the reference level by at least EACH_Z spreads, all within AGREE_SPREADS of each other (so one bad
 week that recovers never confirms anything with an ordinary week after it), and, for a dip-sized drop
 (every run more than DIP_DROP and OUTLIER_SPREADS spreads down: a bad node or an outage, not a slow
-part), three runs, not two: two bad weeks in a row that recover are no level (the verdict's fixed
-floor already calls each such run regressed at once).
+part), three runs, not two: two bad weeks in a row that recover are no level, so no change is alerted
+before the third (the verdict still calls the second such run regressed: it is under confirm_floor,
+which never calls a lower figure better).
 
 Why a windowed test, these bounds, and what they cannot do: benchmark section 19
 (benchmarks/bench_19_small_drops.py). The bounds were chosen on calibration draws (that section's seeds
@@ -29,7 +30,9 @@ with and without one-week dips; the section reports the held-out draws. A one-si
 h sized to the same false-alarm rate) had the same power on a known spread, no more. The physics bound:
 a 3% drop at 1% noise, two runs against 52, is t = 4.2 (power 0.9 needs a bound of 2.9, which is the
 budget); a 2% drop by its fourth run t = 3.85; a 6% drop at 3% noise by its third run t = 3.4, and
-power 0.9 there needs a bound of 2.1: about 0.5 false alarms a series-year, five times the budget.
+power 0.9 there needs a bound of 2.1: about 0.4 false alarms a series-year from that test alone,
+four times the budget. The price of DF_SHORT: a series in its first half-year, and the first months after
+each change it alerted, confirms only drops of several spreads.
 A drop larger than `regression_tolerance` is a regression whatever the noise (the largest drop a
 suite ever tolerates).
 """
