@@ -78,7 +78,9 @@ def test_every_declaration_is_complete_and_its_bounds_name_real_thresholds():
         if c.bound is not None:
             assert c.bound.figure in schema.NAMES and c.bound.side in ("min", "max"), c
             assert c.bound.threshold is None or c.bound.threshold in fields, c
-        assert c.held_to is None or c.held_to in fields, c
+        if c.held_to is not None:  # a figure held to a threshold directly: its own column, a real field
+            assert c.held_to.figure == c.name and c.held_to.side in ("min", "max"), c
+            assert c.held_to.threshold in fields, c
     assert len(schema.BY_NAME) == len(schema.RESULT_COLUMNS), "a column is declared twice"
     for group in (
         schema.KEY,
