@@ -36,8 +36,8 @@ import statistics
 import numpy as np
 import pandas as pd
 
-# The frame names the straggler (straggler_gap, slowest_rank); the rules read the same work rate.
-from bench.analysis.frame import straggler as straggler
+# The frame names the straggler (bench.analysis.frame.straggler: straggler_gap, slowest_rank); the rules
+# read the same work rate.
 from bench.analysis.frame import work_rate
 from bench.analysis.verdict import bounds
 

@@ -32,9 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-# The columns the ceilings add to the results frame (stored, shown, judged), and the allreduce probe's.
-from bench.results.schema import CEILING_FLOATS as CEILING_FLOATS
-from bench.results.schema import CEILING_LABELS as CEILING_LABELS
+# The allreduce probe's columns (the ceilings' own: bench.results.schema.CEILING_FLOATS, CEILING_LABELS).
 from bench.results.schema import PROBE_FIELDS
 
 Ideal = Literal["linear", "independent"]

@@ -101,15 +101,31 @@ def test_every_declaration_is_complete_and_its_bounds_name_real_thresholds():
     assert schema.scaling_bound(table, 8) == 0.9 and schema.scaling_bound(table, 64) == 0.8
 
 
-def test_the_modules_that_used_to_define_the_lists_hand_on_the_schemas():
-    from bench.analysis import frame
-    from bench.analysis.verdict import bottleneck, ceilings, differential, sizing
+LIST_MODULES = ("analysis/frame.py", "analysis/verdict/ceilings.py", "analysis/verdict/differential.py")
+LIST_MODULES += ("analysis/verdict/sizing.py", "analysis/verdict/bottleneck.py", "analysis/history/annotations.py")
+LIST_MODULES += ("train/slots.py",)  # its bench.slots re-exports too
 
-    assert (frame.KEY, frame.METRICS, frame.COLUMNS) == (schema.KEY, schema.METRICS, schema.COLUMNS)
-    assert (ceilings.CEILING_FLOATS, ceilings.CEILING_LABELS) == (schema.CEILING_FLOATS, schema.CEILING_LABELS)
+
+def test_the_modules_that_used_to_define_the_lists_hand_on_the_schemas():
+    """The lists they once defined are the schema's: what they use they import from it, and none of them
+    assigns a column list of its own (nor re-exports one for tests alone, issue 52)."""
+    from bench.analysis import frame
+    from bench.analysis.verdict import differential, sizing
+
+    assert (frame.METRICS, frame.COLUMNS) == (schema.METRICS, schema.COLUMNS)
     assert (differential.FIGURES, differential.LABELS) == (schema.DIFFERENTIAL_FIGURES, schema.DIFFERENTIAL_LABELS)
     assert (sizing.SIZING_FLOATS, sizing.SIZING_COUNTS) == (schema.SIZING_FLOATS, schema.SIZING_COUNTS)
-    assert bottleneck.straggler is frame.straggler
+    lists = {n for n, v in vars(schema).items() if n.isupper() and isinstance(v, tuple)}
+    for rel in LIST_MODULES:
+        tree = ast.parse((ROOT / "bench" / rel).read_text())
+        assigned = {
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+        }
+        assert not assigned & lists, f"bench/{rel} defines {sorted(assigned & lists)}: import the schema's"
+        reexports = [
+            a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names if a.asname == a.name
+        ]
+        assert not reexports, f"bench/{rel} re-exports {reexports} (`import x as x`): import them where they live"
 
 
 def _modules(*roots: str) -> list[Path]:
