@@ -365,6 +365,12 @@ def _verdict_bounds() -> dict[str, Bound]:
 
 VERDICT_BOUNDS: dict[str, Bound] = _verdict_bounds()
 
+# A scale's extra runs, as a run record's `variant` names them ("" is the scale's own run): written once
+# here, below both the suite that runs them (bench.suite.plan) and the verdict that reads them.
+INDEPENDENT = "independent"  # the scale's ranks as independent copies: its node ceiling
+REPEAT = "repeat"  # the scale run once more before a regression is called
+WARM, SYNTHETIC = "warm", "synthetic"  # the differential reruns that take storage, then input, out
+
 # Change points (the store's `change_alerts` table, bench.analysis.history.changes): the key of one and
 # its states. pending: news not yet delivered to every alert target; alerted: delivered to all of them
 # (revision 0014).

@@ -8,12 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config import RunSpec, SweepConfig, TrainConfig
+from bench.results.schema import INDEPENDENT, REPEAT, SYNTHETIC, WARM
+from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name
-
-DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
-
-
-INDEPENDENT = "independent"  # the variant that measures a scale's node ceiling
 
 
 def workload_names(cfg: SweepConfig) -> list[str]:
@@ -138,12 +135,12 @@ def read_probe(out: Path) -> dict | None:
 def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunSpec:
     """One scale's launch; `variant` is a differential rerun of it ("warm", "synthetic") or its node
     ceiling ("independent": the same ranks and slots, no collective)."""
-    synthetic = cfg.train.synthetic or variant == "synthetic"
+    synthetic = cfg.train.synthetic or variant == SYNTHETIC
     update = workload_update(cfg, workload) | {
         "synthetic": synthetic,
         "data": None if synthetic else dataset_dir(cfg, workload),
     }
-    if variant in ("warm", INDEPENDENT) and not synthetic:
+    if variant in (WARM, INDEPENDENT) and not synthetic:
         update |= {"warm_cache": True, "drop_caches": False}
     if variant == INDEPENDENT:
         # The node ceiling reads the page cache, not the storage under test: a throttled store must show
@@ -171,9 +168,6 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         cpus_per_rank=cfg.cpus_per_rank,
         oversubscribe=cfg.oversubscribe,
     )
-
-
-REPEAT = "repeat"  # bench.analysis.history.regression.REPEAT: a scale run once more to confirm a regression
 
 
 def checkpointing(cfg: SweepConfig) -> dict:

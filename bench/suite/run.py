@@ -159,8 +159,8 @@ def regression_repeats(cfg: SweepConfig, frame, store_url: str, suite_run_id: st
     """A second run of each scale whose images/s (or a checkpoint MB/s) fell under its series' regression
     floor (the check then takes the better of the two: bench.analysis.history.regression); [] when
     confirm_regressions is off."""
-    from bench.analysis.history.regression import REPEAT
     from bench.analysis.verdict.evaluate import suspected_regressions
+    from bench.results.schema import REPEAT
     from bench.store.db import ResultsStore
 
     if not cfg.confirm_regressions:

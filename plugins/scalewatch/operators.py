@@ -43,7 +43,7 @@ class TrainScaleOperator(BaseOperator):
         spec = run_spec(
             cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]), self.run.get("variant", "")
         )
-        self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts, cfg.ssh_config)
+        self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.ssh_config)
         launcher = from_kwargs(self._launcher_kwargs)
         try:
             handle = submit_recorded(launcher, spec)

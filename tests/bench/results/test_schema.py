@@ -230,3 +230,28 @@ def test_the_scan_finds_a_column_list_and_only_one(tmp_path, source, found):
     path = tmp_path / "m.py"
     path.write_text(source + "\n")
     assert bool(column_lists(path)) is found
+
+
+def test_run_variants_and_the_real_models_layouts_are_written_once():
+    """A scale's extra runs are named in the schema alone (REPEAT and the node ceiling's variant were each
+    written twice, in the suite's plan and the verdict), and the real models' dataset trees in
+    bench.workloads.spec.REAL_LAYOUT alone (bench.suite.plan kept a copy)."""
+    from bench.workloads.spec import REAL_LAYOUT
+
+    variants = {schema.INDEPENDENT, schema.REPEAT, schema.WARM, schema.SYNTHETIC}
+    twice = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.parse(path.read_text(), rel).body:
+            if not isinstance(node, ast.Assign):
+                continue
+            value = node.value.value if isinstance(node.value, ast.Constant) else None
+            if rel != "bench/results/schema.py" and value in variants:
+                twice.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+            if rel != "bench/workloads/spec.py" and isinstance(node.value, ast.Dict):
+                try:
+                    if ast.literal_eval(node.value) == REAL_LAYOUT:
+                        twice.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+                except ValueError:
+                    pass
+    assert not twice, "written again (import it): " + "; ".join(twice)
