@@ -6,6 +6,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from bench.config import RunSpec, SweepConfig, TrainConfig
 from bench.results.schema import INDEPENDENT, REPEAT, SYNTHETIC, WARM
@@ -13,11 +14,21 @@ from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's d
 from bench.workloads.spec import workload_name
 
 
-def workload_names(cfg: SweepConfig) -> list[str]:
+class Datasets(Protocol):
+    """What the dataset helpers below read: a SweepConfig, or staging's own StagingSpec."""
+
+    @property
+    def workloads(self) -> tuple[str, ...]: ...
+
+    @property
+    def dataset_path(self) -> Path: ...
+
+
+def workload_names(cfg: Datasets) -> list[str]:
     return [workload_name(ref) for ref in cfg.workloads]
 
 
-def workload_of(cfg: SweepConfig, name: str):
+def workload_of(cfg: Datasets, name: str):
     """The named workload of this suite, resolved (bench.workloads.spec): its dataset, reader and
     compute; ConfigError naming the file and field where it is invalid."""
     from bench.workloads.spec import load
@@ -76,7 +87,7 @@ def scales_of(cfg: SweepConfig, workload: str) -> list[int]:
     return sorted(counts)
 
 
-def dataset_dir(cfg: SweepConfig, workload: str) -> Path:
+def dataset_dir(cfg: Datasets, workload: str) -> Path:
     """A real model's generated tree; an emulated workload's records (generated beside them, or the
     user's own folder read where it is)."""
     if workload in DATASET_KIND:
