@@ -162,7 +162,8 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         # checkpoint regression is confirmed by), on the store under test; never on the reruns that
         # take storage out or measure the node.
         update |= checkpointing(cfg)
-    train = TrainConfig.model_validate(cfg.train.model_dump() | update)
+    # defaults left out: validated again it is the same TrainConfig (amp/precision reads which were given)
+    train = TrainConfig.model_validate(cfg.train.model_dump(exclude_defaults=True) | update)
     name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
     return RunSpec(
         run_id=f"{suite_run_id}-{name}".replace(":", "-").replace("+", "-"),

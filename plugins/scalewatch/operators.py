@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from bench.config import SweepConfig
-from scalewatch.tasks.plan import from_validated
+from scalewatch.tasks.plan import sweep_config
 
 
 class TrainScaleOperator(BaseOperator):
@@ -28,8 +28,8 @@ class TrainScaleOperator(BaseOperator):
         self._launcher_kwargs: dict | None = None
 
     def _cfg(self) -> SweepConfig:
-        """The plan's config as validate_config checked it (decoded, not validated again)."""
-        return from_validated(SweepConfig, self.sweep)
+        """The plan's config as validate_config checked it, validated once in this process."""
+        return sweep_config({"sweep": self.sweep})
 
     def execute(self, context) -> dict:
         from bench.errors import BenchError
