@@ -138,6 +138,12 @@ Email = Annotated[str, _matching(EMAIL_RE, "e-mail address")]
 # times larger); a form value such as batch_size=4096 at image_size=2048 (192 GiB) is refused at the edge.
 MAX_INPUT_BATCH_BYTES = 8 * 2**30
 
+# Limits shared by element types (a tuple's items, a table's keys and values), written once: a GPU count
+# (a scale's ranks, a per-GPU-count table's key, the baseline) and an efficiency bound (a scale's figure
+# over its ideal; above 1 for superlinear scaling).
+GpuCount = Annotated[int, Field(ge=1, le=4096)]
+Efficiency = Annotated[float, Field(ge=0, le=1.5)]
+
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -184,6 +190,12 @@ DEFAULT_MAX_STEP_TIME_SPREAD = 1.0
 DEFAULT_REGRESSION_TOLERANCE = 0.1
 DEFAULT_HISTORY_RUNS = 8
 DEFAULT_STRAGGLER_GAP = 0.10
+# MLPerf Storage's accelerator utilisation floor: a workload's min_au where neither it nor the suite sets
+# one, an accelerator profile's own floor, and the AU reading of the storage sizing.
+MLPERF_STORAGE_MIN_AU = 0.9
+# The suite's ranks sample CPU, I/O and memory every 0.25 s (a rank run by hand: TrainConfig's 1 s): the
+# sampler's share of a 2-core box stays small while a 5 s epoch-1 read still gets 20 samples. Not a setting.
+SUITE_SAMPLE_INTERVAL_S = 0.25
 
 
 # --- The suite's settings: the one definition behind the Airflow form, suite files and `bench sweep` ---
@@ -347,7 +359,7 @@ class SuiteSettings(Frozen):
         unique=True,
         min_length=1,
     )
-    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = _ui(
+    gpus: tuple[GpuCount, ...] = _ui(
         (1, 2),
         S_WHAT,
         "GPU counts",
@@ -528,19 +540,17 @@ class SuiteSettings(Frozen):
         ge=0,
         le=1_000_000,
     )
-    min_scaling_efficiency: float = _ui(
+    min_scaling_efficiency: Efficiency = _ui(
         DEFAULT_MIN_SCALING_EFFICIENCY,
         S_BOUNDS,
         "Min scaling efficiency",
         "Per scale vs the baseline. 0.7 on the embedded default: ten sweeps on a 2-core CPU machine measured 1->2 "
         "ranks at median 0.76 (SSD) and 0.73 (DeepLabv3+), range 0.58-0.87, under the box's own ~0.8 ceiling "
         "(docs/benchmarks.md). GPU clusters: 0.8-0.9.",
-        ge=0,
-        le=1.5,
     )
     min_scaling_efficiency_by_gpus: dict[
         Annotated[str, _matching(GPU_COUNT_KEY_RE, "GPU count"), _FormPattern(GPU_COUNT_KEY_RE)],
-        Annotated[float, Field(ge=0, le=1.5)],
+        Efficiency,
     ] = _ui(
         {},
         S_BOUNDS,
@@ -556,22 +566,18 @@ class SuiteSettings(Frozen):
         ge=0.01,
         le=100,
     )
-    min_bandwidth_efficiency: float = _ui(
+    min_bandwidth_efficiency: Efficiency = _ui(
         DEFAULT_MIN_BANDWIDTH_EFFICIENCY,
         S_BOUNDS,
         "Min bandwidth efficiency",
         "Per-GPU epoch-1 read rate vs the baseline's, on valid (cold, storage-served) reads only.",
-        ge=0,
-        le=1.5,
     )
-    min_checkpoint_efficiency: float = _ui(
+    min_checkpoint_efficiency: Efficiency = _ui(
         DEFAULT_MIN_CHECKPOINT_EFFICIENCY,
         S_BOUNDS,
         "Min checkpoint efficiency",
         "Per-GPU checkpoint write and read MB/s vs the baseline's, against the same ideal as read bandwidth "
         "(judged only where the checkpoint phase ran).",
-        ge=0,
-        le=1.5,
     )
     min_gpu_util: float | None = _ui(None, S_BOUNDS, "Min GPU utilisation % (empty: not checked)", ge=0, le=100)
     regression_tolerance: float = _ui(
@@ -723,7 +729,7 @@ class SuiteSettings(Frozen):
                 "loader": self.loader,
                 "preset": self.preset,
                 "data": dataset,
-                "sample_interval_s": 0.25,
+                "sample_interval_s": SUITE_SAMPLE_INTERVAL_S,
                 "drop_caches": self.evict_dataset,
                 "precision": self.precision,
                 "compile": self.compile,
@@ -764,10 +770,23 @@ class SuiteSettings(Frozen):
         }
 
 
-def suite_default(setting: str, **limits):
-    """A field of another model whose default is SuiteSettings' `setting`: the value is written once,
-    there; `limits` (ge, le, ...) are the field's own."""
-    return Field(default_of(SuiteSettings, setting), **limits)
+LIMITS = ("ge", "gt", "le", "lt")
+
+
+def limits_of(model: type[BaseModel], name: str) -> dict:
+    """The numeric limits (ge, gt, le, lt) of `model`'s field `name`, as Field keywords: what another
+    model's field holding the same value takes instead of writing them again."""
+    found = {}
+    for item in model.model_fields[name].metadata:
+        found |= {key: getattr(item, key) for key in LIMITS if getattr(item, key, None) is not None}
+    return found
+
+
+def suite_default(setting: str, **own):
+    """A field of another model that holds SuiteSettings' `setting`: its default and its limits are
+    written once, there. `own`: Field keywords of this field's own (validate_default; a limit only where
+    this model refuses what the settings take, as ranks_per_node's 0, and the test lists each)."""
+    return Field(default_of(SuiteSettings, setting), **(limits_of(SuiteSettings, setting) | own))
 
 
 class TrainConfig(Frozen):
@@ -790,11 +809,11 @@ class TrainConfig(Frozen):
     data: SafePath | None = None
     synthetic: bool = False
     preset: Preset = suite_default("preset")
-    batch_size: int = suite_default("batch_size", ge=1, le=4096)
-    image_size: int = Field(64, ge=32, le=2048)
-    warmup_steps: int = suite_default("warmup_steps", ge=0, le=100_000)
-    steps: int | None = Field(None, ge=1, le=10_000_000)
-    epochs: int | None = suite_default("epochs", ge=1, le=10_000)
+    batch_size: int = suite_default("batch_size")
+    image_size: int = Field(64, **limits_of(SuiteSettings, "image_size"))
+    warmup_steps: int = suite_default("warmup_steps")
+    steps: int | None = Field(None, **limits_of(SuiteSettings, "steps"))
+    epochs: int | None = suite_default("epochs")
     loader: LoaderKind = suite_default("loader")
     loader_threads: int = Field(2, ge=1, le=128)
     metrics_out: SafePath | None = None
@@ -803,7 +822,7 @@ class TrainConfig(Frozen):
     sample_interval_s: float = Field(1.0, gt=0, le=60)
     # Measured seconds (warm-up excluded) below which a figure is noise: with `steps`, the run goes on
     # past them until this long has been measured too (bounded by MAX_EXTENSION x min_measure_s).
-    min_measure_s: float = Field(0.0, ge=0, le=24 * 3600)
+    min_measure_s: float = Field(0.0, **limits_of(SuiteSettings, "min_measure_s"))
     sampler: bool = True
     # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
     # cache and no epoch-1 figure is a storage figure (the suite's evict_dataset).
@@ -828,7 +847,7 @@ class TrainConfig(Frozen):
     # The checkpoint phase after the measured steps and the saves during them (bench.train.checkpointing),
     # both on `checkpoint_dir` (the store under test). Off unless the suite sets them for a scale's run.
     checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
-    checkpoint_every_steps: int = suite_default("checkpoint_every_steps", ge=0, le=1_000_000)
+    checkpoint_every_steps: int = suite_default("checkpoint_every_steps")
     checkpoint_dir: SafePath | None = None
 
     @field_validator("checkpoint", mode="before")
@@ -974,7 +993,7 @@ class RunSpec(Frozen):
 
     run_id: RunId
     train: TrainConfig
-    ranks: int = Field(ge=1, le=4096)
+    ranks: GpuCount
     output_dir: SafePath
     hosts: tuple[HostSlots, ...] = suite_default("hosts")
     # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
@@ -982,10 +1001,11 @@ class RunSpec(Frozen):
     ssh_config: SafePath | None = suite_default("ssh_config")
     partition: SlurmName | None = suite_default("partition")
     account: SlurmName | None = suite_default("account")
-    gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
-    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1, le=256)
-    time_limit_s: int = suite_default("time_limit_s", ge=10, le=14 * 24 * 3600)
-    cpus_per_rank: int = suite_default("cpus_per_rank", ge=1, le=256)
+    gpus_per_node: int = suite_default("gpus_per_node")
+    # ge=1: a launcher is given a count or None, never the settings' old 0 ("all on one", None there)
+    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1)
+    time_limit_s: int = suite_default("time_limit_s")
+    cpus_per_rank: int = suite_default("cpus_per_rank")
     oversubscribe: bool = suite_default("oversubscribe")
     env: dict[str, str] = Field(default_factory=dict)
     sbatch_directives: tuple[str, ...] = ()
@@ -1019,33 +1039,31 @@ class RunSpec(Frozen):
 
 
 class Thresholds(Frozen):
-    min_scaling_efficiency: float = Field(DEFAULT_MIN_SCALING_EFFICIENCY, ge=0, le=1.5)
+    min_scaling_efficiency: float = suite_default("min_scaling_efficiency")
     # Per-scale bounds: a scale takes the bound of the smallest listed GPU count at or above it, and the
     # largest listed one's beyond the table (0.9 up to 16, 0.8 at 32, 0.7 at 64). Empty: one bound for all.
-    min_scaling_efficiency_by_gpus: dict[
-        Annotated[int, Field(ge=1, le=4096)], Annotated[float, Field(ge=0, le=1.5)]
-    ] = Field(default_factory=dict)
+    min_scaling_efficiency_by_gpus: dict[GpuCount, Efficiency] = suite_default("min_scaling_efficiency_by_gpus")
     # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
-    max_step_time_spread: float = Field(DEFAULT_MAX_STEP_TIME_SPREAD, gt=0, le=100)
-    min_bandwidth_efficiency: float = Field(DEFAULT_MIN_BANDWIDTH_EFFICIENCY, ge=0, le=1.5)
+    max_step_time_spread: float = suite_default("max_step_time_spread")
+    min_bandwidth_efficiency: float = suite_default("min_bandwidth_efficiency")
     # Checkpoint write and read MB/s per GPU vs the baseline's (judged only where the phase ran).
-    min_checkpoint_efficiency: float = Field(DEFAULT_MIN_CHECKPOINT_EFFICIENCY, ge=0, le=1.5)
-    min_gpu_util: float | None = suite_default("min_gpu_util", ge=0, le=100)
-    regression_tolerance: float = Field(DEFAULT_REGRESSION_TOLERANCE, ge=0, le=1)
-    history_runs: int = Field(DEFAULT_HISTORY_RUNS, ge=1, le=520)
+    min_checkpoint_efficiency: float = suite_default("min_checkpoint_efficiency")
+    min_gpu_util: float | None = suite_default("min_gpu_util")
+    regression_tolerance: float = suite_default("regression_tolerance")
+    history_runs: int = suite_default("history_runs")
     # The cluster's planned size: fail when the storage probe and the measured per-GPU demand say the
     # storage feeds fewer GPUs than this (None: sizing is reported, not judged).
-    min_supported_gpus: int | None = suite_default("min_supported_gpus", ge=1, le=1_000_000)
+    min_supported_gpus: int | None = suite_default("min_supported_gpus")
     # Accelerator utilisation (compute / wall) floor per scale, as MLPerf Storage defines it (it uses
     # 0.9): fails a scale whose ranks stall on input even while its throughput scales. None: not judged.
-    min_au: float | None = suite_default("min_au", ge=0, le=1)
+    min_au: float | None = suite_default("min_au")
     # A rank working more than this fraction below the ranks' median is named as a straggler.
-    straggler_gap: float = Field(DEFAULT_STRAGGLER_GAP, gt=0, le=1)
+    straggler_gap: float = suite_default("straggler_gap")
     # Foreign work (processes not the run's) above this share of a rank's slot cores fails the scale.
     # None: reported and named as a cause, not judged (a 2-core box running Airflow beside its ranks sees
     # its own scheduler there: 54% of a core in one test run).
-    max_foreign_share: float | None = suite_default("max_foreign_share", gt=0, le=1)
-    baseline_gpus: int | None = Field(None, ge=1, le=4096)
+    max_foreign_share: float | None = suite_default("max_foreign_share")
+    baseline_gpus: GpuCount | None = None
 
     def scaling_bound(self, gpus: int) -> float:
         """The minimum scaling efficiency that applies at `gpus`."""
@@ -1066,7 +1084,7 @@ class SweepConfig(Frozen):
     """One suite run: the DAG's Params and `bench sweep` flags both become this."""
 
     workloads: tuple[WorkloadRef, ...] = suite_default("workloads")
-    gpus: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = suite_default("gpus")
+    gpus: tuple[GpuCount, ...] = suite_default("gpus")
     launcher: LauncherKind = suite_default("launcher")
     conn_id: ConnId | None = suite_default("conn_id")
     hosts: tuple[HostSlots, ...] = suite_default("hosts")
@@ -1076,10 +1094,11 @@ class SweepConfig(Frozen):
     rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")
     partition: SlurmName | None = suite_default("partition")
     account: SlurmName | None = suite_default("account")
-    gpus_per_node: int = suite_default("gpus_per_node", ge=0, le=16)
-    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1, le=256)
+    gpus_per_node: int = suite_default("gpus_per_node")
+    # ge=1: a launcher is given a count or None, never the settings' old 0 ("all on one", None there)
+    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1)
     dataset_path: SafePath
-    dataset_images: int = suite_default("dataset_images", ge=1, le=100_000_000)
+    dataset_images: int = suite_default("dataset_images")
     stage_from: SafePath | None = suite_default("stage_from")
     # Where generation, staging and the manifest check run; empty: by launcher (resolved_stage_on).
     stage_on: StageOn | None = suite_default("stage_on")
@@ -1089,19 +1108,19 @@ class SweepConfig(Frozen):
     alerts: AlertTargets = AlertTargets()
     output_dir: SafePath
     cluster: SlurmName = suite_default("cluster")
-    time_limit_s: int = suite_default("time_limit_s", ge=10, le=14 * 24 * 3600)
-    cpus_per_rank: int = suite_default("cpus_per_rank", ge=1, le=256)
+    time_limit_s: int = suite_default("time_limit_s")
+    cpus_per_rank: int = suite_default("cpus_per_rank")
     oversubscribe: bool = suite_default("oversubscribe")
     # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
     # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
     storage_cache_bytes: ByteSize | None = suite_default("storage_cache")
     # fio's cold-read ceiling of the staged dataset, after the last scale (never beside training).
     probe_storage: bool = suite_default("probe_storage")
-    probe_max_jobs: int = suite_default("probe_max_jobs", ge=1, le=256)
-    probe_seconds: float = suite_default("probe_seconds", ge=0.5, le=600)
+    probe_max_jobs: int = suite_default("probe_max_jobs")
+    probe_seconds: float = suite_default("probe_seconds")
     # An emulated workload's extra rank counts, doubling up to its nodes' slots and this cap (0: none):
     # bench.suite.plan.scales_of; accelerators-at-AU is then measured where AU falls.
-    au_search_max_ranks: int = suite_default("au_search_max_ranks", ge=0, le=4096)
+    au_search_max_ranks: int = suite_default("au_search_max_ranks")
     # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
     # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
     # extra runs per failing workload.
@@ -1117,7 +1136,7 @@ class SweepConfig(Frozen):
     # The checkpoint phase after each scale's training, on its ranks (None: off), and the saves during
     # the measured steps (0: none): bench.train.checkpointing.
     checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
-    checkpoint_every_steps: int = suite_default("checkpoint_every_steps", ge=0, le=1_000_000)
+    checkpoint_every_steps: int = suite_default("checkpoint_every_steps")
 
     @field_validator("checkpoint", mode="before")
     @classmethod

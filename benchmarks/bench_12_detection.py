@@ -16,8 +16,9 @@ TITLE = "change points"
 
 def _detection_scores(series) -> tuple:
     """(offline score, online score, replay seconds): online counts what the weekly check sends."""
+    from labelled_history import score
+
     from bench.analysis.history.detect import find_steps, replay
-    from bench.analysis.history.labelled_history import score
 
     off = score(series, {s.name: [(c.index, c.index) for c in find_steps(s.values)] for s in series})
     t = time.perf_counter()
@@ -77,7 +78,7 @@ def detection(
     held-out set of an earlier detector (scored, never tuned on), reported beside them."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from bench.analysis.history.labelled_history import (
+    from labelled_history import (
         NOISE_TARGET,
         STEP_TARGET,
         labelled_histories,

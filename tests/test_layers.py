@@ -96,3 +96,56 @@ def test_bench_imports_nothing_from_plugins_or_dags():
         p.stem for tree in ("plugins", "dags") for p in (ROOT / tree).iterdir() if p.suffix == ".py" or p.is_dir()
     } - {"__pycache__"}
     assert offenders(("bench",), tuple(sorted(airflow_side))) == []
+
+
+def import_cycles(modules: dict[str, set[str]]) -> list[list[str]]:
+    """Each set of modules that import each other, directly or round a loop (Tarjan's strongly connected
+    components over every import, a function's own included: a lazy import is still a loop in the design).
+    A module's edge to its own package is left out: Python imports a module's parents before it anyway,
+    so `from bench.cli import data` inside bench.cli.main is no loop of its making."""
+    graph = {
+        m: sorted(t for t in targets if t in modules and t != m and not within(m, t)) for m, targets in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycle():
+    """Data flows one way: no two modules import each other, anywhere in them (issue 52: bench.suite.run
+    and bench.suite.stage_node did, inside functions)."""
+    assert import_cycles(MODULES) == [], "import cycles (move what both need below them)"
+
+
+def test_the_cycle_check_sees_a_lazy_loop_and_passes_a_package_importing_its_children():
+    loop = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "a.w": {"a.x"}}
+    assert import_cycles(loop) == [["a.x", "a.y", "a.z"]]
+    assert import_cycles({"p": {"p.main"}, "p.main": {"p", "p.data"}, "p.data": set()}) == []

@@ -10,7 +10,6 @@ import pandas as pd
 
 from bench.errors import ResultsInputError
 from bench.results.schema import COLUMNS, FRAME_SCHEMA_VERSION, METRICS
-from bench.results.schema import KEY as KEY  # the frame's key, for its readers
 
 CONFIG_KEY_FIELDS = (
     "launcher",

@@ -80,17 +80,6 @@ def source_files(src: Path) -> list[Path]:
     return files
 
 
-def sha256_file(path: Path) -> str:
-    """Hash of a regular file, not followed if it is a link (DatasetError then)."""
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise DatasetError(f"{path}: is a symbolic link (not followed)") from None
-        raise
-    return _sha256_fd(fd)
-
-
 def _sha256_fd(fd: int) -> str:
     """Hash of the open file, which is then closed."""
     h = hashlib.sha256()

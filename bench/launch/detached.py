@@ -1,4 +1,5 @@
-"""Local and ssh backends: both hand the run to a detached supervisor and poll its state file."""
+"""The detached supervisor the local and ssh launchers share (bench.launch.local, bench.launch.ssh): the run
+is handed to a supervisor process and its state file polled."""
 
 from __future__ import annotations
 
@@ -158,17 +159,6 @@ class DetachedLauncher:
             elif self.poll(handle)[0].finished:
                 return
             time.sleep(0.2)
-
-
-class SshLauncher(DetachedLauncher):
-    name = "ssh"
-
-    def __init__(self, ssh: SshOptions) -> None:
-        super().__init__(ssh)
-
-    def check(self, spec: RunSpec) -> None:
-        assert self.ssh is not None
-        self.ssh.check_reachable(spec.hosts)
 
 
 # A rank's resident memory: the framework's base plus activations, rounded up from the input batch.

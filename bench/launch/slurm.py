@@ -21,6 +21,7 @@ from bench.config import RunSpec
 from bench.errors import LaunchError
 from bench.launch.base import Handle, RunState
 from bench.launch.commands import CommandRunner
+from bench.launch.options import LauncherOptions
 from bench.launch.python import node_python
 from bench.launch.supervisor import rank_argv
 from bench.safe_fs import write_file
@@ -332,3 +333,13 @@ def _drain(stream: IO[bytes]) -> None:
         left -= len(chunk)
         if left < 0:
             raise LaunchError(f"results archive: more than {TRAILER_MAX_BYTES} bytes after its end; refused")
+
+
+NAME = SlurmLauncher.name
+
+
+def build(options: LauncherOptions) -> SlurmLauncher:
+    """sbatch on the login node over ssh where one is given, else the Slurm CLI here."""
+    return SlurmLauncher(
+        CommandRunner(options.ssh if options.login_host else None, options.login_host, options.slurm_env)
+    )

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
 
@@ -141,7 +140,3 @@ def coco_loader(ds: CocoDataset, anchors: torch.Tensor, opts: LoaderOptions) -> 
 
 def segmentation_loader(ds: SegmentationDataset, opts: LoaderOptions) -> TorchLoader:
     return TorchLoader(_SegmentationFiles(ds, opts.image_size, opts.seed), ds.sizes, opts)
-
-
-def resize_nearest(mask: torch.Tensor, size: int) -> torch.Tensor:
-    return F.interpolate(mask[None, None].float(), size=(size, size), mode="nearest")[0, 0].long()

@@ -10,8 +10,7 @@ the change points the weekly check confirmed.
 from __future__ import annotations
 
 import itertools
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -19,13 +18,9 @@ import pandas as pd
 from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
 from bench.analysis.history.regression import NOISE_HISTORY_RUNS, history_stats, regression_floor
 from bench.analysis.verdict.bounds import scaling_bound
-from bench.config import (
-    DEFAULT_HISTORY_RUNS,
-    DEFAULT_MIN_SCALING_EFFICIENCY,
-    DEFAULT_REGRESSION_TOLERANCE,
-    Thresholds,
-)
+from bench.config import Thresholds
 from bench.report.plots import Marker, trend_chart
+from bench.results.stored import stored_thresholds
 
 MAX_SERIES = 24  # charts per page; the filters narrow it
 SERIES_PAGE_RUNS = 260  # the newest runs of each series a page draws: five years of weekly runs
@@ -75,36 +70,28 @@ def check_filters(filters: Filters, results: pd.DataFrame) -> None:
             raise UnknownFilter(f"{field}: {value!r} is not in the store (have: {', '.join(map(str, have)) or 'none'})")
 
 
-def _config(text) -> dict:
-    try:
-        return json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
-        return {}
-
-
-def _bound(config: dict, gpus: int) -> float | None:
+def _bound(config: str | Mapping | Thresholds | None, gpus: int) -> float | None:
     """The bound the verdict held this run's scale to: bench.analysis.verdict.bounds.scaling_bound, the
-    one function that reads the per-GPU table (a table's row covers every scale up to it, not only its own count). A run
-    stored without thresholds draws no bound."""
-    th = config.get("thresholds") or {}
-    if not th:
-        return None
-    table = {int(k): float(v) for k, v in (th.get("min_scaling_efficiency_by_gpus") or {}).items()}
-    single = float(th.get("min_scaling_efficiency", DEFAULT_MIN_SCALING_EFFICIENCY))
-    return scaling_bound(gpus, Thresholds(min_scaling_efficiency=single, min_scaling_efficiency_by_gpus=table))
+    one function that reads the per-GPU table (a table's row covers every scale up to it, not only its own
+    count), over the run's stored thresholds (bench.results.stored). A run stored without thresholds draws
+    no bound."""
+    th = config if isinstance(config, Thresholds) else stored_thresholds(config)
+    return None if th is None else scaling_bound(gpus, th)
 
 
-def _band(series: pd.DataFrame, configs: dict[str, dict], metric: str = "throughput_img_s") -> tuple[list, list]:
+def _band(
+    series: pd.DataFrame, configs: dict[str, Thresholds | None], metric: str = "throughput_img_s"
+) -> tuple[list, list]:
     """The regression check's floor and median of `metric` at each run, from the accepted runs before it
     that have it (each run's own window and tolerance): one `history_stats` and one `regression_floor`
     over every run at once, the functions the check itself uses (per run, they took 0.7 s of a 156-run
     series page)."""
     befores, windows, tolerances, seen = [], [], [], []
     for r in series.itertuples():
-        th = (configs.get(r.suite_run_id) or {}).get("thresholds") or {}
+        th = configs.get(r.suite_run_id) or Thresholds()  # stored without thresholds: judged with the defaults
         befores.append(seen[-NOISE_HISTORY_RUNS:])
-        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
-        tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
+        windows.append(th.history_runs)
+        tolerances.append(th.regression_tolerance)
         value = getattr(r, metric)
         if r.accepted is True and pd.notna(value):
             seen.append(float(value))
@@ -128,7 +115,7 @@ def series_panels(
     their annotations and what differed in the environment across each."""
     notes = _notes_by_change(annotations)
     environments = environments or {}
-    configs = {r.suite_run_id: _config(r.config) for r in suite_runs.itertuples()}
+    configs = {r.suite_run_id: stored_thresholds(r.config) for r in suite_runs.itertuples()}
     rows = filters.apply(results).sort_values("started_at")
     panels = []
     keys = rows.groupby(["cluster", "workload", "gpus", "config_key"], sort=True)
@@ -173,7 +160,7 @@ def _trend_charts(
     series: pd.DataFrame,
     accepted: pd.Series,
     marks: pd.DataFrame,
-    configs: dict[str, dict],
+    configs: dict[str, Thresholds | None],
     note_of: Callable,
     workload: str,
     gpus: int,
@@ -201,7 +188,7 @@ def _trend_charts(
         band = _band(series, configs, metric) if metric in BANDED else None
         bound = None
         if metric == "scaling_efficiency":
-            bound = [_bound(configs.get(s, {}), gpus) for s in series["suite_run_id"]]
+            bound = [_bound(configs.get(s), gpus) for s in series["suite_run_id"]]
         aside = series_outliers(series[accepted], metric) if metric in WATCHED else series.iloc[0:0]
         charts.append(
             trend_chart(

@@ -13,7 +13,7 @@ store and the analysis both sit above it and neither needs the other for a colum
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -50,12 +50,24 @@ UNITS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Bound:
-    """This column is a bound: `figure` must be at least (`side` "min") or at most ("max") it. `threshold`:
-    the `Thresholds` field that sets it (None where the history or the run's config does)."""
+    """A bound `figure` is held to: at least it (`side` "min", a floor) or at most it ("max"). `threshold`:
+    the `Thresholds` field that sets it (None where the history or the run's config does, per row). `name`:
+    what the verdict calls it (bench.analysis.verdict.bounds, keyed by it), where not the figure's name:
+    one bound may hold several figures (checkpoint write and read, every regression floor)."""
 
     figure: str
     side: Literal["min", "max"]
     threshold: str | None = None
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.name or self.figure
+
+    @property
+    def floor(self) -> bool:
+        """A figure at or above the bound passes (a ceiling: at or below it)."""
+        return self.side == "min"
 
 
 @dataclass(frozen=True)
@@ -65,11 +77,18 @@ class Column:
     unit: str
     group: str  # what fills it: key, run, metric (the run's summary), scaling, verdict, bottleneck, ...
     stored: bool = True  # a column of the store's `results` table
-    bound: Bound | None = None  # set where the column is itself a bound
-    held_to: str | None = None  # the Thresholds field a figure is judged against directly, where one is
+    bound: Bound | None = None  # set where the column is itself a bound (its per-row value)
+    held_to: Bound | None = None  # set where the figure is judged against a threshold directly
+
+
+def _held(side: Literal["min", "max"], threshold: str, name: str = "") -> Bound:
+    """`held_to` of the column it is declared on (its figure filled in by _c)."""
+    return Bound("", side, threshold, name)
 
 
 def _c(name: str, dtype: Dtype, unit: str, group: str, **kw) -> Column:
+    if kw.get("held_to") is not None:
+        kw["held_to"] = replace(kw["held_to"], figure=name)
     return Column(name, dtype, unit, group, **kw)
 
 
@@ -88,12 +107,12 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("throughput_ci_high", "float", "images/s", "metric"),
     _c("measured_s", "float", "s", "metric"),
     _c("min_measure_s", "float", "s", "metric", bound=Bound("measured_s", "min")),
-    _c("step_time_spread", "float", "ratio", "metric", held_to="max_step_time_spread"),
+    _c("step_time_spread", "float", "ratio", "metric", held_to=_held("max", "max_step_time_spread")),
     _c("epoch_time_s", "float", "s", "metric"),
     _c("first_epoch_time_s", "float", "s", "metric"),
     _c("avg_read_mb_s", "float", "MB/s", "metric"),
     _c("peak_read_mb_s", "float", "MB/s", "metric"),
-    _c("gpu_util", "float", "%", "metric", held_to="min_gpu_util"),
+    _c("gpu_util", "float", "%", "metric", held_to=_held("min", "min_gpu_util")),
     _c("gpu_mem_util", "float", "%", "metric"),
     _c("cpu_util", "float", "%", "metric"),
     _c("mem_util", "float", "%", "metric"),
@@ -103,9 +122,9 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("data_wait_share", "float", "fraction", "metric"),
     _c("compute_share", "float", "fraction", "metric"),
     _c("comm_share", "float", "fraction", "metric"),
-    _c("au", "float", "fraction", "metric", held_to="min_au"),
+    _c("au", "float", "fraction", "metric", held_to=_held("min", "min_au")),
     _c("gpu_busy_share", "float", "fraction", "metric"),
-    _c("straggler_gap", "float", "fraction", "metric", held_to="straggler_gap"),
+    _c("straggler_gap", "float", "fraction", "metric", held_to=_held("max", "straggler_gap")),
     # the run's labels and provenance
     _c("cache_risk", "bool", "flag", "run"),
     _c("cache_served", "bool", "flag", "run"),
@@ -176,7 +195,7 @@ RESULT_COLUMNS: tuple[Column, ...] = (
         "images/s",
         "regression",
         stored=False,
-        bound=Bound("regression_checked_img_s", "min"),
+        bound=Bound("regression_checked_img_s", "min", name="regression"),
     ),
     _c("regression_tolerance_used", "float", "fraction", "regression", stored=False),
     _c("repeat_img_s", "float", "images/s", "regression"),  # revision 0013
@@ -210,7 +229,7 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("allreduce_bytes", "float", "bytes", "ceiling"),
     _c("allreduce_bus_gb_s", "float", "GB/s", "ceiling"),
     _c("allreduce_latency_s", "float", "s", "ceiling"),
-    _c("foreign_cpu_share", "float", "fraction", "ceiling", held_to="max_foreign_share"),
+    _c("foreign_cpu_share", "float", "fraction", "ceiling", held_to=_held("max", "max_foreign_share", "foreign_share")),
     _c("ideal", "text", "label", "ceiling"),
     _c("expected_bound_by", "text", "label", "ceiling"),
     _c("ceiling_note", "text", "label", "ceiling"),
@@ -248,10 +267,25 @@ RESULT_COLUMNS: tuple[Column, ...] = (
         "ratio",
         "verdict",
         stored=False,
-        bound=Bound("ckpt_write_efficiency", "min", "min_checkpoint_efficiency"),  # and ckpt_read_efficiency
+        # and ckpt_read_efficiency, held to the same bound
+        bound=Bound("ckpt_write_efficiency", "min", "min_checkpoint_efficiency", "checkpoint_efficiency"),
     ),
-    _c("ckpt_write_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_write_checked", "min")),
-    _c("ckpt_read_floor", "float", "MB/s", "regression", stored=False, bound=Bound("ckpt_read_checked", "min")),
+    _c(
+        "ckpt_write_floor",
+        "float",
+        "MB/s",
+        "regression",
+        stored=False,
+        bound=Bound("ckpt_write_checked", "min", name="regression"),
+    ),
+    _c(
+        "ckpt_read_floor",
+        "float",
+        "MB/s",
+        "regression",
+        stored=False,
+        bound=Bound("ckpt_read_checked", "min", name="regression"),
+    ),
     # the better of the scale's run and its second run: what the floor was held against; stored (revision
     # 0015) so that the overview judges the figure the verdict judged, not the first run's
     _c("ckpt_write_checked", "float", "MB/s", "regression"),
@@ -313,9 +347,29 @@ PROBE_FIELDS: dict[str, str] = {
 # A restore the page cache served is memory's speed, not the store's: a floor learnt from it would
 # call every later cold restore a regression (docs/faults.md row 128).
 WITHHELD: dict[str, tuple[str, str]] = {"ckpt_read_mb_s": ("ckpt_state", "not_cold")}
-# Bound column -> its Bound; figure -> the Thresholds field it is held to directly.
+# Bound column -> its Bound; figure -> the Bound it is held to directly.
 BOUNDS: dict[str, Bound] = {c.name: c.bound for c in RESULT_COLUMNS if c.bound is not None}
-HELD_TO: dict[str, str] = {c.name: c.held_to for c in RESULT_COLUMNS if c.held_to is not None}
+HELD_TO: dict[str, Bound] = {c.name: c.held_to for c in RESULT_COLUMNS if c.held_to is not None}
+
+
+def _verdict_bounds() -> dict[str, Bound]:
+    """Every bound by the verdict's name for it: the one table of which threshold bounds which figure
+    (bench.analysis.verdict.bounds reads it). A name declared on several columns holds one rule."""
+    out: dict[str, Bound] = {}
+    for b in (*BOUNDS.values(), *HELD_TO.values()):
+        seen = out.setdefault(b.key, b)
+        if (seen.side, seen.threshold) != (b.side, b.threshold):
+            raise ValueError(f"bound {b.key!r} is declared as {seen} and as {b}")
+    return out
+
+
+VERDICT_BOUNDS: dict[str, Bound] = _verdict_bounds()
+
+# A scale's extra runs, as a run record's `variant` names them ("" is the scale's own run): written once
+# here, below both the suite that runs them (bench.suite.plan) and the verdict that reads them.
+INDEPENDENT = "independent"  # the scale's ranks as independent copies: its node ceiling
+REPEAT = "repeat"  # the scale run once more before a regression is called
+WARM, SYNTHETIC = "warm", "synthetic"  # the differential reruns that take storage, then input, out
 
 # Change points (the store's `change_alerts` table, bench.analysis.history.changes): the key of one and
 # its states. pending: news not yet delivered to every alert target; alerted: delivered to all of them

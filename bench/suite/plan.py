@@ -6,21 +6,29 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from bench.config import RunSpec, SweepConfig, TrainConfig
+from bench.results.schema import INDEPENDENT, REPEAT, SYNTHETIC, WARM
+from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name
 
-DATASET_KIND = {"ssd": "coco", "deeplabv3plus": "segmentation"}
+
+class Datasets(Protocol):
+    """What the dataset helpers below read: a SweepConfig, or staging's own StagingSpec."""
+
+    @property
+    def workloads(self) -> tuple[str, ...]: ...
+
+    @property
+    def dataset_path(self) -> Path: ...
 
 
-INDEPENDENT = "independent"  # the variant that measures a scale's node ceiling
-
-
-def workload_names(cfg: SweepConfig) -> list[str]:
+def workload_names(cfg: Datasets) -> list[str]:
     return [workload_name(ref) for ref in cfg.workloads]
 
 
-def workload_of(cfg: SweepConfig, name: str):
+def workload_of(cfg: Datasets, name: str):
     """The named workload of this suite, resolved (bench.workloads.spec): its dataset, reader and
     compute; ConfigError naming the file and field where it is invalid."""
     from bench.workloads.spec import load
@@ -79,7 +87,7 @@ def scales_of(cfg: SweepConfig, workload: str) -> list[int]:
     return sorted(counts)
 
 
-def dataset_dir(cfg: SweepConfig, workload: str) -> Path:
+def dataset_dir(cfg: Datasets, workload: str) -> Path:
     """A real model's generated tree; an emulated workload's records (generated beside them, or the
     user's own folder read where it is)."""
     if workload in DATASET_KIND:
@@ -138,12 +146,12 @@ def read_probe(out: Path) -> dict | None:
 def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunSpec:
     """One scale's launch; `variant` is a differential rerun of it ("warm", "synthetic") or its node
     ceiling ("independent": the same ranks and slots, no collective)."""
-    synthetic = cfg.train.synthetic or variant == "synthetic"
+    synthetic = cfg.train.synthetic or variant == SYNTHETIC
     update = workload_update(cfg, workload) | {
         "synthetic": synthetic,
         "data": None if synthetic else dataset_dir(cfg, workload),
     }
-    if variant in ("warm", INDEPENDENT) and not synthetic:
+    if variant in (WARM, INDEPENDENT) and not synthetic:
         update |= {"warm_cache": True, "drop_caches": False}
     if variant == INDEPENDENT:
         # The node ceiling reads the page cache, not the storage under test: a throttled store must show
@@ -154,7 +162,8 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         # checkpoint regression is confirmed by), on the store under test; never on the reruns that
         # take storage out or measure the node.
         update |= checkpointing(cfg)
-    train = TrainConfig.model_validate(cfg.train.model_dump() | update)
+    # defaults left out: validated again it is the same TrainConfig (amp/precision reads which were given)
+    train = TrainConfig.model_validate(cfg.train.model_dump(exclude_defaults=True) | update)
     name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
     return RunSpec(
         run_id=f"{suite_run_id}-{name}".replace(":", "-").replace("+", "-"),
@@ -171,9 +180,6 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         cpus_per_rank=cfg.cpus_per_rank,
         oversubscribe=cfg.oversubscribe,
     )
-
-
-REPEAT = "repeat"  # bench.analysis.history.regression.REPEAT: a scale run once more to confirm a regression
 
 
 def checkpointing(cfg: SweepConfig) -> dict:

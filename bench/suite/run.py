@@ -4,48 +4,10 @@ fio's storage probe. Failures become FAILED results (never exceptions past a sca
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from bench.config import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
-from bench.suite.plan import (
-    DATASET_KIND,
-    PROBE_FILE,
-    dataset_dir,
-    run_spec,
-    suite_dir,
-    workload_names,
-    workload_of,
-)
-
-
-def stage_records(cfg: SweepConfig, workload: str) -> dict:
-    """A workload file's records: generated on the storage under test (kept where a previous run wrote
-    the same ones), or the user's folder listed once (bench.data.records)."""
-    from bench.data.records import RecordsSpec, generate_records, load_records
-
-    data = workload_of(cfg, workload).spec.dataset
-    target = dataset_dir(cfg, workload)
-    if data.path is not None:
-        manifest = load_records(target, data.format)
-    else:
-        spec = RecordsSpec(
-            data.format,
-            data.files,
-            data.samples_per_file,
-            data.record_bytes.mean,
-            data.record_bytes.stdev,
-            cfg.train.seed,
-        )
-        manifest = generate_records(spec, target)
-    files = manifest["files"]
-    return {
-        "path": str(target),
-        "files": len(files),
-        "bytes": sum(f["bytes"] for f in files),
-        "copied": 0,
-        "skipped": 0,
-    }
+from bench.suite.plan import PROBE_FILE, run_spec, suite_dir
 
 
 def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
@@ -59,47 +21,9 @@ def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None =
         from bench.suite.stage_node import stage_on_node
 
         return stage_on_node(cfg, launcher, env)
-    return stage_here(cfg)
+    from bench.suite.staging import StagingSpec, stage_here
 
-
-def stage_here(cfg: SweepConfig) -> dict:
-    """Each workload's dataset staged from this process (the worker, or the node `stage_node` runs on): a
-    real model's generated tree, or a workload file's records."""
-    out = {}
-    for workload in workload_names(cfg):
-        kind = DATASET_KIND.get(workload) or workload_of(cfg, workload).spec.dataset.layout
-        if kind == "records":
-            out[workload] = stage_records(cfg, workload)
-        else:
-            target = dataset_dir(cfg, workload)
-            out[workload] = stage_one(kind, target, cfg.stage_from, cfg.dataset_images, cfg.train.seed)
-    return out
-
-
-def stage_one(kind: str, target: Path, stage_from: Path | None, images: int, seed: int) -> dict:
-    """One dataset, generated (or copied from `stage_from`), staged to `target` and manifest-checked."""
-    from bench.data.checks import check_manifest
-    from bench.data.generate import GenerateSpec, generate
-    from bench.data.stage import stage
-    from bench.errors import DatasetError
-
-    if stage_from is not None:
-        result = stage(stage_from / kind, target)
-    else:
-        source = target.parent / f".source-{kind}"
-        # two copies on the storage under test: the generated source and the staged tree
-        generate(GenerateSpec(kind, source, images=images, seed=seed), copies=2)
-        result = stage(source, target)
-    report = check_manifest(target, expect_images=None if stage_from else images)
-    if not report["success"]:
-        raise DatasetError(f"{target}: manifest checks failed: {report['failed']}")
-    return {
-        "path": str(target),
-        "files": result.files,
-        "bytes": result.bytes,
-        "copied": result.copied,
-        "skipped": result.skipped,
-    }
+    return stage_here(StagingSpec.of(cfg))
 
 
 def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[str, str] | None = None) -> dict:
@@ -159,8 +83,8 @@ def regression_repeats(cfg: SweepConfig, frame, store_url: str, suite_run_id: st
     """A second run of each scale whose images/s (or a checkpoint MB/s) fell under its series' regression
     floor (the check then takes the better of the two: bench.analysis.history.regression); [] when
     confirm_regressions is off."""
-    from bench.analysis.history.regression import REPEAT
     from bench.analysis.verdict.evaluate import suspected_regressions
+    from bench.results.schema import REPEAT
     from bench.store.db import ResultsStore
 
     if not cfg.confirm_regressions:

@@ -15,19 +15,20 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 from bench.config import NAME_RE, PATH_RE, SweepConfig
+from bench.suite.staging import StagingSpec
 
 
-def node_argv(cfg: SweepConfig, python: str) -> list[str]:
+def node_argv(spec: StagingSpec, python: str) -> list[str]:
     """The node's command: the datasets' settings only (no alert targets or keys in a node's argv)."""
-    argv = [python, "-m", "bench.suite.stage_node", "--dataset-path", str(cfg.dataset_path)]
-    argv += ["--images", str(cfg.dataset_images), "--seed", str(cfg.train.seed)]
-    for workload in cfg.workloads:
+    argv = [python, "-m", "bench.suite.stage_node", "--dataset-path", str(spec.dataset_path)]
+    argv += ["--images", str(spec.dataset_images), "--seed", str(spec.seed)]
+    for workload in spec.workloads:
         argv += ["--workload", workload]
-    return argv + (["--stage-from", str(cfg.stage_from)] if cfg.stage_from else [])
+    return argv + (["--stage-from", str(spec.stage_from)] if spec.stage_from else [])
 
 
 class StagedDataset(BaseModel):
-    """One workload's staged dataset as the node reports it (bench.suite.run.stage_one, stage_records)."""
+    """One workload's staged dataset as the node reports it (bench.suite.staging.stage_one, stage_records)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     path: Annotated[str, StringConstraints(pattern=PATH_RE.pattern, max_length=4096)]
@@ -54,7 +55,7 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
     from bench.suite.probe import node_doc, suite_nodes
 
     nodes = suite_nodes(cfg, launcher or suite_launcher(cfg), env)
-    argv = node_argv(cfg, nodes.python)
+    argv = node_argv(StagingSpec.of(cfg), nodes.python)
     out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
     staged = node_doc(out, "staging", StagingDoc)
     expected = set(workload_names(cfg))
@@ -66,10 +67,9 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.config import SweepConfig, TrainConfig
     from bench.data.probe import node_name
     from bench.errors import BenchError
-    from bench.suite.run import stage_here
+    from bench.suite.staging import stage_here
 
     p = argparse.ArgumentParser(prog="python -m bench.suite.stage_node")
     p.add_argument("--dataset-path", type=Path, required=True)
@@ -80,16 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         # the datasets' settings only, validated as the worker validated them (workload refs included)
-        train = TrainConfig(workload="ssd", data=args.dataset_path, seed=args.seed, steps=1)  # no run here
-        cfg = SweepConfig(
+        spec = StagingSpec(
             workloads=args.workload,
             dataset_path=args.dataset_path,
             dataset_images=args.images,
+            seed=args.seed,
             stage_from=args.stage_from,
-            train=train,
-            output_dir=args.dataset_path,  # required by SweepConfig; staging writes no run folder
         )
-        out = stage_here(cfg)
+        out = stage_here(spec)
     except (BenchError, OSError, ValueError) as error:
         print(f"{node_name()}: {error}", file=sys.stderr)
         return 2

@@ -6,8 +6,7 @@ intra-op, DALI or DataLoader workers) then run inside its slot, so a scale measu
 infrastructure, not ranks competing for the cores the suite itself handed out twice.
 
 What the ranks' slots say about each other (Peer, contention, the core-list format) lives in
-bench.slots, which the summary and the verdicts read without importing training; its names are
-re-exported here for the importers that know them from this module.
+bench.slots, which the summary and the verdicts read without importing training: import it from there.
 """
 
 from __future__ import annotations
@@ -18,11 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.errors import LaunchError
-from bench.slots import Peer as Peer
-from bench.slots import contention as contention
-from bench.slots import contention_summary as contention_summary
-from bench.slots import cpu_ranges as cpu_ranges
-from bench.slots import parse_cpulist as parse_cpulist
+from bench.slots import Peer, parse_cpulist
 
 SLOT_ENV = "SCALEWATCH_SLOT"  # the rank wrapper tells its training process what it was given
 # Even with `oversubscribe`, a node never runs more than this many ranks per core: past that a

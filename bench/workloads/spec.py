@@ -29,13 +29,16 @@ from pydantic import Field, model_validator
 
 from bench.config import (
     BUILTIN_WORKLOADS_DIR,
+    MLPERF_STORAGE_MIN_AU,
     WORKLOADS,
     Frozen,
     LoaderKind,
     RecordFormat,
     SafePath,
+    SuiteSettings,
     Workload,
     _matching,
+    limits_of,
     parse,
 )
 from bench.errors import ConfigError
@@ -135,7 +138,7 @@ class WorkloadSpec(Frozen):
     dataset: DatasetSpec
     reader: ReaderSpec = ReaderSpec()
     compute: ComputeSpec
-    min_au: float | None = Field(None, ge=0, le=1)
+    min_au: float | None = Field(None, **limits_of(SuiteSettings, "min_au"))
 
     @model_validator(mode="after")
     def _fits(self) -> WorkloadSpec:
@@ -219,7 +222,7 @@ def emulated_workloads(refs, default_min_au: float | None) -> dict[str, dict]:
         record = w.spec.dataset.record_bytes
         out[workload_name(ref)] = {
             "accelerator": w.accelerator,
-            "min_au": w.min_au if w.min_au is not None else (default_min_au if default_min_au is not None else 0.9),
+            "min_au": next(au for au in (w.min_au, default_min_au, MLPERF_STORAGE_MIN_AU) if au is not None),
             "batch": w.batch_size,
             "seconds_per_batch": w.seconds_per_batch,
             "record_bytes": float(record.mean) if record is not None else math.nan,

@@ -6,9 +6,10 @@ from bench.launch.registry import build_launcher
 from bench.launch.sshopts import SshOptions
 
 
-def launcher_kwargs(kind: str, conn_id: str | None, hosts=(), ssh_config=None) -> dict:
+def launcher_kwargs(kind: str, conn_id: str | None, ssh_config=None) -> dict:
     """What a trigger carries: the connection's id, never its key material or the paths of its files;
-    the suite's ssh config file (a setting the user gave, as visible as the hosts)."""
+    the suite's ssh config file (a setting the user gave, as visible as the hosts). The hosts are not
+    the launcher's: each run's RunSpec carries them."""
     kwargs: dict = {"kind": kind}
     if kind in ("ssh", "slurm") and conn_id:
         kwargs["conn_id"] = conn_id

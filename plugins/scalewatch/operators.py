@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from bench.config import SweepConfig
-from scalewatch.tasks.plan import from_validated
+from scalewatch.tasks.plan import sweep_config
 
 
 class TrainScaleOperator(BaseOperator):
@@ -28,8 +28,8 @@ class TrainScaleOperator(BaseOperator):
         self._launcher_kwargs: dict | None = None
 
     def _cfg(self) -> SweepConfig:
-        """The plan's config as validate_config checked it (decoded, not validated again)."""
-        return from_validated(SweepConfig, self.sweep)
+        """The plan's config as validate_config checked it, validated once in this process."""
+        return sweep_config({"sweep": self.sweep})
 
     def execute(self, context) -> dict:
         from bench.errors import BenchError
@@ -43,7 +43,7 @@ class TrainScaleOperator(BaseOperator):
         spec = run_spec(
             cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]), self.run.get("variant", "")
         )
-        self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts, cfg.ssh_config)
+        self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.ssh_config)
         launcher = from_kwargs(self._launcher_kwargs)
         try:
             handle = submit_recorded(launcher, spec)

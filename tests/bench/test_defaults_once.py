@@ -190,3 +190,73 @@ def test_the_example_suite_holds_only_what_differs_from_the_defaults():
     environment = set(config.environment_defaults("/x", None))  # defaults that depend on where a suite runs
     same = [k for k in values if k not in environment and settings[k] == defaults[k]]
     assert not same, f"suites/example.yaml restates the default of {same}: leave them out"
+
+
+# Fields that refuse a value the setting takes, each for its reason: the settings' ranks_per_node takes 0,
+# the form's old spelling of "all on one node" (None), which a launcher is never given.
+OWN_LIMITS = {("SweepConfig", "ranks_per_node"): {"ge": 1}, ("RunSpec", "ranks_per_node"): {"ge": 1}}
+
+
+def test_every_shared_field_holds_the_settings_limits():
+    """A field holding a setting's value takes the setting's limits (issue 52): two definitions drifted
+    apart once (Thresholds' max_step_time_spread and straggler_gap took gt=0 where the form took ge=0.01)."""
+    wrong = []
+    for model_name, name, setting in shared_fields():
+        model = getattr(config, model_name)
+        want = config.limits_of(config.SuiteSettings, setting) | OWN_LIMITS.get((model_name, name), {})
+        if config.limits_of(model, name) != want:
+            wrong.append(f"{model_name}.{name}: {config.limits_of(model, name)}, SuiteSettings.{setting}: {want}")
+    assert not wrong, "limits that disagree with the settings': " + "; ".join(wrong)
+
+
+def limit_keywords(call: ast.Call) -> set[str]:
+    return {k.arg for k in call.keywords if k.arg in config.LIMITS}
+
+
+def test_no_shared_limit_is_written_a_second_time():
+    """A shared field's limits are read from SuiteSettings (suite_default, limits_of), never written out:
+    the limits test above would pass while both copies agree, and the next edit changes one of them."""
+    shared = {(m, n) for m, n, _ in shared_fields()} | {(m, n) for m, n in OWN_LIMITS}
+    written = []
+    for node in ast.parse(CONFIG.read_text()).body:
+        if not isinstance(node, ast.ClassDef) or node.name == "SuiteSettings":
+            continue
+        for item in node.body:
+            if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)) or item.value is None:
+                continue
+            call = item.value if isinstance(item.value, ast.Call) else None
+            keywords = limit_keywords(call) if call is not None else set()
+            allowed = set(OWN_LIMITS.get((node.name, item.target.id), {}))
+            if (node.name, item.target.id) in shared and keywords - allowed:
+                written.append(f"{node.name}.{item.target.id}: {', '.join(sorted(keywords - allowed))}")
+    assert not written, "limits written again (take them from the setting): " + "; ".join(written)
+
+
+def test_shared_element_limits_are_one_annotated_type():
+    """A GPU count and an efficiency bound inside a tuple or a table are the named types, not restated."""
+    text = CONFIG.read_text()
+    for limits in ("Field(ge=1, le=4096)", "Field(ge=0, le=1.5)"):
+        assert text.count(limits) == 1, f"{limits} written {text.count(limits)} times in bench/config.py"
+
+
+def test_the_hidden_defaults_are_named_once():
+    """The suite's sample interval and MLPerf Storage's AU floor are named constants, written once."""
+    sizing = ROOT / "bench" / "analysis" / "verdict" / "sizing.py"
+    files = [CONFIG, ROOT / "bench" / "workloads" / "spec.py", sizing]
+    for path in files:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "min_au" and is_literal(node.value):
+                assert ast.literal_eval(node.value) != config.MLPERF_STORAGE_MIN_AU, f"{path.name}: min_au=0.9 again"
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "sample_interval_s":
+                        assert not is_literal(value), f"{path.name}: sample_interval_s written as a literal"
+    train = config.SuiteSettings().to_sweep("/x", "/x/runs")["train"]
+    assert train["sample_interval_s"] == config.SUITE_SAMPLE_INTERVAL_S
+    assert "AU_TARGET = MLPERF_STORAGE_MIN_AU" in sizing.read_text()
+    from bench.workloads.accelerators import PROFILES
+
+    # a measured profile takes the floor; a published one states its config's metric.au (0.85, 0.90)
+    restated = [p.name for p in PROFILES.values() if p.basis == "measured" and "min_au" in p.model_fields_set]
+    assert not restated, f"measured profiles restating MLPerf Storage's AU floor: {restated}"

@@ -161,7 +161,7 @@ def blkio_read_throttle(path: Path, rate: int, pids: list[int] = ()):
 
 def allowed_cpus(pid: int) -> list[int]:
     """The kernel's Cpus_allowed_list of a process, expanded: what the process may really run on."""
-    from bench.train.slots import parse_cpulist
+    from bench.slots import parse_cpulist
 
     for line in _read(f"/proc/{pid}/status").decode().splitlines():
         if line.startswith("Cpus_allowed_list:"):

@@ -23,7 +23,6 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from bench.config import NAME_RE, WORKLOADS, Frozen
-from bench.results.schema import SERIES_KEY as SERIES_KEY  # a series: its change points and annotations
 
 MAX_NOTE_CHARS = 2000
 Kind = Literal["expected", "explained"]

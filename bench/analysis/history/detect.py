@@ -13,7 +13,8 @@ to `local_runs` runs, robust to one outlier) differs by at least `min_change` an
 `noise_multiple` times the series' own week-to-week noise, with `min_runs` runs on each side, and its
 two segments still differ at `max_pvalue`. The weakest failing candidate goes first and its neighbours
 are judged again, as in Otava's merge step. The parameters are tuned on labelled histories
-(bench.analysis.history.labelled_history); benchmarks/RESULTS.md has the table.
+(benchmarks/labelled_history.py, a fixture of the benchmark and the tests, not of the package);
+benchmarks/RESULTS.md has the table.
 """
 
 from __future__ import annotations

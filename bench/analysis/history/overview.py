@@ -41,7 +41,7 @@ from bench.analysis.history.noise import WATCH, next_judgement
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
 from bench.analysis.verdict.expectations import THROUGHPUT_NOT_REGRESSED
-from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
+from bench.config import Thresholds
 from bench.results.schema import CHECKPOINT_RATES, RUN_ROW, SERIES_KEY
 
 # A checkpoint figure's stored "better of two runs" (what its regression floor was held against).
@@ -279,13 +279,19 @@ def _groups(frame: pd.DataFrame) -> list[tuple[tuple, np.ndarray]]:
     return [(_key(dict(zip(SERIES_KEY, k, strict=True))), rows) for k, rows in grouped]
 
 
-def _thresholds(groups, col: dict, thresholds: dict | None) -> tuple[list[float], list[int]]:
+def _configured(thresholds: dict[str, Thresholds] | None, run_id) -> Thresholds:
+    """The Thresholds run `run_id` was judged with (bench.results.stored reads them), the model's
+    defaults where none are known for it."""
+    return (thresholds or {}).get(str(run_id)) or Thresholds()
+
+
+def _thresholds(groups, col: dict, thresholds: dict[str, Thresholds] | None) -> tuple[list[float], list[int]]:
     """Each series' tolerance and window: its latest run's configured ones."""
     tolerances, windows = [], []
     for _series, rows in groups:
-        th = (thresholds or {}).get(col["run"][rows[-1]]) or {}
-        tolerances.append(float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)))
-        windows.append(int(th.get("history_runs", DEFAULT_HISTORY_RUNS)))
+        th = _configured(thresholds, col["run"][rows[-1]])
+        tolerances.append(th.regression_tolerance)
+        windows.append(th.history_runs)
     return tolerances, windows
 
 
@@ -294,7 +300,7 @@ def overview_lines(
     changes: pd.DataFrame | None = None,
     annotations: pd.DataFrame | None = None,
     now: pd.Timestamp | None = None,
-    thresholds: dict[str, dict] | None = None,
+    thresholds: dict[str, Thresholds] | None = None,
 ) -> list[dict]:
     """Every series' line, worst first (status, then the largest drop against its baseline). `recent`:
     the newest rows of each series (`ResultsStore.results_of(..., newest=RECENT_RUNS)`); `thresholds`:
@@ -355,7 +361,7 @@ def checkpoint_lines(
     recent: pd.DataFrame,
     annotations: pd.DataFrame | None = None,
     now: pd.Timestamp | None = None,
-    thresholds: dict[str, dict] | None = None,
+    thresholds: dict[str, Thresholds] | None = None,
 ) -> list[dict]:
     """Each series' checkpoint write and read lines (where its shown runs have the figure), in the
     overview's form, worst first. A line is judged as the weekly check judges the figure: its accepted
@@ -417,12 +423,15 @@ def checkpoint_lines(
     return sorted(lines, key=_rank)
 
 
-def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list[dict]:
+def ceiling_lines(
+    probes: pd.DataFrame, now: pd.Timestamp | None = None, thresholds: dict[str, Thresholds] | None = None
+) -> list[dict]:
     """The storage-ceiling lines in the overview's form: per (cluster, probed files), the newest ceiling
     against the previous accepted one and the floor of the accepted probes before it (the suite's own
-    probe check). A probe is stored accepted only when conclusive and not regressed, so a newest probe
-    that is conclusive but not accepted is `regressed` (its ceiling still shown and judged), and one
-    that is not conclusive `inconclusive`."""
+    probe check, with the newest probe's run's tolerance and window, `thresholds`: suite run id -> its
+    Thresholds, as the suite judged it). A probe is stored accepted only when conclusive and not
+    regressed, so a newest probe that is conclusive but not accepted is `regressed` (its ceiling still
+    shown and judged), and one that is not conclusive `inconclusive`."""
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
     lines = []
     if probes.empty:
@@ -434,9 +443,8 @@ def ceiling_lines(probes: pd.DataFrame, now: pd.Timestamp | None = None) -> list
         conclusive = rows["conclusive"].fillna(False).astype(bool) if "conclusive" in rows else accepted
         counted = accepted & rows["ceiling_mb_s"].notna()
         counted.iloc[-1] = bool(conclusive.iloc[-1] and pd.notna(rows["ceiling_mb_s"].iloc[-1]))
-        judged = judge(
-            rows["ceiling_mb_s"][counted].astype(float).tolist(), DEFAULT_REGRESSION_TOLERANCE, DEFAULT_HISTORY_RUNS
-        )
+        th = _configured(thresholds, rows["suite_run_id"].iloc[-1])
+        judged = judge(rows["ceiling_mb_s"][counted].astype(float).tolist(), th.regression_tolerance, th.history_runs)
         if not conclusive.iloc[-1]:
             status = "inconclusive"
         elif judged["under_floor"] or not accepted.iloc[-1]:

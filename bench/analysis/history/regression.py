@@ -30,7 +30,6 @@ MIN_HISTORY = 3
 # `history_runs` of them.
 NOISE_HISTORY_RUNS = 55
 PREDICTION = 0.975  # one-sided: about one look in 40 of a steady normal series falls under the floor
-REPEAT = "repeat"  # the variant: a scale run once more before a regression is called
 
 
 def history_stats(values: list[list[float]], index: pd.Index, window: int | list[int] | None = None) -> pd.DataFrame:

@@ -18,7 +18,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
-_EPS = 1e-9
+from bench.analysis.verdict import bounds
+
+_EPS = 1e-9  # the projection's demand against the storage's MB/s: a whole count a hair over by rounding
 # The projection's most accelerators: past this many, the count is reported as "at least" it.
 MAX_PROJECTED = 1_000_000
 
@@ -36,7 +38,7 @@ def measured_count(rows: pd.DataFrame, min_au: float) -> tuple[int | None, int |
     for gpus, au, valid in sorted(zip(rows["gpus"], rows["au"], rows["valid"], strict=True)):
         if not bool(valid) or au is None or (isinstance(au, float) and math.isnan(au)):
             break
-        if float(au) + _EPS < min_au:
+        if bounds.fails(bounds.AU, float(au), min_au):  # at min_au it held, as the verdict holds it
             fell = int(gpus)
             break
         held = int(gpus)

@@ -36,9 +36,10 @@ import statistics
 import numpy as np
 import pandas as pd
 
-# The frame names the straggler (straggler_gap, slowest_rank); the rules read the same work rate.
-from bench.analysis.frame import straggler as straggler
+# The frame names the straggler (bench.analysis.frame.straggler: straggler_gap, slowest_rank); the rules
+# read the same work rate.
 from bench.analysis.frame import work_rate
+from bench.analysis.verdict import bounds
 
 CAUSES = (
     "storage",
@@ -86,7 +87,7 @@ def _stands_out(ranks: list[dict], base_data_wait: float, threshold: float) -> b
     slow = min(ranks, key=work_rate)
     others = [r for r in ranks if r is not slow] or ranks
     rate = lambda r: float(r["images"]) / max(float(r["compute_s"]), 1e-9)  # noqa: E731
-    if 1.0 - rate(slow) / statistics.median(rate(r) for r in others) > threshold:
+    if bounds.fails(bounds.STRAGGLER_GAP, 1.0 - rate(slow) / statistics.median(rate(r) for r in others), threshold):
         return True
     # A host-local input path needs a host of its own: ranks sharing the slow rank's host share its
     # input path too, and uneven waits among them are the shared storage's (seen on a throttled disk).
@@ -143,7 +144,7 @@ def diagnose(
             f"{len(noisy)} of {len(ranks)} rank(s) shared their slot"
         )
     gap = float(row.get("straggler_gap") or 0.0)
-    if gap > straggler_gap and _stands_out(ranks, b_dw, straggler_gap):
+    if bounds.fails(bounds.STRAGGLER_GAP, gap, straggler_gap) and _stands_out(ranks, b_dw, straggler_gap):
         slow = min(ranks, key=work_rate)
         return "straggler", (
             f"rank {slow['rank']} on {slow['host']} works {_pct(gap)} below the ranks' median "
@@ -202,7 +203,7 @@ def add_bottlenecks(
     is more than `straggler_gap` below the median."""
     f = frame.copy()
     f["bottleneck"], f["bottleneck_evidence"] = "", ""
-    named = f["straggler_gap"].fillna(0.0) > straggler_gap
+    named = f["straggler_gap"].map(lambda gap: bounds.fails(bounds.STRAGGLER_GAP, gap, straggler_gap)).astype(bool)
     f["slowest_rank"] = f["slowest_rank"].where(named)
     f["slowest_host"] = f["slowest_host"].where(named, "")
     for idx, row in f.iterrows():

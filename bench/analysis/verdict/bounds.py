@@ -1,8 +1,10 @@
 """Every bound the verdict holds a figure to, and the one comparison of a figure with it.
 
 A bound's value comes from Thresholds (the scaling bound per GPU count from Thresholds.scaling_bound,
-the regression floor per series from bench.analysis.history.regression); which way it points
-(a floor: the figure must be at or above it; a ceiling: at or below) is written here once. The
+the regression floor per series from bench.analysis.history.regression, the measured-time floor per row
+from the run's config); which threshold bounds which figure and which way it points (a floor: the figure
+must be at or above it; a ceiling: at or below) is declared once, on the columns of the results schema
+(bench.results.schema.VERDICT_BOUNDS, which BOUNDS is), and compared here once. The
 differential reruns, the row verdicts, the GX suite and the dashboard all ask this module, so a
 figure exactly at its bound passes everywhere, and a missing figure or an unset bound is not judged
 (it passes, as GX's pair checks ignore a row with either value missing).
@@ -12,10 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from numbers import Real
 
 from bench.config import Thresholds
+from bench.results.schema import VERDICT_BOUNDS, Bound
 
 SCALING_EFFICIENCY = "scaling_efficiency"
 BANDWIDTH_EFFICIENCY = "bandwidth_efficiency"
@@ -26,25 +28,11 @@ SUPPORTED_GPUS = "supported_gpus"
 FOREIGN_SHARE = "foreign_share"
 STEP_TIME_SPREAD = "step_time_spread"
 REGRESSION = "regression"  # images/s (or a checkpoint MB/s) against its series' floor
+STRAGGLER_GAP = "straggler_gap"  # a rank's work rate below the ranks' median: above the gap it is named
+MEASURED = "measured_s"  # measured seconds against the run's min_measure_s
 
-
-@dataclass(frozen=True)
-class Bound:
-    setting: str | None  # the Thresholds field; None: the bound is per series (the regression floor)
-    floor: bool  # True: a figure at or above the bound passes; False: at or below it
-
-
-BOUNDS: dict[str, Bound] = {
-    SCALING_EFFICIENCY: Bound("min_scaling_efficiency", floor=True),
-    BANDWIDTH_EFFICIENCY: Bound("min_bandwidth_efficiency", floor=True),
-    CHECKPOINT_EFFICIENCY: Bound("min_checkpoint_efficiency", floor=True),
-    GPU_UTIL: Bound("min_gpu_util", floor=True),
-    AU: Bound("min_au", floor=True),
-    SUPPORTED_GPUS: Bound("min_supported_gpus", floor=True),
-    FOREIGN_SHARE: Bound("max_foreign_share", floor=False),
-    STEP_TIME_SPREAD: Bound("max_step_time_spread", floor=False),
-    REGRESSION: Bound(None, floor=True),
-}
+# The verdict's bounds by name, read from the results schema: {name: Bound(figure, side, threshold)}.
+BOUNDS: dict[str, Bound] = VERDICT_BOUNDS
 
 
 def _number(value) -> bool:
@@ -65,9 +53,9 @@ def bound(name: str, gpus: int, thresholds: Thresholds) -> float | None:
     """The bound `name` holds a scale of `gpus` to; None where the suite does not judge it."""
     if name == SCALING_EFFICIENCY:
         return scaling_bound(gpus, thresholds)
-    setting = BOUNDS[name].setting
+    setting = BOUNDS[name].threshold
     if setting is None:
-        raise ValueError(f"{name}: the bound is per series; compare with meets(name, value, floor)")
+        raise ValueError(f"{name}: the bound is per series or per row; compare with meets(name, value, limit)")
     value = getattr(thresholds, setting)
     return None if value is None else float(value)
 

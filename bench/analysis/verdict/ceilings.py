@@ -32,10 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-# The columns the ceilings add to the results frame (stored, shown, judged), and the allreduce probe's.
-from bench.results.schema import CEILING_FLOATS as CEILING_FLOATS
-from bench.results.schema import CEILING_LABELS as CEILING_LABELS
-from bench.results.schema import PROBE_FIELDS
+# The allreduce probe's columns (the ceilings' own: bench.results.schema.CEILING_FLOATS, CEILING_LABELS).
+from bench.results.schema import INDEPENDENT, PROBE_FIELDS
 
 Ideal = Literal["linear", "independent"]
 IDEALS: tuple[str, ...] = ("linear", "independent")
@@ -56,11 +54,6 @@ class Expected:
     bound_by: str  # "compute" (the node), "communication", or "storage"
     exposed_comm_s: float
     evidence: str
-
-
-def default_ideal(gpus_per_node: int) -> Ideal:
-    """GPU slots own an accelerator each (linear); CPU slots share the node (independent)."""
-    return "linear" if gpus_per_node > 0 else "independent"
 
 
 def _finite(value) -> bool:
@@ -112,9 +105,6 @@ def ideal_efficiency(
     return measured_img_s / (gpus * baseline_per_rank_img_s) if _finite(baseline_per_rank_img_s) else math.nan
 
 
-INDEPENDENT_VARIANT = "independent"
-
-
 def _completed_rate(result: dict) -> float | None:
     summary = result.get("summary") if result.get("state") == "COMPLETED" else None
     rate = summary.get("images_per_s") if isinstance(summary, dict) else None
@@ -128,7 +118,7 @@ def with_node_ceilings(frame, runs: list[dict]):
     import numpy as np
 
     f = frame.copy()
-    ceilings = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if r.get("variant") == INDEPENDENT_VARIANT}
+    ceilings = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if r.get("variant") == INDEPENDENT}
     own = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if not r.get("variant")}
     values, notes = [], []
     allreduce: dict[str, list] = {c: [] for c in PROBE_FIELDS}

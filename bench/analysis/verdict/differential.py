@@ -26,8 +26,9 @@ import pandas as pd
 # The figures and labels the reruns add (rerun_removed: warm, synthetic, neither; "" where not rerun).
 from bench.results.schema import DIFFERENTIAL_FIGURES as FIGURES
 from bench.results.schema import DIFFERENTIAL_LABELS as LABELS
+from bench.results.schema import SYNTHETIC, WARM
 
-VARIANTS = ("warm", "synthetic")
+VARIANTS = (WARM, SYNTHETIC)
 RECOVERY = 0.5  # share of the shortfall below the bound a rerun must win back to "remove the drop"
 IMPLIED = {"warm": "storage", "synthetic": "input_cpu"}
 

@@ -279,7 +279,7 @@ CHECKS: tuple[_Judged, ...] = (
 
 def _included(row: _Judged, thresholds: Thresholds, present: dict[str, bool]) -> bool:
     if row.when == "set":
-        return getattr(thresholds, bounds.BOUNDS[row.limit].setting) is not None
+        return getattr(thresholds, bounds.BOUNDS[row.limit].threshold) is not None
     return row.when == "always" or present.get(row.when, False)
 
 
@@ -291,7 +291,7 @@ def _check(row: _Judged, thresholds: Thresholds) -> Check:
         return Check(row.name, row.metric, row.value, row.bound_column, row.severity, kwargs, row.limit)
     if row.limit is not None:
         kwargs = {"column": row.column, **bounds.gx_column(row.limit, thresholds)}
-        setting = bounds.BOUNDS[row.limit].setting
+        setting = bounds.BOUNDS[row.limit].threshold
         return Check(row.name, row.metric, row.value, setting, row.severity, kwargs, row.limit)
     return Check(row.name, row.metric, row.value, None, row.severity, {"column": row.column, **row.fixed})
 

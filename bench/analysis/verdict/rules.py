@@ -50,7 +50,7 @@ def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Seri
                 why = f"ranks shared cores or a GPU: {shared}"
             elif not _finite(r.get("throughput_img_s")) or r["throughput_img_s"] <= 0:
                 why = "no positive measured throughput"
-            elif _finite(measured) and _finite(wanted) and measured < WINDOW_SLACK * wanted:
+            elif _finite(wanted) and bounds.fails(bounds.MEASURED, measured, WINDOW_SLACK * wanted):
                 why = f"measured {measured:.1f}s, shorter than min_measure_s {wanted:g}s"
             elif bounds.fails(bounds.STEP_TIME_SPREAD, spread, spread_limit):
                 why = (

@@ -14,12 +14,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from bench.config import MLPERF_STORAGE_MIN_AU
 from bench.errors import ResultsInputError
 
 # Per-row columns of the results frame and store (the supported counts only on the row that set the demand).
 from bench.results.schema import SIZING_COUNTS, SIZING_FLOATS
 
-AU_TARGET = 0.9
+AU_TARGET = MLPERF_STORAGE_MIN_AU  # a GPU held at MLPerf Storage's AU floor needs that share of its data
 _EPS = 1e-9  # floor(x / d) where x / d lands a hair under a whole number by rounding
 
 

@@ -1,24 +1,17 @@
 """The edge: a run's Params validated once, by the first task, into the plan every other task reads.
 
 The plan is one XCom (`validate_config`'s, with `sweep`, `matrix` and `suite_run_id` as its keys): `sweep`
-is the typed `SweepConfig` dumped once as JSON. Downstream tasks get the typed config back with
-`sweep_config(plan)`, which decodes that dump and runs no validator and applies no default: what a task
-works on is what the edge checked, never a second reading of the user's settings (a second validation
-could disagree with the first, e.g. TrainConfig's amp/precision rule reads which fields were given).
+is the typed `SweepConfig` as JSON (`plan_sweep`: the values that differ from the defaults). Each later
+task, a process of its own, validates it once with the same model (`sweep_config`), and that gives the
+config the edge checked: the model's validators give the same result run twice (the test holds every
+kind of field to it), so no second decoder of the dump is kept beside the model.
 """
 
 from __future__ import annotations
 
-import types
-from pathlib import Path
-from typing import Annotated, Literal, TypeVar, Union, get_args, get_origin
-
 from airflow.sdk import task
-from pydantic import BaseModel
 
 from bench.config import SweepConfig
-
-M = TypeVar("M", bound=BaseModel)
 
 
 @task
@@ -44,7 +37,7 @@ def validate_config(**context) -> dict:
     except ConfigError as error:
         raise AirflowFailException(f"invalid params: {error}") from None
     return {
-        "sweep": cfg.model_dump(mode="json"),
+        "sweep": plan_sweep(cfg),
         "matrix": run_matrix(cfg),
         # the suite's identity holds its DAG: two suites on one schedule share Airflow's run_id
         "suite_run_id": suite_run_identity(context["dag"].dag_id, context["run_id"]),
@@ -57,39 +50,18 @@ def matrix(plan: dict) -> list[dict]:
     return plan["matrix"]
 
 
+def plan_sweep(cfg: SweepConfig) -> dict:
+    """The config as the plan carries it: its JSON, every value that differs from the model's default
+    (the model fills in the rest, the same defaults on either side). A field left at its default is left
+    out so that validating the dump gives the config back: TrainConfig's amp/precision rule reads which
+    fields were given, and a full dump gives precision (fp32) beside amp."""
+    return cfg.model_dump(mode="json", exclude_defaults=True)
+
+
 def sweep_config(plan: dict) -> SweepConfig:
-    """The config `validate_config` checked, typed again for bench's functions (which take a SweepConfig)."""
-    return from_validated(SweepConfig, plan["sweep"])
+    """The config `validate_config` checked, validated again by the same model in this task's process
+    (each task is one): what a task works on is what the edge checked, and an XCom changed on its way
+    is refused naming the field, as the edge would have refused it."""
+    from bench.config import parse
 
-
-def from_validated(model: type[M], data: dict) -> M:
-    """`data`, the `model_dump(mode="json")` of a `model` that validated, as that model again: each field
-    is decoded from its JSON form by its annotation (nested models, tuples, int-keyed tables, paths) and
-    set with `model_construct`. No validator runs and no default is filled in: a field the dump lacks
-    (or one the model does not have) is an error, since the edge dumps every field."""
-    fields = model.model_fields
-    if data.keys() != fields.keys():
-        missing, unknown = sorted(fields.keys() - data.keys()), sorted(data.keys() - fields.keys())
-        raise ValueError(f"{model.__name__}: not a validated dump (missing {missing}, unknown {unknown})")
-    return model.model_construct(**{name: _decoded(field.annotation, data[name]) for name, field in fields.items()})
-
-
-def _decoded(annotation, value):
-    """One JSON value as the Python type its annotation names (no constraint is checked)."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if value is None or origin is Literal:
-        return value
-    if origin is Annotated:
-        return _decoded(args[0], value)
-    if origin in (Union, types.UnionType):
-        (arm,) = [a for a in args if a is not type(None)]  # the config's unions are all `X | None`
-        return _decoded(arm, value)
-    if origin is tuple:  # tuple[X, ...]
-        return tuple(_decoded(args[0], v) for v in value)
-    if origin is dict:  # JSON keys are strings: an int-keyed table gets its ints back
-        return {_decoded(args[0], k): _decoded(args[1], v) for k, v in value.items()}
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return from_validated(annotation, value)
-    if annotation in (Path, int, float) or (isinstance(annotation, type) and issubclass(annotation, int)):
-        return annotation(value)  # Path, int keys, ByteSize; float(1) as validation would have it
-    return value
+    return parse(SweepConfig, plan["sweep"], prefix="plan.sweep.")

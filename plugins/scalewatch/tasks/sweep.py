@@ -117,7 +117,7 @@ def launcher(cfg: SweepConfig):
     """The suite's launcher as this task's process builds it (key material resolved here)."""
     from scalewatch.launchers import from_kwargs, launcher_kwargs
 
-    return from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.hosts, cfg.ssh_config))
+    return from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.ssh_config))
 
 
 def with_summary(result: dict) -> dict:

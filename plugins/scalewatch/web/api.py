@@ -229,20 +229,20 @@ def _noise_history(store, dags: list[str], later, run_id: str) -> tuple[dict, di
     stored since) and the regression tolerance b's config set, with its `history_runs` as the window,
     each from the config of b's run in the row's own DAG (the defaults where it set none)."""
     from bench.analysis.history.compare import SCALE
-    from bench.config import DEFAULT_HISTORY_RUNS, DEFAULT_REGRESSION_TOLERANCE
+    from bench.config import Thresholds
     from scalewatch.web.reading import thresholds_by_dag
 
     configured = thresholds_by_dag(store, later["dag_id"].unique().tolist(), run_id)
     history, tolerances = {}, {}
     for dag_id, rows in later.groupby("dag_id", sort=False):
-        th = configured.get(dag_id, {})
-        window = int(th.get("history_runs", DEFAULT_HISTORY_RUNS))
+        th = configured.get(dag_id) or Thresholds()  # no run of this DAG stored: the model's defaults
+        window = th.history_runs
         until = rows["started_at"].astype(str).tolist()
         values = store.history_values(rows, window, run_id, since=None, dag_ids=dags, until=until)
         for row, v in zip(rows.to_dict("records"), values, strict=True):
             key = tuple(int(row[k]) if k == "gpus" else row[k] for k in SCALE)
             history[key] = list(reversed(v))  # oldest first, as the floor reads it
-            tolerances[key] = float(th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE))
+            tolerances[key] = th.regression_tolerance
     return history, tolerances
 
 

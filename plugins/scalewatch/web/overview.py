@@ -77,7 +77,12 @@ def ceilings_for(store, scope: Scope) -> list[dict]:
 
     if scope.workload or scope.config_key or scope.gpus:
         return []
-    return ceiling_lines(store.recent_probes(scope.dag_ids, RECENT_RUNS, scope.cluster))
+    probes = store.recent_probes(scope.dag_ids, RECENT_RUNS, scope.cluster)
+    if probes.empty:
+        return []
+    # each line is judged with its newest probe's run's tolerance and window, as the suite judged it
+    newest = probes.sort_values("probed_at").groupby(["cluster", "paths", "sample_bytes"]).tail(1)
+    return ceiling_lines(probes, None, thresholds_of(store, scope.dag_ids, newest["suite_run_id"].astype(str).tolist()))
 
 
 def page_context(lines: list[dict], ceilings: list[dict], attention: bool) -> dict:

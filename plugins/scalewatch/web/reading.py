@@ -3,7 +3,6 @@ DAGs the user may read (Airflow's per-DAG check, once per DAG and request, never
 
 from __future__ import annotations
 
-import json
 import threading
 
 from scalewatch.web.auth import may_read_dag
@@ -29,21 +28,18 @@ def readable_dags(user, store) -> list[str]:
     return [d for d in store.dag_ids() if may_read_dag(user, d or None)]
 
 
-def _thresholds(config) -> dict:
-    try:
-        config = json.loads(config) if isinstance(config, str) and config else {}
-    except ValueError:
-        config = {}
-    return (config if isinstance(config, dict) else {}).get("thresholds") or {}
+def thresholds_of(store, dag_ids: list[str], run_ids) -> dict:
+    """suite run id -> the Thresholds its config held (only the runs asked for: the series' latest), read
+    by the one stored-config reader (bench.results.stored: the defaults where it held none)."""
+    from bench.results.stored import thresholds_or_defaults
+
+    runs = store.suite_runs(dag_ids, ids=run_ids).itertuples()
+    return {str(run.suite_run_id): thresholds_or_defaults(run.config) for run in runs}
 
 
-def thresholds_of(store, dag_ids: list[str], run_ids) -> dict[str, dict]:
-    """suite run id -> the thresholds its config held (only the runs asked for: the series' latest)."""
-    return {
-        str(run.suite_run_id): _thresholds(run.config) for run in store.suite_runs(dag_ids, ids=run_ids).itertuples()
-    }
+def thresholds_by_dag(store, dag_ids: list[str], run_id: str) -> dict:
+    """DAG id -> the Thresholds its run `run_id` held (several DAGs may hold runs of one suite run id)."""
+    from bench.results.stored import thresholds_or_defaults
 
-
-def thresholds_by_dag(store, dag_ids: list[str], run_id: str) -> dict[str, dict]:
-    """DAG id -> the thresholds its run `run_id` held (several DAGs may hold runs of one suite run id)."""
-    return {str(run.dag_id): _thresholds(run.config) for run in store.suite_runs(dag_ids, ids=[run_id]).itertuples()}
+    runs = store.suite_runs(dag_ids, ids=[run_id]).itertuples()
+    return {str(run.dag_id): thresholds_or_defaults(run.config) for run in runs}

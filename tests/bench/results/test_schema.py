@@ -78,7 +78,9 @@ def test_every_declaration_is_complete_and_its_bounds_name_real_thresholds():
         if c.bound is not None:
             assert c.bound.figure in schema.NAMES and c.bound.side in ("min", "max"), c
             assert c.bound.threshold is None or c.bound.threshold in fields, c
-        assert c.held_to is None or c.held_to in fields, c
+        if c.held_to is not None:  # a figure held to a threshold directly: its own column, a real field
+            assert c.held_to.figure == c.name and c.held_to.side in ("min", "max"), c
+            assert c.held_to.threshold in fields, c
     assert len(schema.BY_NAME) == len(schema.RESULT_COLUMNS), "a column is declared twice"
     for group in (
         schema.KEY,
@@ -99,15 +101,31 @@ def test_every_declaration_is_complete_and_its_bounds_name_real_thresholds():
     assert schema.scaling_bound(table, 8) == 0.9 and schema.scaling_bound(table, 64) == 0.8
 
 
-def test_the_modules_that_used_to_define_the_lists_hand_on_the_schemas():
-    from bench.analysis import frame
-    from bench.analysis.verdict import bottleneck, ceilings, differential, sizing
+LIST_MODULES = ("analysis/frame.py", "analysis/verdict/ceilings.py", "analysis/verdict/differential.py")
+LIST_MODULES += ("analysis/verdict/sizing.py", "analysis/verdict/bottleneck.py", "analysis/history/annotations.py")
+LIST_MODULES += ("train/slots.py",)  # its bench.slots re-exports too
 
-    assert (frame.KEY, frame.METRICS, frame.COLUMNS) == (schema.KEY, schema.METRICS, schema.COLUMNS)
-    assert (ceilings.CEILING_FLOATS, ceilings.CEILING_LABELS) == (schema.CEILING_FLOATS, schema.CEILING_LABELS)
+
+def test_the_modules_that_used_to_define_the_lists_hand_on_the_schemas():
+    """The lists they once defined are the schema's: what they use they import from it, and none of them
+    assigns a column list of its own (nor re-exports one for tests alone, issue 52)."""
+    from bench.analysis import frame
+    from bench.analysis.verdict import differential, sizing
+
+    assert (frame.METRICS, frame.COLUMNS) == (schema.METRICS, schema.COLUMNS)
     assert (differential.FIGURES, differential.LABELS) == (schema.DIFFERENTIAL_FIGURES, schema.DIFFERENTIAL_LABELS)
     assert (sizing.SIZING_FLOATS, sizing.SIZING_COUNTS) == (schema.SIZING_FLOATS, schema.SIZING_COUNTS)
-    assert bottleneck.straggler is frame.straggler
+    lists = {n for n, v in vars(schema).items() if n.isupper() and isinstance(v, tuple)}
+    for rel in LIST_MODULES:
+        tree = ast.parse((ROOT / "bench" / rel).read_text())
+        assigned = {
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+        }
+        assert not assigned & lists, f"bench/{rel} defines {sorted(assigned & lists)}: import the schema's"
+        reexports = [
+            a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names if a.asname == a.name
+        ]
+        assert not reexports, f"bench/{rel} re-exports {reexports} (`import x as x`): import them where they live"
 
 
 def _modules(*roots: str) -> list[Path]:
@@ -212,3 +230,28 @@ def test_the_scan_finds_a_column_list_and_only_one(tmp_path, source, found):
     path = tmp_path / "m.py"
     path.write_text(source + "\n")
     assert bool(column_lists(path)) is found
+
+
+def test_run_variants_and_the_real_models_layouts_are_written_once():
+    """A scale's extra runs are named in the schema alone (REPEAT and the node ceiling's variant were each
+    written twice, in the suite's plan and the verdict), and the real models' dataset trees in
+    bench.workloads.spec.REAL_LAYOUT alone (bench.suite.plan kept a copy)."""
+    from bench.workloads.spec import REAL_LAYOUT
+
+    variants = {schema.INDEPENDENT, schema.REPEAT, schema.WARM, schema.SYNTHETIC}
+    twice = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.parse(path.read_text(), rel).body:
+            if not isinstance(node, ast.Assign):
+                continue
+            value = node.value.value if isinstance(node.value, ast.Constant) else None
+            if rel != "bench/results/schema.py" and value in variants:
+                twice.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+            if rel != "bench/workloads/spec.py" and isinstance(node.value, ast.Dict):
+                try:
+                    if ast.literal_eval(node.value) == REAL_LAYOUT:
+                        twice.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+                except ValueError:
+                    pass
+    assert not twice, "written again (import it): " + "; ".join(twice)

@@ -108,9 +108,16 @@ def test_block_plan_places_ranks_like_horovod():
     ]
 
 
-def test_slot_facts_live_low_and_stay_importable_from_train_slots():
+def test_slot_facts_live_low_and_train_slots_keeps_no_copy_of_them():
+    """The slot facts are defined once, in bench.slots (the summary and the verdict read them without the
+    training side); bench.train.slots uses them from there and re-exports none for its old importers
+    (issue 52: only tests kept those names alive)."""
     import bench.slots
     import bench.train.slots
 
-    for name in ("Peer", "contention", "contention_summary", "cpu_ranges", "parse_cpulist"):
-        assert getattr(bench.train.slots, name) is getattr(bench.slots, name)
+    facts = ("Peer", "contention", "contention_summary", "cpu_ranges", "parse_cpulist")
+    for name in facts:
+        assert getattr(bench.slots, name).__module__ == "bench.slots", name
+        held = getattr(bench.train.slots, name, None)
+        assert held is None or held is getattr(bench.slots, name), f"bench.train.slots.{name} is a copy"
+    assert not {"contention", "contention_summary", "cpu_ranges"} & set(vars(bench.train.slots)), "re-exported"

@@ -41,26 +41,49 @@ def test_a_dumped_config_decodes_to_the_config_that_validated(tmp_path):
     assert isinstance(back.workloads, tuple) and back.storage_cache_bytes == 2 * 2**30
 
 
-def test_decoding_runs_no_validator(tmp_path):
-    """amp without precision validates; a second validation of its dump (precision now given) would not."""
-    from scalewatch.tasks.plan import from_validated
+def test_the_plan_validates_to_the_config_that_validated_and_again_to_the_same(tmp_path):
+    """Each task validates the plan's config once, with the same model (issue 52: a homemade decoder ran no
+    validator, since a full dump of amp without precision failed TrainConfig's amp/precision rule when
+    validated again). The plan carries what differs from the defaults, so validating it gives the config
+    back, and validating that again gives the same: every kind of field, amp, a checkpoint size."""
+    from scalewatch.tasks.plan import plan_sweep, sweep_config
 
     data = str(tmp_path / "data")
-    cfg = SweepConfig(
+    amp = SweepConfig(
         dataset_path=data, output_dir=str(tmp_path), train=TrainConfig(workload="ssd", data=data, steps=2, amp=True)
     )
-    dump = cfg.model_dump(mode="json")
-    with pytest.raises(ValueError, match="amp/precision"):
-        SweepConfig.model_validate(dump)
-    assert from_validated(SweepConfig, dump) == cfg
+    sized = SweepConfig(
+        dataset_path=data,
+        output_dir=str(tmp_path),
+        train=TrainConfig(workload="ssd", data=data, steps=2),
+        checkpoint={"bytes_per_rank": "1MiB", "writes": 2},
+    )
+    for cfg in (_every_kind_of_field(tmp_path), amp, sized):
+        back = sweep_config({"sweep": plan_sweep(cfg)})
+        assert back == cfg and plan_sweep(back) == plan_sweep(cfg)
+        assert sweep_config({"sweep": plan_sweep(back)}) == cfg
+    from bench.suite.plan import run_spec
+
+    assert run_spec(amp, "r1", "ssd", 1).train.amp  # a scale's TrainConfig is validated from it alike
+    with pytest.raises(ValueError, match="amp/precision"):  # the rule still holds where fp32 is given
+        TrainConfig(workload="ssd", data=data, steps=2, amp=True, precision="fp32")
 
 
-def test_a_dump_missing_a_field_is_refused_never_defaulted(tmp_path):
-    from scalewatch.tasks.plan import from_validated
+def test_a_plan_changed_on_its_way_is_refused_naming_the_field(tmp_path):
+    """The plan is validated, not trusted: an unknown key or a value out of its limits (an XCom edited
+    between tasks) is refused as the edge refuses it; a default left out is the model's own."""
+    from bench.errors import ConfigError
+    from scalewatch.tasks.plan import plan_sweep, sweep_config
 
-    dump = _every_kind_of_field(tmp_path).model_dump(mode="json")
-    del dump["time_limit_s"]
-    with pytest.raises(ValueError, match=r"missing \['time_limit_s'\]"):
-        from_validated(SweepConfig, dump)
-    with pytest.raises(ValueError, match=r"unknown \['gpu'\]"):
-        from_validated(SweepConfig, {**dump, "time_limit_s": 60, "gpu": [1]})
+    dump = plan_sweep(_every_kind_of_field(tmp_path))
+    with pytest.raises(ConfigError, match=r"plan\.sweep\.gpu: Extra inputs are not permitted"):
+        sweep_config({"sweep": {**dump, "gpu": [1]}})
+    with pytest.raises(ConfigError, match=r"plan\.sweep\.time_limit_s: Input should be greater than or equal to 10"):
+        sweep_config({"sweep": {**dump, "time_limit_s": 1}})
+    assert (
+        "time_limit_s" not in dump
+        and sweep_config({"sweep": dump}).time_limit_s
+        == SweepConfig(
+            dataset_path=tmp_path, output_dir=tmp_path, train=TrainConfig(workload="ssd", synthetic=True, steps=1)
+        ).time_limit_s
+    )

@@ -15,9 +15,9 @@ from bench.analysis.history.detect import (
     replay,
     replay_outliers,
 )
-from bench.analysis.history.labelled_history import labelled_histories, realistic_histories, score
 from bench.analysis.history.regression import series_floor
 from bench.errors import ConfigError
+from benchmarks.labelled_history import labelled_histories, realistic_histories, score
 from tests.bench.analysis.test_cli_contracts import run
 
 

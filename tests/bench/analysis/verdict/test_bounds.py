@@ -197,10 +197,13 @@ def test_a_step_time_spread_at_its_limit_is_steady():
 
 # Thresholds' bound settings (min_*/max_*), the function that turns them into a bound, and the per-row
 # bound columns the verdict writes: a comparison with any of them belongs in the bounds module.
+# Every threshold the schema's bounds name too (straggler_gap has no min_/max_ prefix), and a local
+# variable named after one (`min_au = w["min_au"]`) or called a threshold.
 BOUND_SETTINGS = {n for n in Thresholds.model_fields if n.startswith(("min_", "max_"))}
+BOUND_SETTINGS |= {b.threshold for b in bounds.BOUNDS.values() if b.threshold is not None}
 BOUND_CALLS = {"scaling_bound", "bound_at", "bound"}
 BOUND_COLUMNS = BOUND_SETTINGS | {"regression_floor", "min_supported_gpus_checked"}
-BOUND_NAMES = {"bound", "floor"}  # what a caller calls a bound's value once it has it
+BOUND_NAMES = {"bound", "floor", "threshold"} | BOUND_SETTINGS  # a bound's value once a caller has it
 ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 EXEMPT = {"bench/analysis/verdict/bounds.py", "bench/config.py"}  # the comparison itself; the table lookup
 
@@ -251,3 +254,55 @@ def test_the_inline_check_catches_an_inline_comparison():
     )
     compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)]
     assert len(compares) == 5 and all(_compares_a_bound(c) for c in compares)
+    # the ones issue 52 found: AU with its own slack, the straggler gap in bottleneck.py (twice)
+    tree = ast.parse("a = au + eps < min_au\nb = gap > straggler_gap\nc = 1.0 - r > threshold")
+    compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)]
+    assert len(compares) == 3 and all(_compares_a_bound(c) for c in compares)
+
+
+def test_one_table_of_bounds_read_from_the_results_schema():
+    """Which threshold bounds which figure is declared once, on the schema's columns; bounds.BOUNDS is that
+    table, every name the verdict uses is in it, and one class is called Bound."""
+    from bench.results import schema
+
+    assert bounds.BOUNDS is schema.VERDICT_BOUNDS
+    names_used = {v for k, v in vars(bounds).items() if k.isupper() and isinstance(v, str)}
+    assert names_used == set(bounds.BOUNDS)
+    for name, bound in bounds.BOUNDS.items():
+        assert bound.figure in schema.NAMES and bound.side in ("min", "max"), name
+        assert bound.threshold is None or bound.threshold in Thresholds.model_fields, name
+    assert not bounds.BOUNDS[bounds.STRAGGLER_GAP].floor and bounds.BOUNDS[bounds.AU].floor
+    classes = [
+        f"{path.relative_to(ROOT)}"
+        for top in ("bench", "plugins")
+        for path in (ROOT / top).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name == "Bound"
+    ]
+    assert classes == ["bench/results/schema.py"], classes
+
+
+def test_the_straggler_gap_and_au_meet_their_bounds_where_the_verdict_does():
+    """A rank exactly at the gap is not named (a ceiling: at it passes); AU exactly at min_au held, and a
+    hair under it fell (accelerators.py kept its own 1e-9 slack before, which the verdict never had)."""
+    from bench.analysis.verdict.accelerators import measured_count
+    from bench.analysis.verdict.bottleneck import add_bottlenecks
+
+    frame = pd.DataFrame(
+        {
+            "workload": ["w"] * 3,
+            "gpus": [1, 2, 4],
+            "straggler_gap": [0.1, 0.1000001, NAN],
+            "slowest_rank": [0, 1, 2],
+            "slowest_host": ["a", "b", "c"],
+            "verdict": ["pass"] * 3,
+            "borderline": [False] * 3,
+            "state": ["RUNNING"] * 3,
+        }
+    )
+    named = add_bottlenecks(frame, 0.1, None, set())
+    assert named["slowest_host"].tolist() == ["", "b", ""]
+    rows = pd.DataFrame({"gpus": [1, 2, 4], "au": [0.95, 0.9, 0.9 - 1e-12], "valid": [True] * 3})
+    assert measured_count(rows, 0.9) == (2, 4)
+    assert bounds.passes(bounds.AU, 0.9, 2, Thresholds(min_au=0.9))
+    assert not bounds.passes(bounds.AU, 0.9 - 1e-12, 2, Thresholds(min_au=0.9))

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from bench.analysis.verdict.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, default_ideal, expected, ideal_efficiency
+from bench.analysis.verdict.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, expected, ideal_efficiency
+from bench.config import SweepConfig, TrainConfig
 
 
 def test_a_node_that_gives_two_ranks_1_6x_one_expects_0_8_and_compute_binds():
@@ -37,8 +38,16 @@ def test_without_a_node_ceiling_nothing_is_expected():
     assert expected(2, 8, 100.0, None, 0.1) is None and expected(2, 8, math.nan, 150.0, None) is None
 
 
-def test_the_ideal_follows_the_slot_and_both_efficiencies_differ_as_they_should():
-    assert default_ideal(0) == "independent" and default_ideal(8) == "linear"
+def test_the_ideal_follows_the_slot_and_both_efficiencies_differ_as_they_should(tmp_path):
+    """`auto` is SweepConfig.resolved_ideal's one rule (ceilings.default_ideal, which forgot that no node
+    ceiling means linear, is gone): GPU slots linear, CPU slots independent, linear without ceilings."""
+    train = TrainConfig(workload="ssd", synthetic=True, steps=1)
+
+    def ideal(**kw) -> str:
+        return SweepConfig(dataset_path=tmp_path, output_dir=tmp_path, train=train, **kw).resolved_ideal()
+
+    assert ideal(gpus_per_node=0) == "independent" and ideal(gpus_per_node=8) == "linear"
+    assert ideal(gpus_per_node=0, ceilings=False) == "linear"
     assert ideal_efficiency("linear", 150.0, 2, 100.0, 160.0) == pytest.approx(0.75)
     assert ideal_efficiency("independent", 150.0, 2, 100.0, 160.0) == pytest.approx(0.9375)
     assert math.isnan(ideal_efficiency("independent", 150.0, 2, 100.0, None))

@@ -3,7 +3,8 @@
 A detector that alerts a channel must be measured before it is trusted: these series plant steps,
 slow drifts, clean stretches, missing weeks and one-week dips (a bad node, a busy storage week) with
 the noise of real weekly benchmark figures, so precision, recall and the online delay are counted,
-not guessed. The benchmark and the tests use them; the dashboard tests seed a store with them.
+not guessed. The benchmark (section 12) and the detector's tests use them: a fixture, kept out of the
+installed package (issue 52).
 """
 
 from __future__ import annotations
@@ -160,13 +161,6 @@ def realistic_histories(
         _plant_dips(series, dips, dip_size, rng)
         out.append(series)
     return out
-
-
-def as_history(series: list[LabelledSeries], metric: str = "throughput_img_s") -> pd.DataFrame:
-    """The `bench detect` input table: one (model, gpus) per series."""
-    return pd.concat(
-        pd.DataFrame({"timestamp": s.timestamps, "model": s.name, "gpus": 1, metric: s.values}) for s in series
-    ).reset_index(drop=True)
 
 
 @dataclass
