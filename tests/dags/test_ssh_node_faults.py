@@ -38,7 +38,7 @@ LINK = "48Mbit"  # 6 MB/s on each compute node's link
 LINK_MB_S = 6.0
 READ_CAP = 2_000_000  # host2's mount reads at the store's disk: a third of its link
 CPU_CORES = 0.2  # host2's CPU: a fifth of a core for all it runs
-CACHE_CAP = 16 << 20  # the store host's page cache, under the ~24 MB dataset
+CACHE_CAP = 16 << 20  # the store host's page cache, a third of the ~48 MB dataset
 
 
 def _env() -> dict[str, str]:
