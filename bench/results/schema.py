@@ -312,6 +312,8 @@ KEY: tuple[str, ...] = _names("key")
 STORE_KEY: tuple[str, ...] = ("dag_id", *KEY)
 # A series: the runs whose figures are compared over time (history, change points, annotations).
 SERIES_KEY: tuple[str, ...] = ("cluster", "workload", "gpus", "config_key")
+# A scale's node line on the overview: which run named which node, newest first per series.
+NODE_LINE: tuple[str, ...] = ("suite_run_id", "cluster", "workload", "gpus", "started_at", "slow_node")
 # What names one stored row of a run and whether history takes it: the history readers' first columns.
 RUN_ROW: tuple[str, ...] = ("dag_id", "suite_run_id", *SERIES_KEY, "started_at", "accepted", "verdict")
 # The checkpoint figures from the run's summary (floats; NaN where the phase or the saves did not run).

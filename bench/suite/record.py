@@ -148,6 +148,8 @@ def record(
         files.restore()
         raise
     files.settle()
+    from bench.analysis.verdict.evaluate import inconclusive_figures
+
     named = {str(h) for h in ev.frame.get("slow_node", pd.Series(dtype=object)) if h}
     named |= {str(s["host"]) for s in ((ev.probe or {}).get("slow_nodes") or [])}
     nodes = this_run_node_lines(ev) + slow_node_lines(store, cfg.cluster, named)
@@ -157,6 +159,7 @@ def record(
         "inconclusive": ev.inconclusive,
         "failures": ev.failures,
         "warnings": ev.warnings,
+        "inconclusive_figures": inconclusive_figures(ev.warnings),
         "report": str(report),
         "data_docs": ev.data_docs,
         "results_csv": str(out / "results.csv"),

@@ -45,14 +45,16 @@ def _reads(store: ResultsStore, monkeypatch) -> dict[str, tuple[int, int]]:
     from bench.report.history import Filters
     from scalewatch.web.api import PointsQuery, series_points
     from scalewatch.web.app import _series_charts
-    from scalewatch.web.overview import Scope, ceilings_for, lines_for
+    from scalewatch.web.overview import Scope, ceilings_for, lines_for, nodes_for
 
     dags = store.dag_ids()
     reads = Reads(store, monkeypatch)
     key = ("load-000", "ssd", 4, "cfg0")
     monkeypatch.setattr("scalewatch.web.api._store_and_dags", lambda _user: (store, dags))
     out = {
-        "overview": reads.of(lambda: (lines_for(store, Scope(dags)), ceilings_for(store, Scope(dags)))),
+        "overview": reads.of(
+            lambda: (lines_for(store, Scope(dags)), ceilings_for(store, Scope(dags)), nodes_for(store, Scope(dags)))
+        ),
         "series": reads.of(lambda: _series_charts(store, dags, Filters(*key[:2], key[3], key[2]))),
         "api": reads.of(lambda: series_points(None, series_id(*key), PointsQuery(limit=10))),
     }
@@ -77,8 +79,9 @@ def test_pages_read_a_bounded_slice_whatever_the_history_length(url, tmp_path, m
         long = ResultsStore(long_url)
     assert seed_many(long, 1, 300, configs=1) == SERIES * 300
     many = _reads(long, monkeypatch)
-    # the newest RECENT_RUNS rows of each series and the one suite run whose thresholds judge them all
-    assert many["overview"] == few["overview"] and few["overview"][1] == SERIES * RECENT_RUNS + 1
+    # the newest RECENT_RUNS rows of each series and the one suite run whose thresholds judge them all; the
+    # node lines read the same newest rows again
+    assert many["overview"] == few["overview"] and few["overview"][1] == 2 * SERIES * RECENT_RUNS + 1
     assert many["api"] == few["api"] and many["api"][1] == 11  # a page of 10 and the one that says "more"
     assert many["series"][0] == few["series"][0]  # the same statements
     assert few["series"][1] == 2 * 20 and many["series"][1] == 2 * SERIES_PAGE_RUNS  # its rows and their suite runs

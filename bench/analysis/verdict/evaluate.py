@@ -294,6 +294,18 @@ def figure_warnings(warnings: list[dict], prepared: pd.DataFrame) -> list[dict]:
     return out
 
 
+def inconclusive_figures(warnings: list[dict]) -> list[dict]:
+    """The figures whose own validity rule failed (epoch-1 reads too short for a rate, or served from the
+    cache): each an INCONCLUSIVE item {workload, gpus, figure, reason} the alert states as such, its row
+    still judged on its other figures (issue 49: too short is INCONCLUSIVE, never FAILED, and never only a
+    warning line). `warnings` as figure_warnings gives them (their reasons say why)."""
+    return [
+        {"workload": w["workload"], "gpus": w["gpus"], "figure": "epoch-1 read rate", "reason": w.get("reason", "")}
+        for w in warnings
+        if w["expectation"] == names.BANDWIDTH_NOT_CACHE_DISTORTED
+    ]
+
+
 def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
     """The suite's failures as alerts read them: the ideal judged against, why a sizing or regression
     check failed, the named cause and its evidence, and an oversubscription note."""

@@ -15,6 +15,11 @@ two nodes the median of the peers is the other node, so only the slower one can 
 
 A node that returns no figures (named in `missing_nodes`) is named too: its level or scale is not
 judged on the nodes that answered.
+
+Not judged: a node's share of the allreduce (`comm_share`, stored and shown per node). It is no
+higher-is-better figure of the node itself: a node slow in its CPU or disk makes its peers wait for it
+in every collective, so the peers show the higher share and the slow node the lower, and on a slow link
+every rank waits alike. Judged by this rule it would name a healthy node, or nobody.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ import pandas as pd
 
 from bench.analysis.verdict.expectations import CHECKS
 from bench.analysis.verdict.rules import FAIL, PASS
+from bench.results.schema import SERIES_KEY
 
 JUDGED = (PASS, FAIL)  # verdicts that judged a row's figures (an inconclusive row judged nothing)
-SERIES = ("cluster", "workload", "gpus", "config_key")
 
 
 def failed(row: dict) -> list[str]:
@@ -59,7 +59,7 @@ def verdict_recoveries(previous: pd.DataFrame, frame: pd.DataFrame, suite_run_id
         if row.get("verdict") not in JUDGED:
             continue
         mine = earlier
-        for c in SERIES:
+        for c in SERIES_KEY:
             mine = mine[mine[c] == (int(row[c]) if c == "gpus" else row[c])]
         if mine.empty:
             continue
@@ -80,7 +80,7 @@ def verdict_recoveries(previous: pd.DataFrame, frame: pd.DataFrame, suite_run_id
                 {
                     "kind": "recovered",
                     "line": line,
-                    **{c: int(row[c]) if c == "gpus" else str(row[c]) for c in SERIES},
+                    **{c: int(row[c]) if c == "gpus" else str(row[c]) for c in SERIES_KEY},
                     "metric": name,
                     "changed_at": str(last["started_at"]),
                     "changed_in": str(last["suite_run_id"]),

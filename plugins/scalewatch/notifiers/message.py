@@ -12,12 +12,16 @@ def alert_text(
     inconclusive: list[dict] | None = None,
     slow_nodes: list[str] | None = None,
     at_au: dict[str, list[dict]] | None = None,
+    figures: list[dict] | None = None,
 ) -> str:
-    inconclusive = inconclusive or []
+    """`figures`: the figures whose own validity rule failed (a read too short for a rate), each stated as
+    an INCONCLUSIVE item of its row (bench.analysis.verdict.evaluate.inconclusive_figures)."""
+    inconclusive, figures = inconclusive or [], figures or []
     verdict = "FAILED" if failures else "INCONCLUSIVE"
     lines = [
         f"scalewatch: scaling check {verdict} for suite run {suite_run_id} "
-        f"({len(failures)} failing figure(s), {len(inconclusive)} inconclusive row(s))"
+        f"({len(failures)} failing figure(s), {len(inconclusive)} inconclusive row(s)"
+        + (f", {len(figures)} inconclusive figure(s))" if figures else ")")
     ]
     for f in failures:
         reason = f" — {f['reason']}" if f.get("reason") else ""
@@ -28,6 +32,8 @@ def alert_text(
         )
     for i in inconclusive:
         lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: inconclusive — {i['reason']}")
+    for i in figures:
+        lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: {i['figure']} INCONCLUSIVE — {i['reason']}")
     lines += [f"• slow node: {line}" for line in slow_nodes or []]
     lines += at_au_lines(at_au or {})
     return "\n".join(lines + link_lines(report, report_url, run_url))

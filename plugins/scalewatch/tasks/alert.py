@@ -57,7 +57,8 @@ def _messages(cfg: SweepConfig, suite_run_id: str, outcome: dict | None, links_:
     nodes = (outcome or {}).get("slow_nodes") or []
     if failures or inconclusive:
         at_au = (outcome or {}).get("accelerators_at_au") or {}
-        text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive, nodes, at_au)
+        figures = (outcome or {}).get("inconclusive_figures") or []
+        text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive, nodes, at_au, figures)
         verdict = "FAILED" if failures else "INCONCLUSIVE"
         return [(f"scalewatch: scaling check {verdict} ({suite_run_id})", text)]
     if nodes:  # a failing node is news in a passing week too

@@ -162,7 +162,7 @@ def _history_page(user, query: PageQuery) -> HTMLResponse:
     from bench.errors import ConfigError
     from bench.report.history import Filters, UnknownFilter, check_filters, options
     from scalewatch.paths import results_url
-    from scalewatch.web.overview import Scope, ceilings_for, lines_for, page_context
+    from scalewatch.web.overview import Scope, ceilings_for, lines_for, nodes_for, page_context
 
     filters = Filters(query.cluster, query.workload, query.config, query.gpus)
     empty = {"cluster": [], "workload": [], "config_key": []}
@@ -191,7 +191,9 @@ def _history_page(user, query: PageQuery) -> HTMLResponse:
     except UnknownFilter as error:
         return page(400, str(error), options(series))
     scope = Scope(readable, filters.cluster, filters.workload, filters.config_key, filters.gpus)
-    overview = page_context(lines_for(store, scope), ceilings_for(store, scope), query.attention)
+    overview = page_context(
+        lines_for(store, scope), ceilings_for(store, scope), query.attention, nodes_for(store, scope)
+    )
     charts = _series_charts(store, readable, filters) if filters.picked() else {}
     return page(200, None, options(series), overview, **charts)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from bench.results.schema import NODE_LINE
 from scalewatch.web.reading import thresholds_of
 
 SPARK_W, SPARK_H = 120, 24
@@ -85,9 +86,30 @@ def ceilings_for(store, scope: Scope) -> list[dict]:
     return ceiling_lines(probes, None, thresholds_of(store, scope.dag_ids, newest["suite_run_id"].astype(str).tolist()))
 
 
-def page_context(lines: list[dict], ceilings: list[dict], attention: bool) -> dict:
+def nodes_for(store, scope: Scope) -> list[dict]:
+    """The node lines of the overview (issue 49): each node the newest run of a cluster in scope named as
+    standing out against its peers, marked "(one run)" (bench.analysis.history.node_health), from the
+    newest RECENT_RUNS rows of each series, as the series lines read them. The across-runs rule (the
+    slowest in 3 of 5 runs) needs every rank's figures: it is shown on a series' page."""
+    from bench.analysis.history.node_health import named_in_newest_run
+    from bench.analysis.history.overview import RECENT_RUNS
+
+    recent = store.results_of(
+        scope.dag_ids,
+        NODE_LINE,
+        newest=RECENT_RUNS,
+        cluster=scope.cluster,
+        workload=scope.workload,
+        config_key=scope.config_key,
+        gpus=scope.gpus,
+    )
+    return named_in_newest_run(recent, set())
+
+
+def page_context(lines: list[dict], ceilings: list[dict], attention: bool, nodes: list[dict] = ()) -> dict:
     """What the template shows: the roll-up over all lines, the (filtered) series lines, checkpoint lines
-    and ceiling lines with their sparklines; "needs attention" counts every line that needs it."""
+    and ceiling lines with their sparklines, and the node lines; "needs attention" counts every line that
+    needs it."""
     from bench.analysis.history.overview import NEEDS_ATTENTION, needs_attention, rollup
 
     def drawn(rows: list[dict]) -> list[dict]:
@@ -101,6 +123,7 @@ def page_context(lines: list[dict], ceilings: list[dict], attention: bool) -> di
         "lines": drawn(series),
         "checkpoints": drawn(checkpoints),
         "ceilings": drawn(ceilings),
+        "nodes": list(nodes),  # shown whatever the filter: a node that stands out needs attention
         "attention": attention,
         "total": len(series),
         "attention_count": len(needs_attention(lines + ceilings)),
