@@ -27,6 +27,16 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> Path:
+    """A small records folder for idle ranks (emulated: real reads, then a timed wait per batch)."""
+    from bench.data.records import RecordsSpec, generate_records
+
+    folder = tmp_path_factory.mktemp("records")
+    generate_records(RecordsSpec("raw", 8, 2, 20_000, 2_000, seed=3), folder)
+    return folder
+
+
 def spec(tmp_path, datasets, **over) -> RunSpec:
     train = TrainConfig(
         workload=over.pop("workload", "ssd"),
@@ -35,6 +45,7 @@ def spec(tmp_path, datasets, **over) -> RunSpec:
         batch_size=4,
         sample_interval_s=0.2,
         backend=over.pop("backend", "auto"),
+        accelerator_s=over.pop("accelerator_s", None),
     )
     return RunSpec(
         run_id=over.pop("run_id", "sl"),
@@ -83,16 +94,24 @@ def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets, b
     assert wait_for(lambda: not any_pids(str(s.output_dir).encode()), 30)  # no rank, wrapper or store left
 
 
-def test_cancel_and_timeout_states(cluster, tmp_path, datasets):
+def idle(records) -> dict:
+    """Ranks that run for as long as Slurm lets them while keeping the cores free: an emulated workload
+    (real records reads, then a 0.5 s wait per batch, no collective data). What these tests judge is
+    Slurm's end of a job (cancel, time limit, a lost node), not training; ranks training flat out for the
+    minute Slurm's time limit takes cost the suite two cores' worth of that minute."""
+    return {"workload": "idle", "data": records, "accelerator_s": 0.5, "steps": 100000}
+
+
+def test_cancel_and_timeout_states(cluster, tmp_path, datasets, records):
     launcher = build_launcher("slurm", slurm_env=cluster.env)
-    s = spec(tmp_path, datasets, steps=100000, run_id="slcancel")
+    s = spec(tmp_path, datasets, run_id="slcancel", **idle(records))
     handle = launcher.submit(s)
     wait_for(lambda: train_pids(s.output_dir), 120)
     launcher.cancel(handle)
     state, reason = wait(launcher, handle, 120, 0.5)
     assert state == RunState.CANCELLED
     wait_for(lambda: not train_pids(s.output_dir), 60)
-    t = spec(tmp_path / "t", datasets, steps=100000, run_id="sltimeout", time_limit_s=30)  # Slurm's floor: 1 min
+    t = spec(tmp_path / "t", datasets, run_id="sltimeout", time_limit_s=30, **idle(records))  # Slurm's floor: 1 min
     handle = launcher.submit(t)
     state, reason = wait(launcher, handle, 240, 1.0)
     assert state == RunState.TIMEOUT, reason
@@ -132,9 +151,9 @@ def test_script_quotes_everything(tmp_path, datasets):
     assert syntax.returncode == 0, syntax.stderr
 
 
-def test_slurmd_stopped_mid_job_surfaces_node_failure(cluster, tmp_path, datasets):
+def test_slurmd_stopped_mid_job_surfaces_node_failure(cluster, tmp_path, datasets, records):
     launcher = build_launcher("slurm", slurm_env=cluster.env)
-    s = spec(tmp_path, datasets, steps=100000, run_id="slnode")
+    s = spec(tmp_path, datasets, run_id="slnode", **idle(records))
     handle = launcher.submit(s)
     wait_for(lambda: len(train_pids(s.output_dir)) == 2, 120)
     cluster.stop_node("node2")
