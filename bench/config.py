@@ -64,6 +64,13 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,254}$")
 EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
 
 
+def unique_items(items: tuple) -> tuple:
+    """A list setting whose values name things (workloads, GPU counts): a repeat is a typo, never a wish."""
+    if len(set(items)) != len(items):
+        raise ValueError(f"values must be unique, got {list(items)}")
+    return items
+
+
 def _unique_hosts(hosts: tuple) -> tuple:
     """Two entries for one host would give two ranks the same local rank (the same GPU and cores)."""
     seen: set[tuple[str, int]] = set()
@@ -681,9 +688,7 @@ class SuiteSettings(Frozen):
     @field_validator("workloads", "gpus")
     @classmethod
     def _unique(cls, items: tuple) -> tuple:
-        if len(set(items)) != len(items):
-            raise ValueError(f"values must be unique, got {list(items)}")
-        return items
+        return unique_items(items)
 
     @classmethod
     def defaults(cls) -> dict:
@@ -1170,9 +1175,7 @@ class SweepConfig(Frozen):
     def _non_empty_unique(cls, items: tuple) -> tuple:
         if not items:
             raise ValueError("must list at least one value")
-        if len(set(items)) != len(items):
-            raise ValueError(f"values must be unique, got {list(items)}")
-        return items
+        return unique_items(items)
 
     @model_validator(mode="after")
     def _gpu_only_settings(self) -> SweepConfig:

@@ -10,7 +10,17 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from bench.config import Frozen, SafePath, SweepConfig, TrainConfig, WorkloadRef, default_of, limits_of, suite_default
+from bench.config import (
+    Frozen,
+    SafePath,
+    SweepConfig,
+    TrainConfig,
+    WorkloadRef,
+    default_of,
+    limits_of,
+    suite_default,
+    unique_items,
+)
 from bench.suite.plan import DATASET_KIND, dataset_dir, workload_names, workload_of
 
 
@@ -28,9 +38,7 @@ class StagingSpec(Frozen):
     @field_validator("workloads")
     @classmethod
     def _unique(cls, items: tuple) -> tuple:
-        if len(set(items)) != len(items):
-            raise ValueError(f"values must be unique, got {list(items)}")
-        return items
+        return unique_items(items)
 
     @classmethod
     def of(cls, cfg: SweepConfig) -> StagingSpec:
