@@ -10,8 +10,9 @@ from pathlib import Path
 
 from bench.errors import ConfigError
 
-# bench.analysis.project's Literals ComputeFrom and Algorithm, written here because importing that module
-# (pandas) on every `bench` start is what the CLI avoids; tests/bench/test_defaults_once.py checks they agree.
+# bench.analysis.projection's Literals ComputeFrom (inputs) and Algorithm (allreduce), written here because
+# importing them (pandas) on every `bench` start is what the CLI avoids; tests/bench/test_defaults_once.py
+# checks they agree.
 COMPUTE_FROM = ("one-rank", "independent")
 ALGORITHMS = ("ring", "tree", "auto")
 MAX_GPUS = 1_000_000  # far past any cluster the model's assumptions (one fabric, flat storage) describe
@@ -40,7 +41,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--allreduce-gpus", help="the ranks --allreduce-s was measured at")
     p.add_argument("--buckets", help="allreduce buckets per step (default: gradient bytes / --bucket-bytes)")
     p.add_argument(
-        "--bucket-bytes", help="fusion buffer size (default: Horovod's, bench.analysis.project.FUSION_BYTES)"
+        "--bucket-bytes", help="fusion buffer size (default: Horovod's, bench.analysis.projection's FUSION_BYTES)"
     )
     p.add_argument("--link", help="bus bandwidth for every scale, e.g. 100Gbit or 25GB/s (default: measured)")
     p.add_argument("--latency", help="one hop's latency, e.g. 5us (default 0: folded into a measured link)")
@@ -80,7 +81,7 @@ def parse_gpus(text: str) -> list[int]:
 def given_from_args(args: argparse.Namespace):
     """The flags as typed values: rates in bytes/s, sizes in bytes, times in seconds; bad ones named."""
     from bench.analysis.cluster import parse_unit, rate_bytes_s, seconds, size_bytes
-    from bench.analysis.project import Given
+    from bench.analysis.projection.inputs import Given
 
     def unit(parser, text: str | None, flag: str) -> float | None:
         return None if text is None else parse_unit(parser, text, flag)
@@ -126,7 +127,8 @@ def given_from_args(args: argparse.Namespace):
 
 def _project(args: argparse.Namespace) -> int:
     from bench.analysis.cluster import load_cluster
-    from bench.analysis.project import inputs_from_flags, inputs_from_run, project, read_results
+    from bench.analysis.projection.inputs import inputs_from_flags, inputs_from_run, read_results
+    from bench.analysis.projection.project import project
 
     gpus = parse_gpus(args.gpus)
     given = given_from_args(args)

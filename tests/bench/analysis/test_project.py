@@ -7,20 +7,10 @@ import pandas as pd
 import pytest
 
 from bench.analysis.cluster import Cluster, rate_bytes_s, seconds, size_bytes
-from bench.analysis.project import (
-    BOUND_BY,
-    Ceilings,
-    Fabric,
-    Given,
-    Link,
-    bus_bandwidth,
-    inputs_from_run,
-    measured_link,
-    project,
-    project_scale,
-    ring_allreduce_s,
-    tree_allreduce_s,
-)
+from bench.analysis.projection.allreduce import Link, bus_bandwidth, measured_link, ring_allreduce_s, tree_allreduce_s
+from bench.analysis.projection.inputs import Given, inputs_from_run
+from bench.analysis.projection.model import BOUND_BY, Ceilings, Fabric, project_scale
+from bench.analysis.projection.project import project
 from bench.config import parse
 from bench.errors import ConfigError, ResultsInputError
 

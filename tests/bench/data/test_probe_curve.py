@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.analysis.cluster import Cluster
-from bench.analysis.project import Fabric
+from bench.analysis.projection.model import Fabric
 from bench.analysis.verdict.evaluate import sizing_ceiling
 from bench.data.probe import aggregate_bound, nodes_for, storage_at
 from bench.suite.probe import node_counts

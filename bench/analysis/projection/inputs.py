@@ -1,33 +1,11 @@
-"""Scaling projected past this machine, from the ceilings a run measured (docs/design.md, "Projection").
-
-Per rank and step, a scale of N GPUs spends the time one GPU needs for its batch (from the measured 1-rank
-rate, or the node ceiling per rank), plus the part of the gradient allreduce that backward does not hide:
-
-    step(N)    = batch / compute_img_s + exposed_fraction x allreduce(N)
-    images/s   = min(N x batch / step(N), storage_ceiling / bytes_per_image)
-    efficiency = images/s / (N x one-rank images/s)
-
-The allreduce follows nccl-tests' doc/PERFORMANCE.md: an allreduce of S bytes over n ranks, each with bus
-bandwidth B to the others, moves 2(n-1)/n x S through every rank's link whatever the algorithm, so at best
-t = (S/B) x 2(n-1)/n, and busbw = algbw x 2(n-1)/n = S/t x 2(n-1)/n. The latency term is the algorithm's
-(alpha = one hop's latency, k buckets of S/k bytes; Thakur, Rabenseifner and Gropp 2005):
-
-    ring: k x 2(n-1) x alpha + (S/B) x 2(n-1)/n      (reduce-scatter then all-gather, n-1 steps each)
-    tree: k x 2 ceil(log2 n) x alpha + (S/B) x 2(n-1)/n   (reduce up and broadcast down a binary tree)
-
-B is a GPU's bus bandwidth inside a node (`intra_node_link`) while the scale fits one node, and across
-nodes the lower of that and the node's network (`inter_node_link`, all its NICs): a ring laid node after
-node sends the same bytes over every edge, and a node's edges out share its NICs.
-
-Pure functions over plain values and frames: the CLI (`bench/cli/project.py`) reads files and flags.
-"""
+"""A workload's ceilings read from a run's results (or given whole on the command line), each overridden
+by its flag, and the fabric the requested scales are projected on."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -36,244 +14,13 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.cluster import Cluster
+from bench.analysis.projection.allreduce import FUSION_BYTES, Algorithm, Link, measured_link
+from bench.analysis.projection.model import MB, Ceilings, Fabric
 from bench.errors import ConfigError, ResultsInputError
 
-Algorithm = Literal["ring", "tree", "auto"]
 ComputeFrom = Literal["one-rank", "independent"]
-BOUND_BY: tuple[str, ...] = ("compute", "communication", "storage")
-# Horovod's tensor fusion buffer (HOROVOD_FUSION_THRESHOLD default): gradients go out in buckets this big.
-FUSION_BYTES = 64 * 2**20
 # Without a measured overlap, assume backward hides none of the allreduce: the projection errs low.
 DEFAULT_EXPOSED_FRACTION = 1.0
-# A scale is communication-bound when its exposed allreduce is at least half the step (as long as compute).
-COMM_BOUND_SHARE = 0.5
-MB = 1e6
-
-
-@dataclass(frozen=True)
-class Link:
-    """What one rank's allreduce gets: bus bandwidth (bytes/s), one hop's latency (s), and where it came from."""
-
-    bus_bytes_s: float
-    latency_s: float
-    span: str  # "intra_node", "inter_node" or "flat" (one link for every scale)
-    source: str
-
-
-def _check_ranks(ranks: int) -> None:
-    if ranks < 1:
-        raise ConfigError(f"gpus: {ranks} must be at least 1")
-
-
-def bandwidth_term_s(nbytes: float, ranks: int, bus_bytes_s: float) -> float:
-    """(S/B) x 2(n-1)/n: the time every allreduce algorithm needs at least to move S bytes (nccl-tests)."""
-    _check_ranks(ranks)
-    return nbytes / bus_bytes_s * 2 * (ranks - 1) / ranks
-
-
-def latency_term_s(ranks: int, latency_s: float, buckets: int, algorithm: Algorithm) -> float:
-    """Hops per bucket times the latency: 2(n-1) for a ring, 2 ceil(log2 n) for a tree (auto: the fewer)."""
-    _check_ranks(ranks)
-    ring = 2 * (ranks - 1)
-    tree = 2 * math.ceil(math.log2(ranks)) if ranks > 1 else 0
-    hops = {"ring": ring, "tree": tree, "auto": min(ring, tree)}[algorithm]
-    return buckets * hops * latency_s
-
-
-def ring_allreduce_s(nbytes: float, ranks: int, link: Link, buckets: int = 1) -> float:
-    return latency_term_s(ranks, link.latency_s, buckets, "ring") + bandwidth_term_s(nbytes, ranks, link.bus_bytes_s)
-
-
-def tree_allreduce_s(nbytes: float, ranks: int, link: Link, buckets: int = 1) -> float:
-    return latency_term_s(ranks, link.latency_s, buckets, "tree") + bandwidth_term_s(nbytes, ranks, link.bus_bytes_s)
-
-
-def allreduce_s(nbytes: float, ranks: int, link: Link, buckets: int, algorithm: Algorithm) -> tuple[float, str]:
-    """Seconds per step and the algorithm used; `auto` takes the cheaper, as NCCL's tuner would (ties: ring)."""
-    ring, tree = ring_allreduce_s(nbytes, ranks, link, buckets), tree_allreduce_s(nbytes, ranks, link, buckets)
-    if algorithm == "ring" or (algorithm == "auto" and ring <= tree):
-        return ring, "ring"
-    return tree, "tree"
-
-
-def bus_bandwidth(nbytes: float, ranks: int, seconds: float) -> float:
-    """nccl-tests' busbw: algbw x 2(n-1)/n, what the link delivered whatever the rank count."""
-    return nbytes / seconds * 2 * (ranks - 1) / ranks
-
-
-def measured_link(
-    nbytes: float, ranks: int, seconds: float, latency_s: float, buckets: int, algorithm: Algorithm
-) -> Link:
-    """The bus bandwidth an allreduce of `nbytes` over `ranks` taking `seconds` implies, its latency removed first
-    (with latency 0 the busbw carries it, as nccl-tests' figure does for one message size)."""
-    if ranks < 2:
-        raise ConfigError(f"--allreduce-gpus: {ranks}: an allreduce needs at least 2 ranks to measure a link")
-    moving = seconds - latency_term_s(ranks, latency_s, buckets, algorithm)
-    if not moving > 0:
-        raise ConfigError(
-            f"--latency: {latency_s:g} s x {buckets} bucket(s) is all of the {seconds:g} s allreduce measured at "
-            f"{ranks} ranks (allreduce_s): no time is left for the bytes"
-        )
-    return Link(bus_bandwidth(nbytes, ranks, moving), latency_s, "flat", f"measured at {ranks} ranks")
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """Where a scale runs: the link (flat, or a cluster's intra/inter-node pair), the storage, the capacity."""
-
-    flat: Link | None = None
-    cluster: Cluster | None = None
-    storage_bytes_s: float | None = None
-    storage_source: str = ""
-    name: str = "this machine"
-    # One compute node's own read ceiling (the probe's per_node_mb_s) and what binds storage_bytes_s
-    # ('client' or 'store', the probe's bound): with both, a scale on n nodes reads at most n x one node.
-    storage_per_node_bytes_s: float | None = None
-    storage_bound: str = ""
-
-    def storage_at(self, gpus: int) -> tuple[float | None, str]:
-        """(bytes/s the storage gives the nodes `gpus` GPUs train on, what binds it): n x one node's
-        ceiling while that is under the store's figure; the store's figure (and its bound) above, and
-        where the node count is unknown (no cluster described)."""
-        if self.storage_bytes_s is None:
-            return None, ""
-        nodes = self.nodes(gpus)  # unknown without a cluster: the store's figure, as measured
-        per_node = self.storage_per_node_bytes_s
-        if nodes is not None and per_node is not None and nodes * per_node < self.storage_bytes_s:
-            return nodes * per_node, "client"
-        return self.storage_bytes_s, self.storage_bound
-
-    def link(self, gpus: int) -> Link | None:
-        if self.flat is not None or gpus == 1:
-            return self.flat
-        c = self.cluster
-        if c is None:
-            return None
-        if gpus <= c.gpus_per_node:
-            return Link(c.intra_node_link, c.latency_within(), "intra_node", f"{c.name} intra_node_link")
-        assert c.inter_node_link is not None  # the cluster model refuses nodes > 1 without it
-        bus = min(c.intra_node_link, c.inter_node_link)
-        return Link(bus, c.latency_across(), "inter_node", f"{c.name} inter_node_link")
-
-    def nodes(self, gpus: int) -> int | None:
-        return None if self.cluster is None else math.ceil(gpus / self.cluster.gpus_per_node)
-
-    def check_fits(self, gpus: Iterable[int]) -> None:
-        """More ranks than the described cluster holds is beyond the model: refused, never extrapolated."""
-        c = self.cluster
-        for n in gpus:
-            _check_ranks(n)
-            if c is not None and n > c.gpus:
-                raise ConfigError(
-                    f"--gpus: {n} GPUs exceed the described cluster {c.name!r}: nodes {c.nodes} x "
-                    f"gpus_per_node {c.gpus_per_node} = {c.gpus}"
-                )
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    """One workload's measured (or given) ceilings: everything a projection needs, with where each came from."""
-
-    workload: str
-    one_rank_img_s: float  # the efficiency reference: one GPU alone
-    compute_img_s: float  # per GPU once two or more share nodes (= one_rank_img_s on the one-rank basis)
-    compute_basis: str
-    batch_size: int
-    allreduce_bytes: float
-    buckets: int
-    bytes_per_image: float
-    exposed_fraction: float
-    exposed_source: str
-
-
-def project_scale(c: Ceilings, gpus: int, fabric: Fabric, algorithm: Algorithm = "auto") -> dict:
-    """One scale on one fabric: images/s, efficiency, exposed communication, storage use and the binding part.
-
-    Raises ConfigError where the fabric has no link for a multi-rank scale (nothing to project from)."""
-    _check_ranks(gpus)
-    compute_s = c.batch_size / (c.one_rank_img_s if gpus == 1 else c.compute_img_s)
-    link = fabric.link(gpus)
-    if gpus == 1:
-        total, used, ring, tree = 0.0, "none", 0.0, 0.0
-    elif link is None:
-        raise ConfigError(
-            f"{c.workload}: no link to project {gpus} GPUs over on {fabric.name}: give --link or --cluster"
-        )
-    else:
-        total, used = allreduce_s(c.allreduce_bytes, gpus, link, c.buckets, algorithm)
-        ring = ring_allreduce_s(c.allreduce_bytes, gpus, link, c.buckets)
-        tree = tree_allreduce_s(c.allreduce_bytes, gpus, link, c.buckets)
-    exposed = c.exposed_fraction * total
-    step = compute_s + exposed
-    compute_bound = gpus * c.batch_size / step
-    storage, storage_binds = fabric.storage_at(gpus)
-    storage_bound = math.inf if storage is None else storage / c.bytes_per_image
-    images = min(compute_bound, storage_bound)
-    if storage_bound < compute_bound:
-        bound_by = "storage"
-    elif exposed / step >= COMM_BOUND_SHARE:
-        bound_by = "communication"
-    else:
-        bound_by = "compute"
-    return {
-        "workload": c.workload,
-        "gpus": gpus,
-        "kind": "projection",
-        "images_per_s": images,
-        "efficiency": images / (gpus * c.one_rank_img_s),
-        "bound_by": bound_by,
-        "fabric": fabric.name,
-        "nodes": fabric.nodes(gpus),
-        "link": None if gpus == 1 or link is None else link.span,
-        "bus_bandwidth_gb_s": None if gpus == 1 or link is None else link.bus_bytes_s / 1e9,
-        "latency_s": None if gpus == 1 or link is None else link.latency_s,
-        "link_source": None if gpus == 1 or link is None else link.source,
-        "algorithm": used,
-        "allreduce_s": total,
-        "allreduce_ring_s": ring,
-        "allreduce_tree_s": tree,
-        "exposed_comm_s": exposed,
-        "exposed_comm_share": exposed / step,
-        "compute_s": compute_s,
-        "step_s": step,
-        "compute_comm_bound_img_s": compute_bound,
-        "storage_bound_img_s": None if math.isinf(storage_bound) else storage_bound,
-        "storage_demand_mb_s": compute_bound * c.bytes_per_image / MB,
-        "storage_ceiling_mb_s": None if storage is None else storage / MB,
-        "storage_utilisation": None if storage is None else images * c.bytes_per_image / storage,
-        "storage_source": fabric.storage_source or None,
-        "storage_binds": storage_binds or None,
-        "compute_img_s_per_gpu": c.compute_img_s if gpus > 1 else c.one_rank_img_s,
-        "compute_basis": c.compute_basis if gpus > 1 else "one-rank",
-        "exposed_fraction": c.exposed_fraction,
-        "exposed_fraction_source": c.exposed_source,
-        "batch_size": c.batch_size,
-        "allreduce_bytes": c.allreduce_bytes,
-        "buckets": c.buckets,
-        "bytes_per_image": c.bytes_per_image,
-    }
-
-
-def measured_row(c: Ceilings, measured: dict, fabric: Fabric, algorithm: Algorithm) -> dict:
-    """A measured scale beside what the model makes of it on this machine's own ceilings."""
-    try:
-        model = project_scale(c, measured["gpus"], fabric, algorithm)
-    except ConfigError as error:
-        model = {"workload": c.workload, "gpus": measured["gpus"], "bound_by": None, "note": str(error)}
-    row = {**model, "kind": "measured"}
-    row["projected_images_per_s"] = model.get("images_per_s")
-    row["projected_efficiency"] = model.get("efficiency")
-    row["images_per_s"] = measured["images_per_s"]
-    row["efficiency"] = measured["efficiency"]
-    projected = row["projected_images_per_s"]
-    row["projection_error"] = None if projected is None else projected / measured["images_per_s"] - 1
-    for key in ("bottleneck", "allreduce_s_measured"):
-        if measured.get(key) is not None:
-            row[f"measured_{key.removesuffix('_measured')}"] = measured[key]
-    return row
-
-
-# --- Reading ceilings from a run folder and from flags ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -360,7 +107,7 @@ def usable_rows(frame: pd.DataFrame, where: str) -> pd.DataFrame:
     return f.sort_values("gpus").reset_index(drop=True)
 
 
-def _no_ceiling(where: str, col: str, flag: str, detail: str = "missing") -> ResultsInputError:
+def no_ceiling(where: str, col: str, flag: str, detail: str = "missing") -> ResultsInputError:
     return ResultsInputError(
         f"{where} has no ceilings: column {col} {detail}; run the suite with ceilings on or give {flag}"
     )
@@ -376,10 +123,10 @@ def _ceiling(rows: pd.DataFrame, col: str, where: str) -> pd.Series:
 def _column(rows: pd.DataFrame, col: str, where: str, flag: str) -> pd.Series:
     """A ceiling column with at least one value among the usable rows, or the refusal naming it and its flag."""
     if col not in rows:
-        raise _no_ceiling(where, col, flag)
+        raise no_ceiling(where, col, flag)
     values = _ceiling(rows, col, where)
     if not np.isfinite(values.to_numpy()).any():
-        raise _no_ceiling(where, col, flag, "has no value above zero on a completed, valid scale")
+        raise no_ceiling(where, col, flag, "has no value above zero on a completed, valid scale")
     return values
 
 
@@ -463,7 +210,7 @@ def _compute_rate(
         values = _column(rows, "independent_img_s", where_w, "--compute-img-s")
         fit = [i for i in rows.index if rows.at[i, "gpus"] >= 2 and np.isfinite(values[i]) and _one_node(rows.loc[i])]
         if not fit:
-            raise _no_ceiling(where_w, "independent_img_s", "--compute-img-s", "has no value at 2+ ranks on one node")
+            raise no_ceiling(where_w, "independent_img_s", "--compute-img-s", "has no value at 2+ ranks on one node")
         top = max(fit, key=lambda i: rows.at[i, "gpus"])
         compute = float(values[top]) / int(rows.at[top, "gpus"])
         basis = f"independent ceiling per rank at {int(rows.at[top, 'gpus'])} ranks"
@@ -609,7 +356,7 @@ def target_fabric(inputs: WorkloadInputs, cluster: Cluster | None, given: Given,
     elif machine.storage_bytes_s is not None:
         storage, source = machine.storage_bytes_s, machine.storage_source
     else:
-        raise _no_ceiling(where, "storage_ceiling_mb_s", "--storage-ceiling (or storage_ceiling in --cluster)")
+        raise no_ceiling(where, "storage_ceiling_mb_s", "--storage-ceiling (or storage_ceiling in --cluster)")
     name = cluster.name if cluster is not None else "this machine's ceilings"
     measured = storage == machine.storage_bytes_s and source == machine.storage_source  # the probe's curve
     return Fabric(
@@ -623,7 +370,7 @@ def target_fabric(inputs: WorkloadInputs, cluster: Cluster | None, given: Given,
     )
 
 
-def _machine_at(item: WorkloadInputs, measured: dict, given: Given) -> Fabric:
+def machine_at(item: WorkloadInputs, measured: dict, given: Given) -> Fabric:
     """A measured scale is checked on the link its own allreduce probe measured (the ceiling of that scale, in
     the same run), unless --link gave one; scales without a probe use the largest scale's."""
     own = measured.get("allreduce_s_measured")
@@ -636,27 +383,3 @@ def _machine_at(item: WorkloadInputs, measured: dict, given: Given) -> Fabric:
     except ConfigError:  # the latency given leaves this scale's probe no time: keep the largest scale's link
         return item.machine
     return replace(item.machine, flat=link)
-
-
-def project(
-    inputs: list[WorkloadInputs], gpus: list[int], cluster: Cluster | None, given: Given, where: str
-) -> list[dict]:
-    """Measured scales (each beside the model's figure on this machine) then the requested scales, per workload.
-
-    A run without a measured allreduce and no --link or cluster has nothing to carry the gradients at 2+ GPUs:
-    refused naming allreduce_s."""
-    out: list[dict] = []
-    for item in inputs:
-        target = target_fabric(item, cluster, given, where)
-        target.check_fits(gpus)
-        if any(n > 1 for n in gpus) and target.flat is None and target.cluster is None:
-            raise _no_ceiling(
-                f"{where} (workload {item.ceilings.workload})",
-                "allreduce_s",
-                "--allreduce-s (with --allreduce-gpus), --link or --cluster",
-                item.allreduce_s_detail,
-            )
-        rows = [measured_row(item.ceilings, m, _machine_at(item, m, given), given.algorithm) for m in item.measured]
-        rows += [project_scale(item.ceilings, n, target, given.algorithm) for n in gpus]
-        out += sorted(rows, key=lambda r: (r["gpus"], r["kind"] != "measured"))
-    return out
