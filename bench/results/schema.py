@@ -3,7 +3,7 @@
 Each column is declared here with its dtype, its unit, the group that fills it and whether the store
 keeps it; a column that is a bound says which figure it bounds and which `Thresholds` field sets it,
 and a figure judged against a threshold directly says which. The frame (`bench.analysis.frame`), the
-verdict modules, the store (`bench.store.db`) and the report import their column lists from here;
+verdict modules, the store (`bench.store.tables`) and the report import their column lists from here;
 elsewhere a column name only appears where it is used (a dict key, `frame["x"]`). The names are a
 checked contract (docs/schemas.md): renaming one is a store migration and a frame schema version.
 

@@ -17,7 +17,8 @@ import sys
 import httpx
 import pytest
 
-from bench.store.db import CHANGE_KEY, ResultsStore
+from bench.results.schema import CHANGE_KEY
+from bench.store.db import ResultsStore
 from tests.airflow.conftest import VIEWER_PASSWORD, login
 from tests.infra.history_seed import CONFIG, _rows, seed_year
 

@@ -118,7 +118,7 @@ def test_the_page_never_migrates_a_store_and_says_when_it_is_not_at_head(running
     """The web server reads the store read-only: a store at 0007 is refused with a message and left at 0007."""
     from alembic import command
 
-    from bench.store.db import SCHEMA_REVISION, _alembic_config
+    from bench.store.migrate import SCHEMA_REVISION, alembic_config
 
     store, _ = seeded
     with store.migration_connection() as conn:
@@ -126,7 +126,7 @@ def test_the_page_never_migrates_a_store_and_says_when_it_is_not_at_head(running
         # the seeded history's noise-model figures (0020) are cleared first, as its message says to
         for table, columns in NEWER_THAN_0007.items():
             conn.execute(sa.text(f"UPDATE {table} SET " + ", ".join(f"{c} = NULL" for c in columns)))
-        command.downgrade(_alembic_config(conn), "0007")
+        command.downgrade(alembic_config(conn), "0007")
     try:
         refused = running_airflow.get(PAGE)
         assert refused.status_code == 503
@@ -402,7 +402,13 @@ def _hidden_team(af, up: bool) -> None:
 
 
 def _forget_shared(store) -> None:
-    from bench.store.db import change_alerts_table, probes_table, results_table, run_environment_table, suite_runs_table
+    from bench.store.tables import (
+        change_alerts_table,
+        probes_table,
+        results_table,
+        run_environment_table,
+        suite_runs_table,
+    )
 
     with store.engine.begin() as conn:
         for table in (results_table, suite_runs_table, run_environment_table, probes_table):
@@ -502,6 +508,6 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
 def sa_where(dag_id: str):
     import sqlalchemy as sa
 
-    from bench.store.db import results_table
+    from bench.store.tables import results_table
 
     return sa.and_(results_table.c.dag_id == dag_id, results_table.c.cluster == SHARED)

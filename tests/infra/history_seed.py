@@ -125,7 +125,7 @@ def seed_many(
         ends at `end` (now). `drop`: the (workload, GPUs) whose latest run, in every config, is 30% slower (a
     regression the overview must put first). `checkpoints`: the `drop` scale's runs have checkpoint write and
     read MB/s too, its latest write 40% slower (reads steady). Returns how many results rows it wrote."""
-    from bench.store.db import results_table, suite_runs_table
+    from bench.store.tables import results_table, suite_runs_table
 
     rng = np.random.default_rng(156)
     ckpt_rng = np.random.default_rng(40)  # its own draws: the throughputs stay those seeded without it
@@ -194,7 +194,7 @@ def seed_checkpoints(store: ResultsStore, cluster: str, workload: str, gpus: int
     the checkpoint columns (whose guard, rightly, refuses to drop stored figures). Returns the rows set."""
     import sqlalchemy as sa
 
-    from bench.store.db import results_table as t
+    from bench.store.tables import results_table as t
 
     rng = np.random.default_rng(40)
     of_scale = (t.c.cluster == cluster, t.c.workload == workload, t.c.gpus == gpus)

@@ -12,7 +12,7 @@ from alembic import op
 
 def refuse_data_loss(revision: str, table: str, columns: tuple[str, ...] | list[str] | None = None) -> None:
     """Raise unless dropping `table` (columns None) or its `columns` would drop no stored value."""
-    from bench.store.db import StoreDowngradeRefused
+    from bench.store.errors import StoreDowngradeRefused
 
     bind = op.get_bind()
     if table not in sa.inspect(bind).get_table_names():

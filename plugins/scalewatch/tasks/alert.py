@@ -102,7 +102,7 @@ class ChangeLedger:
 
     def due(self, target: str) -> list[dict]:
         from bench.analysis.history.changes import due
-        from bench.store.db import ALL_TARGETS
+        from bench.store.tables import ALL_TARGETS
 
         return due(self.changes, target, self.delivered, ALL_TARGETS)
 

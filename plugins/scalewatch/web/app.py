@@ -310,7 +310,8 @@ def _annotation_target(user, annotation, url: str) -> dict:
     alike); then existence. Anyone without that access gets one answer whether the change point exists
     or not; 404 is said only to someone who may edit all of the series."""
     from bench.errors import ConfigError
-    from bench.store.db import CHANGE_KEY, ResultsStore
+    from bench.results.schema import CHANGE_KEY
+    from bench.store.db import ResultsStore
 
     try:
         reader = ResultsStore.open_read_only(url)
@@ -360,7 +361,7 @@ async def annotate(request: Request, user: User):
     from bench.analysis.history.annotations import Annotation
     from bench.config import parse
     from bench.errors import ConfigError
-    from bench.store.db import CHANGE_KEY
+    from bench.results.schema import CHANGE_KEY
 
     require_same_origin(request)  # after the login check: an anonymous request is told 401 first
     content_type = request.headers.get("content-type", "")

@@ -49,7 +49,7 @@ def _declared(name: str, dtype: str) -> None:
 
 
 def test_every_column_of_the_store_table_is_declared_with_its_dtype_and_unit():
-    from bench.store.db import results_table
+    from bench.store.tables import results_table
 
     for c in results_table.columns:
         _declared(c.name, _dtype(c.type))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import command
 
-from bench.store.db import SCHEMA_REVISION, ResultsStore, _alembic_config
+from bench.store.db import ResultsStore
+from bench.store.migrate import SCHEMA_REVISION, alembic_config
 from tests.bench.store.test_store import frame
 
 RUN = "scheduled__2026-01-12T04:00:00+00:00"
@@ -20,7 +21,7 @@ def store_at_0007(url: str) -> None:
     """A store as scalewatch left it before 0008, holding one DAG's suite run (3 scales) and a CLI sweep."""
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        command.upgrade(_alembic_config(conn), "0007")
+        command.upgrade(alembic_config(conn), "0007")
         for gpus in (1, 2, 4):
             conn.execute(
                 sa.text(
@@ -56,8 +57,8 @@ def test_a_0007_store_gains_the_dag_key_keeping_every_row_and_a_rerun_changes_no
     assert sorted(store.frame()["throughput_img_s"].dropna()) == [100.0, 200.0, 400.0]
     assert sorted(store.suite_runs()["dag_id"]) == ["", "scaling_regression__siteA"]
     with store.engine.begin() as conn:  # the migration run a second time over a store already keyed
-        command.stamp(_alembic_config(conn), "0007")
-        command.upgrade(_alembic_config(conn), "head")
+        command.stamp(alembic_config(conn), "0007")
+        command.upgrade(alembic_config(conn), "head")
         pk = sa.inspect(conn).get_pk_constraint("results")["constrained_columns"]
     assert pk == ["dag_id", "suite_run_id", "workload", "gpus"]
     assert keys(store) == [("", "sweep-1", 1), *site_a] and len(store.suite_runs()) == 2

@@ -8,7 +8,9 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from bench.store.db import SCHEMA_REVISION, ResultsStore, StoreDowngradeRefused, _alembic_config
+from bench.store.db import ResultsStore
+from bench.store.errors import StoreDowngradeRefused
+from bench.store.migrate import SCHEMA_REVISION, alembic_config
 from tests.bench.store.test_store import frame
 
 KEY = {"cluster": "c", "workload": "ssd", "gpus": 1, "config_key": "tiny/dali/bs8/img128/amp0"}
@@ -24,7 +26,7 @@ def store_at_0013(url: str) -> None:
     store = ResultsStore(url)
     store.upsert(frame("w1", 100.0, "2026-01-05", gpus=(1,)), {"suite_run_id": "w1", "cluster": "c", "dag_id": "dA"})
     with store.migration_connection() as conn:
-        command.downgrade(_alembic_config(conn), "0013")
+        command.downgrade(alembic_config(conn), "0013")
         for at, (state, recovered_in) in CHANGES.items():
             conn.execute(
                 sa.text(
@@ -52,7 +54,7 @@ def test_0014_downgrade_is_refused_while_the_log_holds_more_than_0013_can_keep(u
     for note in ("first", "second"):
         store.add_annotation(point | {"kind": "expected", "note": note, "author": "a", "dag_id": "dA"})
     with pytest.raises(StoreDowngradeRefused, match="1 annotation"), store.migration_connection() as conn:
-        command.downgrade(_alembic_config(conn), "0013")
+        command.downgrade(alembic_config(conn), "0013")
     assert store.schema_version() == SCHEMA_REVISION and len(store.annotation_history()) == 2
     with store.engine.begin() as conn:  # one word left: 0013 keeps it
         conn.execute(sa.text("DELETE FROM annotations WHERE note = 'first'"))
@@ -63,10 +65,10 @@ def test_0014_downgrade_is_refused_while_the_log_holds_more_than_0013_can_keep(u
             )
         )
     with pytest.raises(StoreDowngradeRefused, match="1 delivery row"), store.migration_connection() as conn:
-        command.downgrade(_alembic_config(conn), "0013")
+        command.downgrade(alembic_config(conn), "0013")
     with store.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM change_deliveries"))
     with store.migration_connection() as conn:
-        command.downgrade(_alembic_config(conn), "0013")
+        command.downgrade(alembic_config(conn), "0013")
         assert conn.execute(sa.text("SELECT note, author FROM annotations")).all() == [("second", "a")]
     assert ResultsStore(url).annotations()["note"].tolist() == ["second"]  # and up again, kept

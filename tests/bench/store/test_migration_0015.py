@@ -8,7 +8,9 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from bench.store.db import SCHEMA_REVISION, ResultsStore, StoreDowngradeRefused, _alembic_config
+from bench.store.db import ResultsStore
+from bench.store.errors import StoreDowngradeRefused
+from bench.store.migrate import SCHEMA_REVISION, alembic_config
 from tests.bench.store.test_store import frame
 
 CKPT = (
@@ -31,7 +33,7 @@ def test_0015_adds_the_checkpoint_columns_keeping_every_row_and_its_downgrade_lo
     for i, suite in enumerate(("w1", "w2")):
         store.upsert(frame(suite, 100.0 + i, f"2026-01-0{i + 1}"), {"suite_run_id": suite, **SUITE})
     with store.migration_connection() as conn:  # the store as 0014 left it: four rows, no checkpoint columns
-        command.downgrade(_alembic_config(conn), "0014")
+        command.downgrade(alembic_config(conn), "0014")
         assert not columns(conn) & set(CKPT)
     store.engine.dispose()
     store = ResultsStore(url)  # opening it upgrades it
@@ -49,11 +51,11 @@ def test_0015_adds_the_checkpoint_columns_keeping_every_row_and_its_downgrade_lo
     )
     store.upsert(measured, {"suite_run_id": "w3", **SUITE})
     with pytest.raises(StoreDowngradeRefused, match="ckpt_"), store.migration_connection() as conn:
-        command.downgrade(_alembic_config(conn), "0014")
+        command.downgrade(alembic_config(conn), "0014")
     assert store.schema_version() == SCHEMA_REVISION and len(store.frame()) == 6
     with store.engine.begin() as conn:
         conn.execute(sa.text("UPDATE results SET " + ", ".join(f"{c} = NULL" for c in CKPT)))
     with store.migration_connection() as conn:
-        command.downgrade(_alembic_config(conn), "0014")
+        command.downgrade(alembic_config(conn), "0014")
         assert conn.execute(sa.text("SELECT count(*) FROM results")).scalar() == 6
     store.engine.dispose()

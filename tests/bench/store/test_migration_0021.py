@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from alembic import command
 
 from bench.report.history import Filters, runs_table
-from bench.store.db import SCHEMA_REVISION, ResultsStore, _alembic_config
+from bench.store.db import ResultsStore
+from bench.store.migrate import SCHEMA_REVISION, alembic_config
 from tests.bench.store.test_store import frame
 
 SUITE = {"cluster": "c", "passed": True, "config": "{}"}
@@ -25,7 +26,7 @@ def test_0021_adds_run_type_from_airflows_run_ids_only_and_new_runs_carry_their_
     for i, suite in enumerate(BEFORE):
         store.upsert(frame(suite, 100.0 + i, f"2026-01-0{i + 1}"), {"suite_run_id": suite, "dag_id": "d", **SUITE})
     with store.migration_connection() as conn:  # the store as 0018 left it
-        command.downgrade(_alembic_config(conn), "0018")
+        command.downgrade(alembic_config(conn), "0018")
         assert "run_type" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}
         assert conn.execute(sa.text("SELECT count(*) FROM results")).scalar() == 2 * len(BEFORE)
     store.engine.dispose()
@@ -53,6 +54,6 @@ def test_0021_adds_run_type_from_airflows_run_ids_only_and_new_runs_carry_their_
     assert shown["scaling_regression.scheduled__2026-01-12T03:00:00+00:00"] == "scheduled"
     assert shown["sweep-20260107"] == "" and shown["sweep-20260113"] == "manual"
     with store.migration_connection() as conn:  # the downgrade drops the column, every row kept
-        command.downgrade(_alembic_config(conn), "0018")
+        command.downgrade(alembic_config(conn), "0018")
         assert conn.execute(sa.text("SELECT count(*) FROM results")).scalar() == 2 * (len(BEFORE) + 2)
     store.engine.dispose()

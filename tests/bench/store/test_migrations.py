@@ -8,7 +8,9 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from bench.store.db import SCHEMA_REVISION, VERSION_TABLE, ResultsStore, StoreSchemaError
+from bench.store.db import ResultsStore
+from bench.store.errors import StoreSchemaError
+from bench.store.migrate import SCHEMA_REVISION, VERSION_TABLE
 
 LEGACY_FLOATS = (
     "throughput_img_s",
@@ -132,11 +134,11 @@ def test_change_points_stored_before_step_sizes_were_kept_stay_and_gain_an_empty
     """0007 adds `size` to change_alerts: a store at 0006 with an alerted change keeps it, size unknown."""
     from alembic import command
 
-    from bench.store.db import _alembic_config
+    from bench.store.migrate import alembic_config
 
     store = ResultsStore(url)
     with store.engine.begin() as conn:
-        command.downgrade(_alembic_config(conn), "0006")
+        command.downgrade(alembic_config(conn), "0006")
         assert "size" not in {c["name"] for c in sa.inspect(conn).get_columns("change_alerts")}
         conn.exec_driver_sql(
             "INSERT INTO change_alerts (cluster, workload, gpus, config_key, metric, changed_at, change, state) "

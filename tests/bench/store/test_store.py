@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis.frame import build_frame
-from bench.store.db import SCHEMA_REVISION, ResultsStore
+from bench.store.db import ResultsStore
+from bench.store.migrate import SCHEMA_REVISION
 
 URLS = ["sqlite"] + (["postgresql"] if os.environ.get("SCALEWATCH_TEST_PG_URL") else [])
 

@@ -14,16 +14,9 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from bench.store.db import (
-    MIGRATION_LOCK_SUFFIX,
-    SCHEMA_REVISION,
-    VERSION_TABLE,
-    ResultsStore,
-    StoreDowngradeRefused,
-    StoreSchemaError,
-    StoreUnavailable,
-    _alembic_config,
-)
+from bench.store.db import ResultsStore
+from bench.store.errors import StoreDowngradeRefused, StoreSchemaError, StoreUnavailable
+from bench.store.migrate import MIGRATION_LOCK_SUFFIX, SCHEMA_REVISION, VERSION_TABLE, alembic_config
 from tests.bench.store.test_store import frame
 
 OPENER = """
@@ -90,7 +83,7 @@ def test_a_read_only_store_serves_reads_and_cannot_write_or_migrate(url):
 def test_a_read_only_store_refuses_a_schema_that_is_not_at_head_and_changes_nothing(url):
     store = ResultsStore(url)
     with store.engine.begin() as conn:
-        command.downgrade(_alembic_config(conn), "0007")
+        command.downgrade(alembic_config(conn), "0007")
     store.engine.dispose()
     with pytest.raises(
         StoreSchemaError, match=rf"schema revision '0007', and this scalewatch reads '{SCHEMA_REVISION}'"
@@ -129,10 +122,10 @@ def test_a_hand_numbered_store_claiming_an_unknown_version_is_refused_untouched(
 def test_the_first_revisions_downgrade_refuses_to_drop_tables_holding_rows(url):
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        command.upgrade(_alembic_config(conn), "0001")
+        command.upgrade(alembic_config(conn), "0001")
         conn.exec_driver_sql("INSERT INTO results (suite_run_id, workload, gpus) VALUES ('w0', 'ssd', 1)")
     with engine.begin() as conn, pytest.raises(StoreDowngradeRefused, match=r"drop table results, which holds 1 row"):
-        command.downgrade(_alembic_config(conn), "base")
+        command.downgrade(alembic_config(conn), "base")
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM results").scalar() == 1
         assert conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar() == "0001"
@@ -151,7 +144,7 @@ def test_downgrades_that_would_drop_columns_holding_values_are_refused(url):
         pytest.raises(StoreDowngradeRefused, match=r"change_alerts.size \(1 value"),
         store.migration_connection() as conn,
     ):
-        command.downgrade(_alembic_config(conn), "0006")
+        command.downgrade(alembic_config(conn), "0006")
     assert store.schema_version() == SCHEMA_REVISION and store.change_alerts()["size"].tolist() == [-0.1]
 
 
@@ -164,5 +157,5 @@ def test_the_dag_key_downgrade_is_refused_while_two_dags_share_a_run_id(url):
         pytest.raises(StoreDowngradeRefused, match=r"below revision 0008: 2 row"),
         store.migration_connection() as conn,
     ):
-        command.downgrade(_alembic_config(conn), "0007")
+        command.downgrade(alembic_config(conn), "0007")
     assert store.schema_version() == SCHEMA_REVISION and len(store.frame()) == 4

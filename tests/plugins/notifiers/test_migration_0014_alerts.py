@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from bench.store.db import SCHEMA_REVISION, ResultsStore
+from bench.store.db import ResultsStore
+from bench.store.migrate import SCHEMA_REVISION
 from tests.bench.store.conftest import url  # noqa: F401 -- the fixture: a store of its own, SQLite and PostgreSQL
 from tests.bench.store.test_migration_0014 import KEY, store_at_0013
 

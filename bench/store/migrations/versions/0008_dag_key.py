@@ -75,7 +75,7 @@ def _shared(table: str, key: list[str]) -> int:
 
 
 def downgrade() -> None:
-    from bench.store.db import StoreDowngradeRefused
+    from bench.store.errors import StoreDowngradeRefused
 
     for table, key in (("results", RESULTS_OLD_KEY), ("suite_runs", ["suite_run_id"])):
         merged = _shared(table, key)

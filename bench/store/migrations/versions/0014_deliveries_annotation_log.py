@@ -104,7 +104,7 @@ def upgrade() -> None:
 
 
 def _refuse(reason: str) -> None:
-    from bench.store.db import StoreDowngradeRefused
+    from bench.store.errors import StoreDowngradeRefused
 
     raise StoreDowngradeRefused(
         f"refusing to downgrade the results store below revision {revision}: {reason}; back the store up and "
