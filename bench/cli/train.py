@@ -7,28 +7,39 @@ import json
 from pathlib import Path
 
 from bench.config import CheckpointSpec, TrainConfig, choices_of, default_of, parse
+from bench.errors import ConfigError
+from bench.launch.train_spec import read_train_spec
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("train", help="run one training rank (start under horovodrun, srun, or plainly)")
-    p.add_argument("--workload", required=True, help="ssd | deeplabv3plus, or an emulated workload's name")
-    p.add_argument("--preset", default=default_of(TrainConfig, "preset"), choices=choices_of(TrainConfig, "preset"))
+    # No flag holds a default of its own: a flag not given is absent (SUPPRESS) and TrainConfig fills it
+    # in, so the model is the one place a default is written, and --spec can tell what else was given.
+    p = sub.add_parser(
+        "train",
+        help="run one training rank (start under horovodrun, srun, or plainly)",
+        argument_default=argparse.SUPPRESS,
+    )
+    p.add_argument(
+        "--spec",
+        type=Path,
+        help="the rank's settings as a TrainConfig JSON file (the launchers' train.json); no other flag but --backend",
+    )
+    p.add_argument("--workload", help="ssd | deeplabv3plus, or an emulated workload's name")
+    p.add_argument("--preset", choices=choices_of(TrainConfig, "preset"))
     p.add_argument("--data", type=Path)
     p.add_argument("--synthetic", action="store_true", help="in-memory tensors: the compute upper bound")
-    p.add_argument("--batch-size", type=int, default=default_of(TrainConfig, "batch_size"))
-    p.add_argument("--image-size", type=int, default=default_of(TrainConfig, "image_size"))
-    p.add_argument("--warmup-steps", type=int, default=default_of(TrainConfig, "warmup_steps"))
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--image-size", type=int)
+    p.add_argument("--warmup-steps", type=int)
     group = p.add_mutually_exclusive_group()
     group.add_argument("--steps", type=int)
     group.add_argument("--epochs", type=int)
-    p.add_argument("--loader", default=default_of(TrainConfig, "loader"), choices=choices_of(TrainConfig, "loader"))
-    p.add_argument("--loader-threads", type=int, default=default_of(TrainConfig, "loader_threads"))
+    p.add_argument("--loader", choices=choices_of(TrainConfig, "loader"))
+    p.add_argument("--loader-threads", type=int)
     p.add_argument("--metrics-out", type=Path)
-    p.add_argument("--seed", type=int, default=default_of(TrainConfig, "seed"))
-    p.add_argument("--lr", type=float, default=default_of(TrainConfig, "lr"))
-    p.add_argument(
-        "--sample-interval", type=float, default=default_of(TrainConfig, "sample_interval_s"), dest="sample_interval_s"
-    )
+    p.add_argument("--seed", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--sample-interval", type=float, dest="sample_interval_s")
     p.add_argument("--no-sampler", action="store_false", dest="sampler")
     p.add_argument(
         "--min-measure-s", type=float, help="with --steps: keep going until this many seconds are measured too"
@@ -36,8 +47,8 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--drop-caches",
         action=argparse.BooleanOptionalAction,
-        default=default_of(TrainConfig, "drop_caches"),
-        help="evict the dataset's pages from the node's page cache before epoch 1 (default: %(default)s)",
+        help="evict the dataset's pages from the node's page cache before epoch 1 (default: "
+        f"{default_of(TrainConfig, 'drop_caches')})",
     )
     p.add_argument(
         "--warm-cache",
@@ -63,13 +74,11 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--backend",
-        default=default_of(TrainConfig, "backend"),
         choices=choices_of(TrainConfig, "backend"),
         help="distributed backend; auto: Horovod where it imports (or horovodrun started us), else torch DDP",
     )
     p.add_argument(
         "--bind",
-        default=default_of(TrainConfig, "bind"),
         choices=choices_of(TrainConfig, "bind"),
         help="auto: ranks started unpinned (horovodrun, torchrun, srun) split this node's allowed cores by local rank",
     )
@@ -110,8 +119,36 @@ CHECKPOINT_FLAGS = {"checkpoint_mode": "mode", "checkpoint_bytes": "bytes_per_ra
 CHECKPOINT_FLAGS |= {"checkpoint_writes": "writes", "checkpoint_reads": "reads"}
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """The rank's settings from `bench train`'s arguments: the spec file, or the flags a person typed."""
     fields = {k: v for k, v in vars(args).items() if k not in ("command", "func") and v is not None}
+    return _from_spec(fields) if "spec" in fields else _from_flags(fields)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    cfg = train_config(args)
+    from bench.train.runner import run_rank
+
+    summary = run_rank(cfg)
+    if summary is not None:
+        print(json.dumps({k: summary[k] for k in ("workload", "ranks", "images_per_s", "epoch_time_s")}))
+    return 0
+
+
+def _from_spec(fields: dict) -> TrainConfig:
+    """The launchers' way: the worker's model, read back; `--backend` is the one flag beside it (the rank
+    wrapper adds the backend the launcher resolved for every rank)."""
+    others = sorted(set(fields) - {"spec", "backend"})
+    if others:
+        flags = ", ".join("--" + k.replace("_", "-") for k in others)
+        raise ConfigError(f"--spec: the settings are the file's; {flags} given beside it (only --backend may be)")
+    cfg = read_train_spec(fields["spec"])
+    if "backend" in fields:
+        cfg = parse(TrainConfig, cfg.model_dump(exclude_unset=True) | {"backend": fields["backend"]}, prefix="--")
+    return cfg
+
+
+def _from_flags(fields: dict) -> TrainConfig:
     for key in ("data", "metrics_out", "checkpoint_dir"):
         if key in fields:
             fields[key] = fields[key].absolute()
@@ -119,10 +156,4 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if spec:
         spec.setdefault("mode", "size")
         fields["checkpoint"] = spec
-    cfg = parse(TrainConfig, fields, prefix="--")
-    from bench.train.runner import run_rank
-
-    summary = run_rank(cfg)
-    if summary is not None:
-        print(json.dumps({k: summary[k] for k in ("workload", "ranks", "images_per_s", "epoch_time_s")}))
-    return 0
+    return parse(TrainConfig, fields, prefix="--")

@@ -24,6 +24,7 @@ from bench.launch.commands import CommandRunner
 from bench.launch.options import LauncherOptions
 from bench.launch.python import node_python
 from bench.launch.supervisor import rank_argv
+from bench.launch.train_spec import heredoc
 from bench.safe_fs import write_file
 
 RESULT_PARTS = ("ranks", "metrics", "logs")
@@ -100,6 +101,7 @@ def batch_script(spec: RunSpec, python: str) -> str:
         *(f"export {k}={q(v)}" for k, v in spec.env.items()),
         f"mkdir -p {q(str(out / 'logs'))} {q(str(out / 'ranks'))}",
         f"rm -f {q(str(addr_file))}",
+        heredoc(spec),  # the ranks' settings, written where they run (bench.launch.train_spec)
         f"{q(python)} -m bench.launch.rendezvous --port-file {q(str(addr_file))}{addr_flag}"
         f" --backend {q(spec.train.backend)} &",
         "RDV=$!",

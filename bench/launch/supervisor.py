@@ -23,6 +23,7 @@ from bench.launch.python import node_python
 from bench.launch.rendezvous import start_rendezvous
 from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
+from bench.launch.train_spec import spec_path, write_train_spec
 from bench.safe_fs import open_append, write_file
 from bench.train.dist.store import SECRET_ENV, new_secret
 
@@ -44,7 +45,8 @@ def write_state(out: Path, **fields) -> None:
 
 
 def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None) -> list[str]:
-    train = spec.train.model_copy(update={"metrics_out": spec.output_dir / "metrics", "run_nonce": spec.nonce or None})
+    """A rank wrapper's command: its own flags, then `bench train --spec` on the run's `train.json`
+    (bench.launch.train_spec: the worker's TrainConfig as JSON, validated again by the same model)."""
     return [
         python,
         "-m",
@@ -58,7 +60,8 @@ def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None
         *(["--oversubscribe"] if spec.oversubscribe else []),
         *(wrapper_flags or []),
         "--",
-        *train.to_argv(),
+        "--spec",
+        str(spec_path(spec)),
     ]
 
 
@@ -156,8 +159,9 @@ class Supervisor:
         # `auto` is decided once, here, for every rank: ranks that chose apart would never meet.
         backend = resolve(self.spec.train.backend)
         try:
+            write_train_spec(self.spec)
             self.rendezvous = rendezvous = self._start_rendezvous(backend)
-        except LaunchError as error:  # nothing started: the run fails naming the host, before any rank
+        except (LaunchError, OSError) as error:  # nothing started: the run fails naming the host, before any rank
             write_state(self.out, state="FAILED", pid=os.getpid(), reason=str(error), exit_codes={}, hosts={})
             return 1
         deadline = time.monotonic() + self.spec.time_limit_s

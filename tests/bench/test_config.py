@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def test_train_needs_data_or_synthetic_and_steps_xor_epochs():
 
 def test_a_warm_cache_run_neither_evicts_nor_skips_the_dataset():
     ok = parse(TrainConfig, {"workload": "ssd", "data": "/d", "steps": 1, "warm_cache": True, "drop_caches": False})
-    assert "--warm-cache" in ok.to_argv() and "--no-drop-caches" in ok.to_argv()
+    assert ok.warm_cache and not ok.drop_caches
     with pytest.raises(ConfigError, match=r"warm_cache: .*drop_caches and synthetic false"):
         parse(TrainConfig, {"workload": "ssd", "data": "/d", "steps": 1, "warm_cache": True})
     with pytest.raises(ConfigError, match="warm_cache"):
@@ -137,17 +138,17 @@ def test_the_checkpoint_setting_reaches_the_scales_own_runs_only(tmp_path):
     """Off by default (no flag, nothing in TrainConfig); set, the scale's run and its second run carry it, on the
     store under test, and the reruns that take storage out or measure the node do not."""
     from bench.config import settings_from
+    from bench.launch.train_spec import spec_text
     from bench.suite.plan import INDEPENDENT, run_spec
 
     off = settings_from({}).sweep_config(tmp_path, tmp_path / "out")
-    assert off.checkpoint is None and not any(
-        a.startswith("--checkpoint") for a in run_spec(off, "r", "ssd", 2).train.to_argv()
-    )
+    rank = json.loads(spec_text(run_spec(off, "r", "ssd", 2)))  # what the rank reads (train.json)
+    assert off.checkpoint is None and not any(v for k, v in rank.items() if k.startswith("checkpoint")), rank
     values = {"checkpoint": {"bytes_per_rank": "4MiB", "writes": 1, "reads": 1}, "checkpoint_every_steps": 5}
     cfg = settings_from(values).sweep_config(tmp_path, tmp_path / "out")
     for variant, carried in (("", True), ("repeat", True), (INDEPENDENT, False), ("warm", False)):
         train = run_spec(cfg, "r", "ssd", 2, variant).train
         assert (train.checkpoint is not None, train.checkpoint_every_steps == 5) == (carried, carried)
-    argv = run_spec(cfg, "r", "ssd", 2).train.to_argv()
-    assert argv[argv.index("--checkpoint-bytes") + 1] == str(4 << 20)
-    assert argv[argv.index("--checkpoint-dir") + 1] == str(cfg.dataset_path)
+    rank = json.loads(spec_text(run_spec(cfg, "r", "ssd", 2)))
+    assert rank["checkpoint"]["bytes_per_rank"] == 4 << 20, rank
+    assert rank["checkpoint_dir"] == str(cfg.dataset_path) and rank["checkpoint_every_steps"] == 5

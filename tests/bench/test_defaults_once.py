@@ -111,7 +111,7 @@ def test_one_literal_per_set_of_choices_in_the_config():
 
 def model_field_names() -> set[str]:
     """Every field with a default of the models a flag can set, pydantic or dataclass."""
-    from bench.analysis.project import Given
+    from bench.analysis.projection.inputs import Given
     from bench.data.checkpoint import CheckpointSpec
     from bench.data.generate import GenerateSpec
     from bench.data.probe import ProbeSettings
@@ -157,23 +157,27 @@ def literal_values(tp) -> tuple:
 def test_the_clis_own_choice_tuples_are_their_literals():
     """data.py and project.py name their choices (importing numpy or pandas at every `bench` start to read
     them is what the CLI avoids): they must stay the Literals' values."""
-    from bench.analysis import project
+    from bench.analysis.projection import allreduce, inputs
     from bench.cli import data as data_cli
     from bench.cli import project as project_cli
     from bench.data import generate
 
     assert literal_values(generate.Kind) == data_cli.KINDS
-    assert literal_values(project.ComputeFrom) == project_cli.COMPUTE_FROM
-    assert literal_values(project.Algorithm) == project_cli.ALGORITHMS
+    assert literal_values(inputs.ComputeFrom) == project_cli.COMPUTE_FROM
+    assert literal_values(allreduce.Algorithm) == project_cli.ALGORITHMS
 
 
 def test_flags_left_out_take_the_models_defaults():
     from bench.cli.main import build_parser
+    from bench.cli.train import train_config
 
     args = build_parser().parse_args(["train", "--workload", "ssd", "--synthetic", "--steps", "1"])
-    for name in ("preset", "batch_size", "image_size", "warmup_steps", "loader", "loader_threads", "backend", "bind"):
-        assert getattr(args, name) == default(config.TrainConfig, name), name
-    assert args.drop_caches == default(config.TrainConfig, "drop_caches")
+    # `bench train`'s flags hold no default of their own: a flag left out is absent, and the model fills it
+    assert set(vars(args)) == {"command", "func", "workload", "synthetic", "steps"}, vars(args)
+    cfg = train_config(args)
+    names = ("preset", "batch_size", "image_size", "warmup_steps", "loader", "loader_threads", "backend", "bind")
+    for name in (*names, "drop_caches"):
+        assert getattr(cfg, name) == default(config.TrainConfig, name), name
     probe = build_parser().parse_args(["storage", "probe", "--path", "/x"])
     assert (probe.max_jobs, probe.seconds) == (
         config.SuiteSettings().probe_max_jobs,

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bench.cli import build_parser
+from bench.cli.train import train_config
 from bench.config import TrainConfig, parse
 from bench.errors import ConfigError
 from bench.train.loop import _same_shapes
@@ -33,12 +34,14 @@ def test_unknown_precision_or_compile_is_refused_naming_the_field_and_values():
         parse(TrainConfig, {"workload": "ssd", "synthetic": True, "steps": 2, "amp": True, "precision": "fp32"})
 
 
-def test_settings_survive_the_launchers_argv():
+def test_settings_survive_the_ranks_spec_file(tmp_path):
+    """What a launcher hands a rank (train.json, bench.launch.train_spec) is what the rank runs: `amp`
+    given alone stays the alias it was, not `amp` beside an explicit fp32 (which the model refuses)."""
     for over in ({"precision": "bf16", "compile": "torch_compile"}, {"amp": True}, {}):
         original = cfg(**over)
-        args = build_parser().parse_args(["train", *original.to_argv()])
-        fields = {k: v for k, v in vars(args).items() if k not in ("command", "func") and v is not None}
-        assert TrainConfig(**fields) == original
+        path = tmp_path / "train.json"
+        path.write_text(original.model_dump_json(exclude_unset=True))
+        assert train_config(build_parser().parse_args(["train", "--spec", str(path)])) == original
 
 
 def test_amp_picks_bf16_on_a_cpu_and_fp16_is_refused_there():

@@ -106,13 +106,8 @@ def test_a_rank_is_real_or_emulated_never_a_name_without_a_model():
         TrainConfig,
         {"workload": "retinanet-b200", "steps": 1, "data": "/d", "accelerator_s": 0.05, "record_format": "jpeg"},
     )
-    again = parse(TrainConfig, {"workload": "retinanet-b200", "steps": 1, "data": "/d"} | _flags(cfg.to_argv()))
-    assert again.accelerator_s == 0.05 and again.record_format == "jpeg"
-
-
-def _flags(argv: list[str]) -> dict:
-    i = argv.index("--accelerator-s")
-    return {"accelerator_s": float(argv[i + 1]), "record_format": argv[argv.index("--record-format") + 1]}
+    again = TrainConfig.model_validate_json(cfg.model_dump_json(exclude_unset=True))  # a rank's train.json
+    assert again.accelerator_s == 0.05 and again.record_format == "jpeg" and again == cfg
 
 
 def test_a_suite_naming_a_bad_file_or_one_name_twice_is_refused_before_it_runs(tmp_path):
