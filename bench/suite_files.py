@@ -98,7 +98,7 @@ def load_suite(path: Path, check) -> Suite:
     description = doc.pop("description", "") or ""
     if not isinstance(description, str):
         raise ConfigError(f"{path}: description: must be text, got {type(description).__name__}")
-    from bench.config import renamed_settings
+    from bench.config.settings import renamed_settings
 
     # an old setting name loads as its new one, with a deprecation naming both (both at once: an error)
     defaults = renamed_settings({str(k): v for k, v in doc.items()}, f"{path}: ")

@@ -20,7 +20,7 @@ TITLE = "loaders"
 def loader_rate(workload: str, kind: str, data: Path, threads: int, batch: int, size: int) -> float:
     import torch
 
-    from bench.config import TrainConfig
+    from bench.config.models import TrainConfig
     from bench.loaders.base import Shard
     from bench.loaders.registry import build_loader
     from bench.models.registry import build

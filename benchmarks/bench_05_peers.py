@@ -27,7 +27,7 @@ def horovod_style_synthetic(workload: str, batch: int, size: int, seconds: float
 
     import torch
 
-    from bench.config import TrainConfig
+    from bench.config.models import TrainConfig
     from bench.loaders.synthetic import SyntheticLoader
     from bench.models.registry import build
 

@@ -62,7 +62,7 @@ def history_timings(tmp: Path) -> dict:
     from bench.analysis.history.detect import change_points
     from bench.analysis.verdict.expectations import prepare, validate
     from bench.analysis.verdict.scaling import derive
-    from bench.config import Thresholds
+    from bench.config.models import Thresholds
     from bench.store.db import ResultsStore
 
     rng = np.random.default_rng(0)

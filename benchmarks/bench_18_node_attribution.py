@@ -50,7 +50,7 @@ def _cluster(tmp):
     sys.path.insert(0, str(ROOT))
     import yaml
 
-    from bench.config import SuiteSettings
+    from bench.config.models import SuiteSettings
     from bench.data.generate import GenerateSpec, generate
     from tests.dags.test_ssh_suite import ssh_config_text
     from tests.infra.faults import store_device

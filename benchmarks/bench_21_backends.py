@@ -24,7 +24,7 @@ TITLE = "backends"
 
 def two_rank_images_per_s(backend: str, workload: str, measure_s: float, root: Path, runs: list[dict]) -> float:
     """One 2-rank run on `backend` (one core per rank, the suite's slots): its summed images/s."""
-    from bench.config import RunSpec, TrainConfig
+    from bench.config.models import RunSpec, TrainConfig
     from bench.launch.base import collect, wait
     from bench.launch.registry import build_launcher
 

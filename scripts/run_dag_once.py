@@ -192,7 +192,7 @@ def read_conf(text: str) -> dict:
     """The conf as the DAG will see it, checked first by the same rule as its validate_config task:
     a key the suite does not know, a bad value, or a deployment-only setting (bench.config.SetBy) ends
     here with exit 2 before anything runs."""
-    from bench.config import EMBEDDED_DEFAULT
+    from bench.config.defaults import EMBEDDED_DEFAULT
     from bench.errors import ConfigError
     from scalewatch.params import params, settings_from_params
 

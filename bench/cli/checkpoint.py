@@ -9,7 +9,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
-from bench.config import WORKLOADS, Preset
+from bench.config.types import WORKLOADS, Preset
 from bench.errors import ConfigError
 
 PRESETS: tuple[str, ...] = get_args(Preset)

@@ -7,13 +7,10 @@ import json
 import math
 from pathlib import Path
 
-from bench.config import (
-    DEFAULT_MIN_BANDWIDTH_EFFICIENCY,
-    DEFAULT_MIN_SCALING_EFFICIENCY,
-    Thresholds,
-    parse,
-    renamed_settings,
-)
+from bench.config.defaults import DEFAULT_MIN_BANDWIDTH_EFFICIENCY, DEFAULT_MIN_SCALING_EFFICIENCY
+from bench.config.models import Thresholds
+from bench.config.settings import renamed_settings
+from bench.config.types import parse
 from bench.errors import ConfigError
 
 

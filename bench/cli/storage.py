@@ -7,7 +7,8 @@ import json
 import math
 from pathlib import Path
 
-from bench.config import SuiteSettings, default_of
+from bench.config.models import SuiteSettings
+from bench.config.types import default_of
 from bench.errors import ConfigError
 
 

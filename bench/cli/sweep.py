@@ -12,14 +12,10 @@ import os
 import sys
 from pathlib import Path
 
-from bench.config import (
-    EMBEDDED_DEFAULT,
-    RUN_ID_RE,
-    SuiteSettings,
-    choices_of,
-    environment_defaults,
-    settings_from,
-)
+from bench.config.defaults import EMBEDDED_DEFAULT
+from bench.config.models import SuiteSettings
+from bench.config.settings import environment_defaults, settings_from
+from bench.config.types import RUN_ID_RE, choices_of
 from bench.errors import ConfigError
 
 # flag -> setting; list-valued settings take a comma list

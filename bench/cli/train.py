@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.config import CheckpointSpec, TrainConfig, choices_of, default_of, parse
+from bench.config.checkpoint import CheckpointSpec
+from bench.config.models import TrainConfig
+from bench.config.types import choices_of, default_of, parse
 from bench.errors import ConfigError
 from bench.launch.train_spec import read_train_spec
 

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.config import MAX_BYTES_PER_RANK, MIN_BYTES_PER_RANK, CheckpointSpec, parse_setting
+from bench.config.checkpoint import MAX_BYTES_PER_RANK, MIN_BYTES_PER_RANK, CheckpointSpec, parse_setting
 from bench.data.checkpoint_files import (
     KINDS,
     CheckpointError,

@@ -25,7 +25,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.config import SuiteSettings, default_of
+from bench.config.models import SuiteSettings
+from bench.config.types import default_of
 from bench.errors import BenchError
 
 MIN_LEVEL_S = 1.0  # a level measured for less is too short to call a sustained rate

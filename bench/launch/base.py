@@ -21,7 +21,7 @@ from typing import Protocol
 
 import jsonschema
 
-from bench.config import RunSpec
+from bench.config.models import RunSpec
 from bench.safe_fs import RefusedFile, read_bounded, read_tail, regular_files
 
 

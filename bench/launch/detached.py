@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.config import RunSpec
+from bench.config.models import RunSpec
 from bench.launch.base import Handle, RunState
 from bench.launch.sshopts import SshOptions
 from bench.launch.supervisor import CANCEL_REQUEST, HEARTBEAT_S, STATE

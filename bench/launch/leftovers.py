@@ -13,7 +13,7 @@ import json
 import logging
 from pathlib import Path
 
-from bench.config import RunSpec
+from bench.config.models import RunSpec
 from bench.launch.base import Handle, Launcher
 from bench.safe_fs import write_file
 

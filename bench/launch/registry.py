@@ -8,7 +8,7 @@ import importlib
 import os
 from pathlib import Path
 
-from bench.config import LAUNCHERS
+from bench.config.types import LAUNCHERS
 from bench.errors import ConfigError
 from bench.launch.options import LauncherOptions
 from bench.launch.sshopts import SshOptions

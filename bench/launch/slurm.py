@@ -17,7 +17,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from bench.config import RunSpec
+from bench.config.models import RunSpec
 from bench.errors import LaunchError
 from bench.launch.base import Handle, RunState
 from bench.launch.commands import CommandRunner

@@ -3,7 +3,7 @@ launcher uses (bench.launch.detached); the hosts are checked reachable before la
 
 from __future__ import annotations
 
-from bench.config import RunSpec
+from bench.config.models import RunSpec
 from bench.launch.detached import DetachedLauncher
 from bench.launch.options import LauncherOptions
 from bench.launch.sshopts import SshOptions

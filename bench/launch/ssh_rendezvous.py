@@ -19,7 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.config import HostSlots, RunSpec
+from bench.config.models import HostSlots, RunSpec
 from bench.errors import LaunchError
 from bench.launch.lifetime import die_with_parent, send_line
 from bench.launch.rendezvous import rank_env, rank_plan

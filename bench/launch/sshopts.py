@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.config import HostSlots, SafePath, SlurmName
+from bench.config.models import HostSlots
+from bench.config.types import SafePath, SlurmName
 from bench.errors import LaunchError
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.config import RunSpec
+from bench.config.models import RunSpec
 from bench.errors import LaunchError
 from bench.launch.lifetime import die_with_parent, send_line
 from bench.launch.python import node_python

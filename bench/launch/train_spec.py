@@ -15,7 +15,8 @@ import json
 import shlex
 from pathlib import Path
 
-from bench.config import RunSpec, TrainConfig, parse
+from bench.config.models import RunSpec, TrainConfig
+from bench.config.types import parse
 from bench.errors import ConfigError
 from bench.safe_fs import RefusedFile, read_bounded, write_file
 

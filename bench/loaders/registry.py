@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.data.dataset import check_jpegs, load_coco, load_segmentation
 from bench.loaders.base import Loader, LoaderOptions, Shard
 from bench.loaders.synthetic import SyntheticLoader

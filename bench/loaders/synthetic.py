@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import torch
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.loaders.base import LoaderStats
 
 SYNTHETIC_STEPS_PER_EPOCH = 50

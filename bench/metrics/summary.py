@@ -10,7 +10,7 @@ import torch
 
 from bench import __version__
 from bench.collective import Collective
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION
 from bench.slots import contention_summary

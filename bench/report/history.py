@@ -18,7 +18,7 @@ import pandas as pd
 from bench.analysis.history.changes import WATCHED, metric_values, series_outliers, step_size
 from bench.analysis.history.regression import NOISE_HISTORY_RUNS, history_stats, regression_floor
 from bench.analysis.verdict.bounds import scaling_bound
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.report.plots import Marker, trend_chart
 from bench.results.stored import stored_thresholds
 

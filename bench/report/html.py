@@ -16,7 +16,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from bench.analysis.verdict.evaluate import Evaluation
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from bench.report.plots import Series, line_chart, stacked_bars
 from bench.safe_fs import write_file
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from bench.config import Thresholds
+    from bench.config.models import Thresholds
 
 FRAME_SCHEMA_VERSION = 6
 

@@ -18,7 +18,8 @@ import json
 import logging
 from collections.abc import Mapping
 
-from bench.config import Thresholds, parse
+from bench.config.models import Thresholds
+from bench.config.types import parse
 from bench.errors import ConfigError
 
 logger = logging.getLogger(__name__)

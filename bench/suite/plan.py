@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from bench.config import RunSpec, SweepConfig, TrainConfig
+from bench.config.models import RunSpec, SweepConfig, TrainConfig
 from bench.results.schema import INDEPENDENT, REPEAT, SYNTHETIC, WARM
 from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name

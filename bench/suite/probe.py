@@ -44,7 +44,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from bench.analysis.verdict.nodes import NODE_RULE, probe_bound, probe_slow_nodes
-from bench.config import NAME_RE, SweepConfig
+from bench.config.models import SweepConfig
+from bench.config.types import NAME_RE
 from bench.data.probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.errors import DatasetError
 from bench.launch.python import node_python

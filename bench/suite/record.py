@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from bench.safe_fs import write_file
 from bench.suite.plan import read_probe, suite_dir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 from bench.suite.plan import PROBE_FILE, run_spec, suite_dir
 

@@ -14,7 +14,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
-from bench.config import NAME_RE, PATH_RE, SweepConfig
+from bench.config.models import SweepConfig
+from bench.config.types import NAME_RE, PATH_RE
 from bench.suite.staging import StagingSpec
 
 

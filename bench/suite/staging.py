@@ -10,17 +10,8 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from bench.config import (
-    Frozen,
-    SafePath,
-    SweepConfig,
-    TrainConfig,
-    WorkloadRef,
-    default_of,
-    limits_of,
-    suite_default,
-    unique_items,
-)
+from bench.config.models import SweepConfig, TrainConfig, limits_of, suite_default
+from bench.config.types import Frozen, SafePath, WorkloadRef, default_of, unique_items
 from bench.suite.plan import DATASET_KIND, dataset_dir, workload_names, workload_of
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from bench.suite.plan import new_suite_run_id, run_matrix
 from bench.suite.record import finish
 from bench.suite.run import confirmation_runs, probe_storage, run_one, stage_datasets

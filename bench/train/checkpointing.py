@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.data.checkpoint_files import REFUSAL, CheckpointError, Created, fresh_folder
 from bench.safe_fs import CREATE_FLAGS, lstat_at, open_dir
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import psutil
 import torch
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.data.pagecache import drop_page_cache, storage_lost, warm_page_cache
 from bench.env.fingerprint import node_fingerprint
 from bench.errors import ConfigError, MeasurementError, StorageLost

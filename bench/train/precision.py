@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "fp16")

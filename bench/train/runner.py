@@ -6,7 +6,7 @@ import json
 import os
 import traceback
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.safe_fs import write_file
 
 

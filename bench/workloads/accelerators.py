@@ -16,7 +16,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from bench.config import MLPERF_STORAGE_MIN_AU, Frozen, SuiteSettings, limits_of
+from bench.config.defaults import MLPERF_STORAGE_MIN_AU
+from bench.config.models import SuiteSettings, limits_of
+from bench.config.types import Frozen
 from bench.errors import ConfigError
 
 MLPERF_REPO = "github.com/mlcommons/storage"

@@ -27,18 +27,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from bench.config import (
+from bench.config.defaults import MLPERF_STORAGE_MIN_AU
+from bench.config.models import SuiteSettings, limits_of
+from bench.config.types import (
     BUILTIN_WORKLOADS_DIR,
-    MLPERF_STORAGE_MIN_AU,
     WORKLOADS,
     Frozen,
     LoaderKind,
     RecordFormat,
     SafePath,
-    SuiteSettings,
     Workload,
-    _matching,
-    limits_of,
+    matching,
     parse,
 )
 from bench.errors import ConfigError
@@ -93,7 +92,7 @@ class ReaderSpec(Frozen):
 
 
 class AcceleratorSpec(Frozen):
-    profile: Annotated[str, _matching(re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"), "profile")] | None = None
+    profile: Annotated[str, matching(re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"), "profile")] | None = None
     # an accelerators.yaml that scripts/gpu-check.sh wrote: `profile` then names one of its entries
     # (`<workload>-<precision>@<file stem>`, as `bench workloads check` lists them)
     profile_file: SafePath | None = None

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.config import HostSlots
+from bench.config.models import HostSlots
 from bench.launch.sshopts import SshOptions, known_hosts_line, write_private
 
 # Per process: one private folder per connection version, so each poll does not write keys anew.

@@ -30,7 +30,7 @@ def declare(namespace: dict) -> None:
 
 def declare_embedded(namespace: dict) -> None:
     """The embedded default suite, `scaling_regression`, on the weekly cron (SCALEWATCH_SCHEDULE)."""
-    from bench.config import EMBEDDED_DEFAULT
+    from bench.config.defaults import EMBEDDED_DEFAULT
     from scalewatch.dag_factory import build
     from scalewatch.params import params
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from scalewatch.tasks.plan import sweep_config
 
 

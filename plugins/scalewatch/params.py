@@ -19,19 +19,11 @@ import re
 
 from airflow.sdk import Param
 
-from bench.config import (
-    BUILTIN_WORKLOADS,
-    DEPLOYMENT_PLACES,
-    DEPLOYMENT_SETTINGS,
-    RENAMED_SETTINGS,
-    WORKLOAD_FILES_SETTING,
-    SuiteSettings,
-    environment_defaults,
-    is_workload_file,
-    refuse_deployment_settings,
-    renamed_settings,
-    settings_from,
-)
+from bench.config.form import DEPLOYMENT_PLACES
+from bench.config.models import SuiteSettings
+from bench.config.settings import RENAMED_SETTINGS, environment_defaults, renamed_settings, settings_from
+from bench.config.trust import DEPLOYMENT_SETTINGS, WORKLOAD_FILES_SETTING, is_workload_file, refuse_deployment_settings
+from bench.config.types import BUILTIN_WORKLOADS
 from scalewatch import paths
 
 

@@ -276,7 +276,7 @@ def test_a_real_data_docs_site_loads_no_script_and_none_is_served(running_airflo
 def _open_data_docs(af, page, folder) -> None:
     """Build the site in `folder` (GX, then made offline), open each page, check what was loaded."""
     from bench.analysis.verdict.expectations import prepare, validate
-    from bench.config import Thresholds
+    from bench.config.models import Thresholds
 
     (folder / "suite.json").write_text(json.dumps({"dag_id": "scaling_regression", "run_id": folder.name}))
     frame = _rows("dd", "2026-12-09T03:00:00+00:00", CLUSTER, 100.0, 150.0, False, "fail").assign(baseline_gpus=1)

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.cli import main
-from bench.config import HOST_RE, NAME_RE, PATH_RE, SweepConfig, parse
+from bench.config.models import SweepConfig
+from bench.config.types import HOST_RE, NAME_RE, PATH_RE, parse
 from bench.errors import ConfigError
 
 MARKER = Path("/tmp/scalewatch-fuzz-marker")

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig, parse
+from bench.config.models import HostSlots, RunSpec, SweepConfig, TrainConfig
+from bench.config.types import parse
 from bench.errors import ConfigError
 
 SHELL = [
@@ -128,7 +129,7 @@ def test_run_spec_env_and_directives_are_checked():
     ],
 )
 def test_bad_checkpoint_settings_are_refused_naming_the_field(values, named):
-    from bench.config import settings_from
+    from bench.config.settings import settings_from
 
     with pytest.raises(ConfigError, match=named):
         settings_from(values)
@@ -137,7 +138,7 @@ def test_bad_checkpoint_settings_are_refused_naming_the_field(values, named):
 def test_the_checkpoint_setting_reaches_the_scales_own_runs_only(tmp_path):
     """Off by default (no flag, nothing in TrainConfig); set, the scale's run and its second run carry it, on the
     store under test, and the reruns that take storage out or measure the node do not."""
-    from bench.config import settings_from
+    from bench.config.settings import settings_from
     from bench.launch.train_spec import spec_text
     from bench.suite.plan import INDEPENDENT, run_spec
 

@@ -7,16 +7,34 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Literal, get_args, get_origin
 
 import pytest
 import yaml
 from pydantic import BaseModel
 
-from bench import config
+from bench.config import checkpoint, defaults, form, models, settings, trust
+from bench.config import types as config_types
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "bench" / "config.py"
+# The config package's modules, and every name they define, read as one (what this file checks is the
+# package's, whichever of its modules a definition lives in).
+CONFIG_FILES = sorted((ROOT / "bench" / "config").glob("*.py"))
+config = SimpleNamespace(
+    **{
+        k: v
+        for m in (config_types, defaults, form, checkpoint, models, settings, trust)
+        for k, v in vars(m).items()
+        if not k.startswith("__")
+    }
+)
+
+
+def config_trees() -> list[ast.Module]:
+    return [ast.parse(p.read_text()) for p in CONFIG_FILES]
+
+
 CLI = sorted((ROOT / "bench" / "cli").glob("*.py"))
 
 # The models that restate SuiteSettings' settings internally, and their fields named otherwise there.
@@ -81,7 +99,7 @@ def test_the_internal_models_take_every_shared_default_from_the_settings():
 
 
 def test_no_shared_default_is_written_as_a_literal_a_second_time():
-    written = class_defaults(CONFIG)
+    written = {k: v for path in CONFIG_FILES for k, v in class_defaults(path).items()}
     literal = [f"{m}.{n}" for m, n, _ in shared_fields() if (m, n) not in OWN and is_literal(written.get((m, n)))]
     assert not literal, (
         "written again as a literal (take it with suite_default/default_of from SuiteSettings): " + ", ".join(literal)
@@ -99,14 +117,14 @@ def test_train_configs_own_defaults_differ_and_the_suite_passes_its_own(tmp_path
 
 
 def test_one_literal_per_set_of_choices_in_the_config():
-    """A Literal written out twice in bench/config.py is two definitions of one set of choices."""
+    """A Literal written out twice in bench/config/ is two definitions of one set of choices."""
     seen: dict[str, int] = {}
-    for node in ast.walk(ast.parse(CONFIG.read_text())):
+    for node in (n for tree in config_trees() for n in ast.walk(tree)):
         if isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "Literal":
             key = ast.dump(node.slice)
             seen[key] = seen.get(key, 0) + 1
     twice = [k for k, n in seen.items() if n > 1]
-    assert not twice, f"Literals written more than once in bench/config.py (name one alias each): {twice}"
+    assert not twice, f"Literals written more than once in bench/config/ (name one alias each): {twice}"
 
 
 def model_field_names() -> set[str]:
@@ -222,7 +240,7 @@ def test_no_shared_limit_is_written_a_second_time():
     the limits test above would pass while both copies agree, and the next edit changes one of them."""
     shared = {(m, n) for m, n, _ in shared_fields()} | {(m, n) for m, n in OWN_LIMITS}
     written = []
-    for node in ast.parse(CONFIG.read_text()).body:
+    for node in (n for tree in config_trees() for n in tree.body):
         if not isinstance(node, ast.ClassDef) or node.name == "SuiteSettings":
             continue
         for item in node.body:
@@ -238,15 +256,15 @@ def test_no_shared_limit_is_written_a_second_time():
 
 def test_shared_element_limits_are_one_annotated_type():
     """A GPU count and an efficiency bound inside a tuple or a table are the named types, not restated."""
-    text = CONFIG.read_text()
+    text = "\n".join(p.read_text() for p in CONFIG_FILES)
     for limits in ("Field(ge=1, le=4096)", "Field(ge=0, le=1.5)"):
-        assert text.count(limits) == 1, f"{limits} written {text.count(limits)} times in bench/config.py"
+        assert text.count(limits) == 1, f"{limits} written {text.count(limits)} times in bench/config/"
 
 
 def test_the_hidden_defaults_are_named_once():
     """The suite's sample interval and MLPerf Storage's AU floor are named constants, written once."""
     sizing = ROOT / "bench" / "analysis" / "verdict" / "sizing.py"
-    files = [CONFIG, ROOT / "bench" / "workloads" / "spec.py", sizing]
+    files = [*CONFIG_FILES, ROOT / "bench" / "workloads" / "spec.py", sizing]
     for path in files:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

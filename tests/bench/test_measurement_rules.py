@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from bench.config import SweepConfig, parse
+from bench.config.models import SweepConfig
+from bench.config.types import parse
 from bench.store.db import ResultsStore
 from bench.suite.sweep import sweep
 

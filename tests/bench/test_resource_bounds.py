@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import SweepConfig, TrainConfig, parse
+from bench.config.models import SweepConfig, TrainConfig
+from bench.config.types import parse
 from bench.data.generate import GenerateSpec, generate
 from bench.errors import ConfigError, LaunchError
 from bench.launch.registry import build_launcher

@@ -77,7 +77,7 @@ def test_the_supervisors_log_planted_as_a_link_is_refused_and_nothing_starts(tmp
     """The local launcher's supervisor logs to `logs/supervisor.log` in the run folder: a link planted there
     (or at `logs/`) is refused naming it, the victim keeps its bytes, and no supervisor is started (before:
     a shell's `>>` appended the supervisor's output to the victim)."""
-    from bench.config import RunSpec, TrainConfig
+    from bench.config.models import RunSpec, TrainConfig
     from bench.errors import LaunchError
     from bench.launch.detached import DetachedLauncher
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bench.analysis.verdict.expectations import BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND
-from bench.config import SuiteSettings
+from bench.config.models import SuiteSettings
 from bench.suite.plan import suite_dir, suite_run_identity
 from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_read_throttle, store_device

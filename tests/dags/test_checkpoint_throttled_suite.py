@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.config import SuiteSettings
+from bench.config.models import SuiteSettings
 from bench.suite.plan import suite_dir, suite_run_identity
 from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_throttle, store_device

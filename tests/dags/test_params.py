@@ -5,7 +5,9 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from bench.config import SuiteSettings, SweepConfig, Thresholds, parse, settings_from
+from bench.config.models import SuiteSettings, SweepConfig, Thresholds
+from bench.config.settings import settings_from
+from bench.config.types import parse
 from bench.errors import ConfigError
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.config import SuiteSettings
+from bench.config.models import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
 from bench.launch.registry import suite_launcher
 from bench.suite.plan import suite_dir

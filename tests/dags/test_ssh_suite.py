@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bench.analysis.verdict.evaluate import sizing_ceiling
-from bench.config import SuiteSettings
+from bench.config.models import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
 from bench.data.probe import storage_at
 from bench.data.stage import MANIFEST

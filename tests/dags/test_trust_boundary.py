@@ -14,7 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bench.config import BUILTIN_WORKLOADS, DEPLOYMENT_SETTINGS, SuiteSettings
+from bench.config.models import SuiteSettings
+from bench.config.trust import DEPLOYMENT_SETTINGS
+from bench.config.types import BUILTIN_WORKLOADS
 from bench.errors import ConfigError
 from bench.store.db import ResultsStore
 from tests.dags.test_scaling_regression import load_dag

@@ -147,7 +147,7 @@ def test_compute_nodes_come_from_the_cpu_training_image_with_keys_from_a_volume(
 
 
 def test_the_stack_suite_reaches_both_nodes_over_the_keys_volume():
-    from bench.config import SuiteSettings
+    from bench.config.models import SuiteSettings
 
     doc = yaml.safe_load((ROOT / "docker" / "suites" / "nodes.yaml").read_text())
     settings = SuiteSettings(**{k: v for k, v in doc.items() if k not in ("schedule", "description")})

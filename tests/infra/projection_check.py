@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.analysis.cluster import rate_bytes_s
-from bench.config import HostSlots, RunSpec, TrainConfig
+from bench.config.models import HostSlots, RunSpec, TrainConfig
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
 from tests.conftest import BENCH

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import parse
+from bench.config.types import parse
 from bench.errors import ConfigError
 from bench.store.db import ResultsStore
 

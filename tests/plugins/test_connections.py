@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from bench.config import HostSlots
+from bench.config.models import HostSlots
 from bench.errors import LaunchError
 from tests.infra.ssh_hosts import SshHosts
 

@@ -44,7 +44,7 @@ def test_readme_command_1_as_shipped_passes_both_workloads_on_their_figures(tmp_
     it runs `run_dag_once.py '{}'`, as here, on a fresh Airflow home): the embedded default, both workloads
     at every default scale, judged PASSED on a quiet machine (the `rates` phase; benchmark section 8: 20 of
     20 default sweeps passed), each row passing on figures it measured, not for want of them."""
-    from bench.config import SuiteSettings
+    from bench.config.models import SuiteSettings
 
     home, done = _run_once(tmp_path / "airflow")
     if done.returncode == 1 and _failed_only_for_foreign_processes(home):

@@ -22,7 +22,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, field_validator
 
-from bench.config import NAME_RE, WORKLOADS, Frozen
+from bench.config.types import NAME_RE, WORKLOADS, Frozen
 
 MAX_NOTE_CHARS = 2000
 Kind = Literal["expected", "explained"]

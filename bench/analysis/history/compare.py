@@ -20,7 +20,7 @@ import math
 import pandas as pd
 
 from bench.analysis.history.regression import history_stats, series_floor
-from bench.config import DEFAULT_REGRESSION_TOLERANCE
+from bench.config.defaults import DEFAULT_REGRESSION_TOLERANCE
 from bench.env.fingerprint import differences
 from bench.results.schema import RUN_ROW, SERIES_KEY
 

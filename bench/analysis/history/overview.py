@@ -41,7 +41,7 @@ from bench.analysis.history.noise import WATCH, next_judgement
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
 from bench.analysis.verdict.expectations import THROUGHPUT_NOT_REGRESSED
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.results.schema import CHECKPOINT_RATES, RUN_ROW, SERIES_KEY
 
 # A checkpoint figure's stored "better of two runs" (what its regression floor was held against).

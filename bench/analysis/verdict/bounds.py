@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from numbers import Real
 
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.results.schema import VERDICT_BOUNDS, Bound
 
 SCALING_EFFICIENCY = "scaling_efficiency"

@@ -14,7 +14,7 @@ from bench.analysis.history.regression import series_floor
 from bench.analysis.verdict import bounds
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from bench.results.schema import CHECKPOINT_RATES, REPEAT
 
 # The figures a second run of a scale gives its scale (the better of the two is checked).

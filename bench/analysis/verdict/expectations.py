@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.verdict import bounds
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
 

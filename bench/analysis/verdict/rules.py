@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.verdict import bounds
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.slots import contention_summary
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"

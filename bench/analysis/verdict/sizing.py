@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.config import MLPERF_STORAGE_MIN_AU
+from bench.config.defaults import MLPERF_STORAGE_MIN_AU
 from bench.errors import ResultsInputError
 
 # Per-row columns of the results frame and store (the supported counts only on the row that set the demand).

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.config import AlertTargets
+from bench.config.models import AlertTargets
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from airflow.sdk import task
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from scalewatch.notifiers import ALERT_TASK_TIMEOUT
 from scalewatch.tasks.plan import sweep_config
 

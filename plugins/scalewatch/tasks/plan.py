@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from airflow.sdk import task
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 
 
 @task
@@ -62,6 +62,6 @@ def sweep_config(plan: dict) -> SweepConfig:
     """The config `validate_config` checked, validated again by the same model in this task's process
     (each task is one): what a task works on is what the edge checked, and an XCom changed on its way
     is refused naming the field, as the edge would have refused it."""
-    from bench.config import parse
+    from bench.config.types import parse
 
     return parse(SweepConfig, plan["sweep"], prefix="plan.sweep.")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, task
 
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from scalewatch.tasks.plan import sweep_config
 
 # confirm_causes' bound (bench.suite.run.confirmation_runs): at most one second run of each scale (a
@@ -73,7 +73,7 @@ def confirm_causes_timeout(
 def timeout_of_form(values: dict) -> timedelta:
     """The parse-time bound, from the DAG's form defaults; a setting the DAG's params leave out (a DAG
     built with no params) takes the suite's default."""
-    from bench.config import SuiteSettings
+    from bench.config.models import SuiteSettings
 
     values = SuiteSettings.defaults() | values
     return confirm_causes_timeout(

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from bench.analysis.history.overview import STATUSES
-from bench.config import NAME_RE, WORKLOADS, Frozen
+from bench.config.types import NAME_RE, WORKLOADS, Frozen
 from scalewatch.web.auth import current_user
 
 router = APIRouter()
@@ -94,7 +94,7 @@ class CompareQuery(Frozen):
 def parse_query(model: type[Frozen], request: Request):
     """The request's query parameters as `model`: a repeated or unknown one, or a bad value, is a 400
     naming the field (and, for a choice, the allowed values)."""
-    from bench.config import parse
+    from bench.config.types import parse
     from bench.errors import ConfigError
 
     params = request.query_params
@@ -229,7 +229,7 @@ def _noise_history(store, dags: list[str], later, run_id: str) -> tuple[dict, di
     stored since) and the regression tolerance b's config set, with its `history_runs` as the window,
     each from the config of b's run in the row's own DAG (the defaults where it set none)."""
     from bench.analysis.history.compare import SCALE
-    from bench.config import Thresholds
+    from bench.config.models import Thresholds
     from scalewatch.web.reading import thresholds_by_dag
 
     configured = thresholds_by_dag(store, later["dag_id"].unique().tolist(), run_id)

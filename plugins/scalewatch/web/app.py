@@ -22,7 +22,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
-from bench.config import Frozen
+from bench.config.types import Frozen
 from scalewatch.paths import reports_root
 from scalewatch.web.api import router as api_router
 from scalewatch.web.auth import (
@@ -359,7 +359,7 @@ async def annotate(request: Request, user: User):
     permission on each of them. Answers 303 back to the dashboard for the form, the stored row (201) as
     JSON for REST."""
     from bench.analysis.history.annotations import Annotation
-    from bench.config import parse
+    from bench.config.types import parse
     from bench.errors import ConfigError
     from bench.results.schema import CHANGE_KEY
 

@@ -11,7 +11,7 @@ from bench.analysis.projection.allreduce import Link, bus_bandwidth, measured_li
 from bench.analysis.projection.inputs import Given, inputs_from_run
 from bench.analysis.projection.model import BOUND_BY, Ceilings, Fabric, project_scale
 from bench.analysis.projection.project import project
-from bench.config import parse
+from bench.config.types import parse
 from bench.errors import ConfigError, ResultsInputError
 
 LINK = Link(bus_bytes_s=10e9, latency_s=5e-6, span="flat", source="test")

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from bench.config import RunSpec, TrainConfig
+from bench.config.models import RunSpec, TrainConfig
 from bench.launch.base import RunState, wait
 from bench.launch.leftovers import HANDLE_FILE, cancel_unfinished, record_handle, submit_recorded
 from bench.launch.registry import build_launcher

@@ -2,7 +2,7 @@ import signal
 
 import pytest
 
-from bench.config import RunSpec, TrainConfig
+from bench.config.models import RunSpec, TrainConfig
 from bench.launch.base import RunState, collect, wait
 from bench.launch.registry import build_launcher
 from tests.infra.faults import any_pids, kill_rank_when_training, slots_while_training, train_pids, wait_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import LAUNCHERS
+from bench.config.types import LAUNCHERS
 from bench.errors import ConfigError
 from bench.launch.options import LauncherOptions
 from bench.launch.registry import build_launcher

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.config import HostSlots, RunSpec, TrainConfig
+from bench.config.models import HostSlots, RunSpec, TrainConfig
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
 from bench.launch.rendezvous import start_rendezvous

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import RunSpec, TrainConfig
+from bench.config.models import RunSpec, TrainConfig
 from bench.errors import LaunchError
 from bench.launch.base import RunState, collect, wait
 from bench.launch.leftovers import cancel_unfinished, record_handle

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import RunSpec, TrainConfig
+from bench.config.models import RunSpec, TrainConfig
 from bench.launch.base import RunState, collect, wait
 from bench.launch.registry import build_launcher
 from tests.infra.faults import train_pids, wait_for

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import HostSlots, RunSpec, TrainConfig
+from bench.config.models import HostSlots, RunSpec, TrainConfig
 from bench.errors import LaunchError
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
@@ -135,7 +135,8 @@ def test_a_sigkilled_supervisor_leaves_no_remote_rank(hosts, tmp_path, datasets)
 
 
 def test_duplicate_hosts_are_refused(hosts):
-    from bench.config import SweepConfig, parse
+    from bench.config.models import SweepConfig
+    from bench.config.types import parse
     from bench.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"hosts: host n1 is listed twice"):

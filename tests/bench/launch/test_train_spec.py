@@ -12,7 +12,8 @@ import pytest
 
 from bench.cli import build_parser
 from bench.cli.train import train_config
-from bench.config import TrainConfig, settings_from
+from bench.config.models import TrainConfig
+from bench.config.settings import settings_from
 from bench.errors import ConfigError
 from bench.launch.supervisor import rank_argv
 from bench.launch.train_spec import heredoc, rank_train_config, read_train_spec, spec_text, write_train_spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.loaders.base import MEAN, STD, Shard
 from bench.loaders.registry import build_loader
 from bench.models.registry import build

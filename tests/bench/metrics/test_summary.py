@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.metrics.schema import validate_summary
 from bench.metrics.summary import summarise
 

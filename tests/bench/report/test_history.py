@@ -79,7 +79,7 @@ def test_a_filter_the_store_does_not_have_is_refused_naming_the_choices(seeded):
 def test_the_dashboards_bound_is_the_one_the_verdict_used():
     """A per-GPU table {16: 0.9, 32: 0.8}: the verdict holds 8 GPUs to 0.9 (the smallest listed count at or
     above it) and 64 to 0.8; the dashboard drew 0.7 at 8 and 64 (it looked up the exact count only)."""
-    from bench.config import Thresholds
+    from bench.config.models import Thresholds
     from bench.report.history import _bound
 
     thresholds = Thresholds(min_scaling_efficiency=0.7, min_scaling_efficiency_by_gpus={16: 0.9, 32: 0.8})

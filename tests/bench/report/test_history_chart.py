@@ -7,7 +7,7 @@ import re
 import pandas as pd
 
 from bench.analysis.frame import config_key
-from bench.config import SweepConfig
+from bench.config.models import SweepConfig
 from bench.report.html import _history_chart
 
 

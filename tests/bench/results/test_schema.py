@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.results import schema
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.results.stored import stored_config, stored_thresholds, thresholds_or_defaults
 
 ROOT = Path(__file__).resolve().parents[3]

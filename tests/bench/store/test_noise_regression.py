@@ -10,7 +10,7 @@ import pytest
 from bench.analysis.history.noise import MIN_NOISE_RUNS, REGRESSED, WATCH, next_judgement
 from bench.analysis.verdict.evaluate import history_for
 from bench.analysis.verdict.expectations import prepare, validate
-from bench.config import SweepConfig, Thresholds, TrainConfig
+from bench.config.models import SweepConfig, Thresholds, TrainConfig
 from bench.report.html import _regression_cell
 from tests.bench.store.test_store import frame, store  # noqa: F401  (the store fixture: SQLite and PostgreSQL)
 

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis.verdict.evaluate import evaluate
-from bench.config import SweepConfig, settings_from
+from bench.config.models import SweepConfig
+from bench.config.settings import settings_from
 from bench.launch.registry import build_launcher
 from bench.store.db import ResultsStore
 from bench.suite.plan import run_matrix
@@ -192,7 +193,7 @@ def test_a_restore_the_page_cache_served_is_shown_but_never_enters_history(measu
     but not that read MB/s, so no read floor or band is ever learnt from memory's speed."""
     import tempfile
 
-    from bench.config import TrainConfig
+    from bench.config.models import TrainConfig
     from bench.train.checkpointing import summary_block
     from tests.bench.train.test_checkpointing import SPEC, ranks
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.config import SweepConfig, TrainConfig
+from bench.config.models import SweepConfig, TrainConfig
 from bench.suite.plan import INDEPENDENT, run_matrix, run_spec
 
 
@@ -48,7 +48,7 @@ def test_an_emulated_workload_searches_doubling_counts_within_the_slots_and_a_re
     """The AU search's counts are fixed at plan time (the DAG expands one task per scale): the suite's
     gpus plus 1, 2, 4, ... up to the nodes' slots (and the slots themselves), capped by
     au_search_max_ranks, off at 0; a real model keeps the suite's counts."""
-    from bench.config import HostSlots
+    from bench.config.models import HostSlots
 
     def scales(workload: str, hosts: tuple[str, ...], **over) -> list[int]:
         base = cfg(tmp_path).model_copy(

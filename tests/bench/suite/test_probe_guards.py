@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.config import SuiteSettings
+from bench.config.models import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
 from bench.data.probe import MIN_LEVEL_S, ProbeError
 from bench.data.stage import stage

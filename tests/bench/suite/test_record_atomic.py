@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.verdict.evaluate import Evaluation
-from bench.config import SweepConfig, TrainConfig
+from bench.config.models import SweepConfig, TrainConfig
 from bench.store.db import ResultsStore
 from bench.suite.plan import suite_dir
 from bench.suite.record import record, watch_changes

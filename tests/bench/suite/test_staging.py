@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import SweepConfig, TrainConfig
+from bench.config.models import SweepConfig, TrainConfig
 from bench.suite.stage_node import main, node_argv
 from bench.suite.staging import StagingSpec
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import torch
 
-from bench.config import TrainConfig
+from bench.config.models import TrainConfig
 from bench.data.checkpoint_local import LocalSync
 from bench.train.checkpointing import Stall, phase, summary_block
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from bench.analysis.frame import build_frame, row_from_result
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 from bench.metrics.schema import validate_summary
 from tests.bench.train.test_ddp import free_port, torchrun_env
 from tests.conftest import BENCH

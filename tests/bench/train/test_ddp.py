@@ -132,7 +132,8 @@ def test_ddp_averages_gradients_in_synchronize_and_exposes_the_wait_there(tmp_pa
 
 
 def test_unknown_backend_and_bind_are_refused_naming_the_field_and_values():
-    from bench.config import TrainConfig, parse
+    from bench.config.models import TrainConfig
+    from bench.config.types import parse
     from bench.train.dist import resolve
 
     with pytest.raises(ConfigError, match=r"--backend: Input should be 'horovod', 'ddp' or 'auto'"):

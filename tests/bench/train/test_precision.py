@@ -12,7 +12,8 @@ import torch
 
 from bench.cli import build_parser
 from bench.cli.train import train_config
-from bench.config import TrainConfig, parse
+from bench.config.models import TrainConfig
+from bench.config.types import parse
 from bench.errors import ConfigError
 from bench.train.loop import _same_shapes
 from bench.train.precision import StepSetup, check_compile, resolve_precision, setup

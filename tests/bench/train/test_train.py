@@ -75,7 +75,7 @@ def test_synthetic_runs_without_data(tmp_path):
 
 @pytest.mark.parametrize("workload", ["ssd", "deeplabv3plus"])
 def test_dali_and_torch_loaders_agree_on_shapes_and_dtypes(workload, datasets):
-    from bench.config import TrainConfig
+    from bench.config.models import TrainConfig
     from bench.loaders.registry import build_loader
     from bench.models.registry import build
 

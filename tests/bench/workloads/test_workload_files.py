@@ -10,7 +10,10 @@ import pytest
 import yaml
 
 from bench.cli.main import main
-from bench.config import ConfigError, SuiteSettings, TrainConfig, parse, settings_from
+from bench.config.models import SuiteSettings, TrainConfig
+from bench.config.settings import settings_from
+from bench.config.types import parse
+from bench.errors import ConfigError
 from bench.workloads.accelerators import PROFILES
 from bench.workloads.spec import builtin_names, load, load_file, resolve
 
@@ -157,7 +160,7 @@ def test_accelerators_at_au_is_measured_up_to_the_first_fall_then_projected_from
 
     from bench.analysis.verdict.accelerators import accelerators_at_au
     from bench.analysis.verdict.evaluate import storage_for
-    from bench.config import HostSlots, SweepConfig
+    from bench.config.models import HostSlots, SweepConfig
 
     def storage(probe: dict, launcher: str = "local", hosts: tuple[str, ...] = ()):
         suite = {"workloads": ("retinanet-b200",), "gpus": (1, 2), "dataset_path": tmp_path, "launcher": launcher}
@@ -215,7 +218,7 @@ def test_the_forms_pattern_takes_every_built_in_and_workload_files_and_refuses_o
     every built-in is in its pattern, and so is an absolute .yaml path; a made-up name is not."""
     import re
 
-    from bench.config import WORKLOAD_REF_PATTERN
+    from bench.config.types import WORKLOAD_REF_PATTERN
 
     items = SuiteSettings.model_json_schema()["properties"]["workloads"]["items"]
     assert items == {"type": "string", "pattern": WORKLOAD_REF_PATTERN}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import AlertTargets, SweepConfig, TrainConfig
+from bench.config.models import AlertTargets, SweepConfig, TrainConfig
 from bench.store.db import ResultsStore
 from bench.suite.plan import suite_dir
 from tests.bench.analysis.history.test_changes import weekly

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import AlertTargets
+from bench.config.models import AlertTargets
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver
 
 

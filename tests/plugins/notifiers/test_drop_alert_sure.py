@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from bench.config import AlertTargets
+from bench.config.models import AlertTargets
 from tests.bench.analysis.history.test_changes import weekly
 from tests.bench.store.conftest import url  # noqa: F401 -- the fixture: a store of its own, SQLite and PostgreSQL
 from tests.infra.receivers import WebhookReceiver

@@ -13,7 +13,7 @@ from tests.bench.store.test_migration_0014 import KEY, store_at_0013
 
 
 def test_0014_keeps_annotations_and_sends_no_change_point_alerted_before_it_again(url, monkeypatch, tmp_path):  # noqa: F811
-    from bench.config import AlertTargets, SweepConfig, TrainConfig
+    from bench.config.models import AlertTargets, SweepConfig, TrainConfig
     from scalewatch.tasks.alert import send_alerts
     from tests.infra.receivers import WebhookReceiver
 

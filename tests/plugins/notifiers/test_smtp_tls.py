@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from bench.config import AlertTargets
+from bench.config.models import AlertTargets
 from tests.infra.receivers import SmtpReceiver, make_tls_files
 
 TARGETS = AlertTargets(smtp_conn_id="sw_t_smtp", email_to=("oncall@example.com",))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench.config import AlertTargets, SweepConfig, TrainConfig
+from bench.config.models import AlertTargets, SweepConfig, TrainConfig
 from tests.infra.receivers import WebhookReceiver
 
 

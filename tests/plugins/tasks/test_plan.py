@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import AlertTargets, HostSlots, SweepConfig, Thresholds, TrainConfig
+from bench.config.models import AlertTargets, HostSlots, SweepConfig, Thresholds, TrainConfig
 
 
 def _every_kind_of_field(tmp_path: Path) -> SweepConfig:

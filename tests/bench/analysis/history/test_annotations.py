@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.history.annotations import MAX_NOTE_CHARS, Annotation, baseline_since, rebaselined
-from bench.config import parse
+from bench.config.types import parse
 from bench.errors import ConfigError
 
 GOOD = {

@@ -6,7 +6,7 @@ import pytest
 
 from bench.analysis.history.regression import MIN_HISTORY, history_stats
 from bench.analysis.verdict.expectations import prepare, validate
-from bench.config import Thresholds
+from bench.config.models import Thresholds
 
 
 def frame(throughput: float) -> pd.DataFrame:

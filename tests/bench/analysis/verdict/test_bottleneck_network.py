@@ -13,7 +13,7 @@ import pytest
 
 from bench.analysis.cluster import rate_bytes_s
 from bench.analysis.verdict.evaluate import evaluate
-from bench.config import HostSlots, RunSpec, SweepConfig, TrainConfig
+from bench.config.models import HostSlots, RunSpec, SweepConfig, TrainConfig
 from bench.launch.base import collect, wait
 from bench.launch.registry import build_launcher
 from tests.infra.ssh_hosts import SshHosts, link_rate_limit

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.verdict.cache import CEILING_SLACK, label_cache_served
-from bench.config import SweepConfig, TrainConfig
+from bench.config.models import SweepConfig, TrainConfig
 from bench.errors import ConfigError
 
 
@@ -47,7 +47,7 @@ def test_a_rate_above_the_cold_ceiling_per_node_is_labelled():
 
 @pytest.mark.parametrize("bad", ["lots", "-5GiB", "12 parsecs"])
 def test_a_declared_cache_that_is_not_a_size_is_refused_naming_the_field(tmp_path, bad):
-    from bench.config import parse
+    from bench.config.types import parse
 
     train = TrainConfig(workload="ssd", data=tmp_path, steps=2).model_dump()
     with pytest.raises(ConfigError, match="storage_cache_bytes"):

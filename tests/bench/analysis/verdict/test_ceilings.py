@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.verdict.ceilings import BACKWARD_SHARE, LAST_BUCKET_SHARE, expected, ideal_efficiency
-from bench.config import SweepConfig, TrainConfig
+from bench.config.models import SweepConfig, TrainConfig
 
 
 def test_a_node_that_gives_two_ranks_1_6x_one_expects_0_8_and_compute_binds():

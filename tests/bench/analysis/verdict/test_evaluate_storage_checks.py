@@ -7,7 +7,7 @@ import pytest
 
 from bench.analysis.history.regression import MIN_HISTORY
 from bench.analysis.verdict.evaluate import storage_checks
-from bench.config import SweepConfig, TrainConfig
+from bench.config.models import SweepConfig, TrainConfig
 from bench.store.db import ResultsStore
 
 

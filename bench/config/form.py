@@ -1,0 +1,92 @@
+"""The trigger form's side of a setting: its section, title and pattern, and who may set it (`set_by`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    Field,
+)
+
+from bench.config.types import CONN_ID_RE, EMAIL_RE, INTERFACE_RE, NAME_RE, PATH_RE, matching, safe_path
+
+# --- The suite's settings: the one definition behind the Airflow form, suite files and `bench sweep` ---
+
+
+# A form pattern must refuse what fullmatch refuses: JSON schema validators search with `$`, which in
+# Python also matches before a trailing newline; `(?![\s\S])` is "end of text" in Python and ECMA alike.
+def form_pattern(regex: re.Pattern[str] | str) -> str:
+    text = regex.pattern if isinstance(regex, re.Pattern) else regex
+    return "^(?:" + text.removeprefix("^").removesuffix("$") + r")(?![\s\S])"
+
+
+class FormPattern:
+    """Annotated marker: the form's JSON schema gets this pattern (validation itself is the
+    AfterValidator beside it, Python's `re`, which the form schema's lookaheads need)."""
+
+    def __init__(self, regex: re.Pattern[str]) -> None:
+        self.regex = regex
+
+    def __get_pydantic_json_schema__(self, core_schema, handler):
+        schema = handler(core_schema)
+        schema["pattern"] = form_pattern(self.regex)
+        return schema
+
+
+HOST_SLOTS_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,2})?$")
+STORAGE_CACHE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?\s*([KMGTP]i?B|B)?$")
+GPU_COUNT_KEY_RE = re.compile(r"^[1-9][0-9]{0,3}$")
+
+FormHost = Annotated[str, matching(HOST_SLOTS_RE, "host[:slots]"), FormPattern(HOST_SLOTS_RE)]
+FormName = Annotated[str, matching(NAME_RE, "name"), FormPattern(NAME_RE)]
+FormInterface = Annotated[str, matching(INTERFACE_RE, "interface name"), FormPattern(INTERFACE_RE)]
+FormConnId = Annotated[str, matching(CONN_ID_RE, "connection id"), FormPattern(CONN_ID_RE)]
+FormPath = Annotated[str, AfterValidator(lambda v: str(safe_path(Path(v)))), FormPattern(PATH_RE)]
+FormEmail = Annotated[str, matching(EMAIL_RE, "e-mail address"), FormPattern(EMAIL_RE)]
+FormStorageCache = Annotated[str, matching(STORAGE_CACHE_RE, "storage cache size"), FormPattern(STORAGE_CACHE_RE)]
+
+S_WHAT, S_WHERE, S_DATA, S_TRAIN, S_BOUNDS, S_ALERT, S_ADVANCED = (
+    "What to sweep",
+    "Where to launch",
+    "Dataset",
+    "Training",
+    "Bounds",
+    "Alerts",
+    "Advanced",
+)
+
+
+# --- Who may set a setting: the trust boundary, written once -----------------------------------------
+# Whoever may trigger a run (the form, the REST API, a conf) is not whoever runs the worker. A setting
+# that names a file or folder the worker (or a node, through it) reads or writes, or that changes how a
+# command is started there, is the deployment's alone: OpenSSH runs a config file's `Match exec` lines
+# while it reads it, so a conf naming any readable file as `ssh_config` ran commands on the worker
+# (issue 48). Such a setting is set by a suite file or the deployment (the embedded default's
+# environment, Airflow connections); a conf that gives it another value is refused before anything runs
+# (refuse_deployment_settings), and the form shows the suite's value, read-only (scalewatch.params).
+SetBy = Literal["run", "deployment"]
+SET_BY_RUN: SetBy = "run"
+SET_BY_DEPLOYMENT: SetBy = "deployment"
+RUN_PLACES = "a run's conf (the trigger form, the REST API, scripts/run-once.sh)"
+DEPLOYMENT_PLACES = "a suite file ($SCALEWATCH_SUITES) or the deployment (the environment, Airflow connections)"
+
+
+def form_field(
+    default,
+    section: str,
+    title: str,
+    description: str | None = None,
+    unique: bool = False,
+    set_by: SetBy = SET_BY_RUN,
+    **limits,
+):
+    """A setting with its form metadata beside it (section and title are the form's, nothing else's) and
+    who may set it (`set_by`: a run's conf, or only a suite file and the deployment)."""
+    extra: dict = {"section": section, "title": title, "set_by": set_by} | ({"uniqueItems": True} if unique else {})
+    if set_by == SET_BY_DEPLOYMENT:
+        where = f"Set only in {DEPLOYMENT_PLACES}; a run's conf cannot change it."
+        description = f"{description} {where}" if description else where
+    return Field(default, description=description, json_schema_extra=extra, **limits)
