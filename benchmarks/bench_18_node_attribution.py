@@ -117,7 +117,7 @@ def _fault(hosts, export, kind: str, node: int):
 def _probe_named(cfg, export) -> list[str]:
     """The hosts the probe named (its slow_nodes), the store's files evicted first (every read cold)."""
     from bench.launch.registry import suite_launcher
-    from bench.suite.probe import probe_nodes, suite_nodes
+    from bench.suite.node_probe import probe_nodes, suite_nodes
     from tests.infra.node_faults import evict
 
     evict(export)

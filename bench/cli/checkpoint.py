@@ -29,7 +29,7 @@ def add_parsers(sub) -> None:
     c.add_argument("--preset", choices=PRESETS, help="the model's size (with --model; default tiny)")
     c.add_argument("--ranks", type=int, default=1, help="ranks on this host, one process each (1-64)")
     # --writes/--reads left out take CheckpointSpec's defaults (MLPerf Storage's counts), read where the spec is
-    # built: importing bench.data.checkpoint here would load it on every `bench` start
+    # built: importing bench.storage.checkpoint here would load it on every `bench` start
     c.add_argument("--writes", type=int, help="checkpoints written, all ranks at once (1-100; default: MLPerf's)")
     c.add_argument("--reads", type=int, help="checkpoints read back cold (1-100; default: MLPerf's)")
     c.add_argument("--json", action="store_true")
@@ -38,7 +38,7 @@ def add_parsers(sub) -> None:
 
 def _spec(args: argparse.Namespace):
     """The flags as a CheckpointSpec; a bad value is refused naming its flag."""
-    from bench.data.checkpoint import CheckpointSpec
+    from bench.storage.checkpoint import CheckpointSpec
 
     data = {"mode": "model" if args.model else "size"}
     data |= {k: v for k, v in (("writes", args.writes), ("reads", args.reads)) if v is not None}
@@ -59,7 +59,7 @@ def _spec(args: argparse.Namespace):
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from bench.data.checkpoint_local import MAX_RANKS, CheckpointRanksFailed, run_local
+    from bench.storage.checkpoint_local import MAX_RANKS, CheckpointRanksFailed, run_local
 
     if not args.path.is_dir():
         raise ConfigError(f"--path: {args.path} is not an existing folder")

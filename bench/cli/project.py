@@ -147,7 +147,7 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def with_probe_curve(inputs: list, run_dir: Path) -> list:
-    """The run's probe.json (bench/suite/probe.py), where it has one: one node's ceiling and the bound, so
+    """The run's probe.json (bench/suite/node_probe.py), where it has one: one node's ceiling and the bound, so
     a projected scale reads at most its nodes x one node, and says whether the client or the store binds."""
     from dataclasses import replace
 

@@ -40,7 +40,7 @@ def add_parsers(sub) -> None:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from bench.data.probe import ProbeSettings, probe
+    from bench.storage.fio_probe import ProbeSettings, probe
 
     if not 1 <= args.max_jobs <= 256:
         raise ConfigError(f"--max-jobs: {args.max_jobs} must be between 1 and 256")

@@ -107,7 +107,7 @@ RANK = {
     },
 }
 
-# The scale's allreduce probe (bench.train.dist.probe): null on one rank and on independent copies.
+# The scale's allreduce probe (bench.train.dist.allreduce_probe): null on one rank and on independent copies.
 ALLREDUCE = {
     "type": ["object", "null"],
     "required": ["seconds", "bytes", "buckets", "bus_gb_s", "latency_s", "reps"],
@@ -122,7 +122,7 @@ ALLREDUCE = {
 }
 
 # The checkpoint phase and the saves during training (bench.train.checkpointing; optional: runs without
-# them have none). `status` done: the phase's figures (bench.data.checkpoint.aggregate) are beside it.
+# them have none). `status` done: the phase's figures (bench.storage.checkpoint.aggregate) are beside it.
 CHECKPOINT = {
     "type": "object",
     "required": ["status", "error", "stall"],

@@ -143,7 +143,7 @@ def _measured(cfg: TrainConfig, reports: list[dict], epochs: list[dict]) -> dict
     return {
         # Steps the fp16 GradScaler skipped (inf/NaN gradients; warm-up included): null without a scaler.
         "scaler_skipped_steps": _max_or_none([r["scaler_skipped_steps"] for r in reports]),
-        # The scale's allreduce probe (bench.train.dist.probe): null on one rank and on independent copies.
+        # The scale's allreduce probe (bench.train.dist.allreduce_probe): null on one rank and on independent copies.
         "allreduce": reports[0].get("allreduce"),
         "batch_size": cfg.batch_size,
         "image_size": cfg.image_size,

@@ -244,7 +244,7 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     # how the run came about (issue 50, revision 0021): Airflow's run type, "scheduled" for the scheduler's
     # own runs and "manual" for a triggered one or `bench sweep`; NULL on rows stored before, unknown
     _c("run_type", "text", "label", "store"),
-    # the storage ceiling's node count and what binds it (bench.suite.probe, revision 0017)
+    # the storage ceiling's node count and what binds it (bench.suite.node_probe, revision 0017)
     _c("probe_nodes", "int", "count", "sizing"),
     _c("storage_bound", "text", "label", "sizing"),
     # the checkpoint phase after the scale's training and the saves during it (the summary's `checkpoint`,
@@ -335,8 +335,8 @@ DIFFERENTIAL_FIGURES: tuple[str, ...] = _names("differential", dtype="float")
 DIFFERENTIAL_LABELS: tuple[str, ...] = _names("differential", dtype="text")
 SIZING_FLOATS: tuple[str, ...] = _names("sizing", dtype="float")
 SIZING_COUNTS: tuple[str, ...] = _names("sizing", dtype="int")
-# The results columns of the scale's allreduce probe and the summary field ("allreduce", bench.train.dist.probe)
-# each is read from.
+# The results columns of the scale's allreduce probe and the summary field ("allreduce",
+# bench.train.dist.allreduce_probe) each is read from.
 PROBE_FIELDS: dict[str, str] = {
     "allreduce_s": "seconds",
     "allreduce_bytes": "bytes",

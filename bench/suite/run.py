@@ -28,11 +28,11 @@ def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None =
 
 def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[str, str] | None = None) -> dict:
     """fio's ceiling of the staged datasets read from the compute nodes, one and then 2, 4, ... at once
-    (bench.suite.probe), written beside the run's results; raises ProbeError or DatasetError naming the
+    (bench.suite.node_probe), written beside the run's results; raises ProbeError or DatasetError naming the
     node (the task fails; the suite is evaluated without a ceiling, history untouched). `env`: what the
     nodes' probe processes get (sshd passes none of ours), as a RunSpec's env."""
     from bench.launch.registry import suite_launcher
-    from bench.suite.probe import probe_nodes, suite_nodes, write_probe
+    from bench.suite.node_probe import probe_nodes, suite_nodes, write_probe
 
     launcher = launcher or suite_launcher(cfg)
     result = probe_nodes(cfg, suite_nodes(cfg, launcher, env))

@@ -50,10 +50,10 @@ class StagingDoc(RootModel[dict[WorkloadName, StagedDataset]]):
 def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
     """Each workload's dataset staged on the suite's first node; raises DatasetError (or ProbeError, for a
     node that printed no result) naming the node."""
-    from bench.data.probe import ProbeError
     from bench.launch.registry import suite_launcher
+    from bench.storage.fio_probe import ProbeError
+    from bench.suite.node_probe import node_doc, suite_nodes
     from bench.suite.plan import workload_names
-    from bench.suite.probe import node_doc, suite_nodes
 
     nodes = suite_nodes(cfg, launcher or suite_launcher(cfg), env)
     argv = node_argv(StagingSpec.of(cfg), nodes.python)
@@ -68,8 +68,8 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.data.probe import node_name
     from bench.errors import BenchError
+    from bench.storage.fio_probe import node_name
     from bench.suite.staging import stage_here
 
     p = argparse.ArgumentParser(prog="python -m bench.suite.stage_node")

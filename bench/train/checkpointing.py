@@ -5,7 +5,7 @@ training (`ckpt_stall_share`).
 Both write to `TrainConfig.checkpoint_dir`, the store under test, and remove what they wrote. With
 both off (the default) nothing here runs: the loop only asks `rank.stall is not None`.
 
-The phase is collective (`bench.data.checkpoint.run_rank` meets the other ranks between its steps).
+The phase is collective (`bench.storage.checkpoint.run_rank` meets the other ranks between its steps).
 A rank that fails inside it tells the others once, at their next meeting point, and every rank leaves
 the phase there: all ranks then reach the summary's gather together, and the scale's training figures
 are kept with the phase's failure beside them (docs/faults.md). Only a rank that dies outright (killed)
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.models import TrainConfig
-from bench.data.checkpoint_files import REFUSAL, CheckpointError, Created, fresh_folder
 from bench.safe_fs import CREATE_FLAGS, lstat_at, open_dir
+from bench.storage.checkpoint_files import REFUSAL, CheckpointError, Created, fresh_folder
 
 
 class PeerFailed(CheckpointError):
@@ -52,7 +52,7 @@ def states(model, optimizer) -> dict:
 def phase(cfg: TrainConfig, dist, model, optimizer) -> dict:
     """This rank's checkpoint phase: {"record": run_rank's record} or {"error": why, "peer": whether
     another rank's failure stopped it}. Every rank returns at the same meeting point."""
-    from bench.data.checkpoint import run_rank
+    from bench.storage.checkpoint import run_rank
 
     assert cfg.checkpoint is not None and cfg.checkpoint_dir is not None
     try:
@@ -186,10 +186,10 @@ def _remove_own(fd: int, folder: Path, files: list[Created]) -> list[str]:
 
 def summary_block(cfg: TrainConfig, ranks: list[dict]) -> dict:
     """The run summary's `checkpoint` from every rank's {"phase", "stall"}: the phase aggregated
-    (bench.data.checkpoint.aggregate) with its `status` (done, failed, off) and `error`, and the stall
+    (bench.storage.checkpoint.aggregate) with its `status` (done, failed, off) and `error`, and the stall
     (`share`: the largest rank's, each rank's saves over its measured time with them; `left`: every
     rank's)."""
-    from bench.data.checkpoint import aggregate
+    from bench.storage.checkpoint import aggregate
 
     out: dict = {"status": "off", "error": None}
     if cfg.checkpoint is not None:

@@ -26,7 +26,7 @@ from bench.metrics.summary import interference_of, mean, summarise
 from bench.models.registry import WorkloadModel, build
 from bench.safe_fs import write_file
 from bench.train.dist import Dist, init
-from bench.train.dist.probe import gradient_bytes, probe_allreduce
+from bench.train.dist.allreduce_probe import gradient_bytes, probe_allreduce
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
 from bench.train.timing import GpuBusyWindow, StepTimer, busy_window, window_steps
 from bench.workloads.emulate import Accelerator, EmulatedModel

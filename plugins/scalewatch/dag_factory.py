@@ -15,9 +15,9 @@ from airflow.sdk import DAG, dag
 from scalewatch.operators import TrainScaleOperator
 from scalewatch.tasks.alert import alert
 from scalewatch.tasks.plan import matrix, validate_config
-from scalewatch.tasks.probe import probe_storage
 from scalewatch.tasks.record import evaluate
-from scalewatch.tasks.sweep import cancel_leftover_runs, confirm_causes, stage_dataset, timeout_of_form
+from scalewatch.tasks.scales import cancel_leftover_runs, confirm_causes, stage_dataset, timeout_of_form
+from scalewatch.tasks.storage_probe import probe_storage
 from scalewatch.tasks.verdict import verdict
 
 START = datetime(2026, 1, 5)

@@ -130,9 +130,9 @@ def test_one_literal_per_set_of_choices_in_the_config():
 def model_field_names() -> set[str]:
     """Every field with a default of the models a flag can set, pydantic or dataclass."""
     from bench.analysis.projection.inputs import Given
-    from bench.data.checkpoint import CheckpointSpec
     from bench.data.generate import GenerateSpec
-    from bench.data.probe import ProbeSettings
+    from bench.storage.checkpoint import CheckpointSpec
+    from bench.storage.fio_probe import ProbeSettings
 
     names: set[str] = set()
     for value in vars(config).values():

@@ -46,7 +46,7 @@ def test_a_runs_own_settings_bound_it_when_it_starts(airflow_home):
 
 def test_the_bound_counts_every_rerun_the_task_can_launch(airflow_home):
     """Every scale below its bound: the differential plan is at most len(VARIANTS) reruns per scale."""
-    from scalewatch.tasks.sweep import DIFFERENTIAL_RERUNS_PER_SCALE
+    from scalewatch.tasks.scales import DIFFERENTIAL_RERUNS_PER_SCALE
 
     gpus = [1, 2, 4, 8]
     frame = pd.DataFrame(

@@ -24,8 +24,8 @@ import yaml
 from bench.config.models import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
 from bench.launch.registry import suite_launcher
+from bench.suite.node_probe import probe_nodes, suite_nodes
 from bench.suite.plan import suite_dir
-from bench.suite.probe import probe_nodes, suite_nodes
 from bench.suite.run import stage_datasets
 from tests.dags.test_ssh_suite import ssh_config_text, suite_text
 from tests.infra.faults import store_device

@@ -23,13 +23,13 @@ import yaml
 from bench.analysis.verdict.evaluate import sizing_ceiling
 from bench.config.models import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
-from bench.data.probe import storage_at
 from bench.data.stage import MANIFEST
 from bench.errors import DatasetError
 from bench.launch.registry import suite_launcher
 from bench.launch.sshopts import SshOptions
+from bench.storage.fio_probe import storage_at
+from bench.suite.node_probe import probe_nodes, suite_nodes
 from bench.suite.plan import suite_dir, suite_run_identity
-from bench.suite.probe import probe_nodes, suite_nodes
 from tests.dags.conftest import ROOT
 from tests.infra.ssh_hosts import SshHosts, download_rate_limit, link_rate_limit, sshfs_store
 from tests.infra.suite_files import suite_file

@@ -132,7 +132,7 @@ def blkio_throttle(path: Path, rate: int, direction: str = "read", pids: list[in
     Writes: v1 charges a write to the group of the task that submits it (an O_DIRECT write, or the
     writeback an fsync starts in the task); pages the kernel's flusher writes in the background go to
     the root group and escape the limit, so a writer held by it must fsync before the flusher starts
-    (bench.data.checkpoint syncs every 64 MiB). Use a store of its own (store_device): on the root disk
+    (bench.storage.checkpoint syncs every 64 MiB). Use a store of its own (store_device): on the root disk
     the limit would also hold every other process put in the group."""
     knob = f"blkio.throttle.{direction}_bps_device"
     if not (BLKIO / knob).exists():

@@ -140,7 +140,7 @@ def _dataset(root: Path, store: Path, images: int) -> tuple[Path, float]:
 
 def _gradient_bytes() -> int:
     from bench.models.registry import build
-    from bench.train.dist.probe import gradient_bytes
+    from bench.train.dist.allreduce_probe import gradient_bytes
 
     image_size = TrainConfig.model_fields["image_size"].default  # what every run here trains at
     return gradient_bytes(build(WORKLOAD, "tiny", image_size).model)

@@ -3,7 +3,7 @@
 Measured: the emulated scales ran at rising rank counts within the nodes' slots (the plan's AU search,
 bench.suite.plan.scales_of); the figure is the largest count whose every scale up to it held AU >= the
 workload's min_au (a count past which AU fell is named). Projected, past the largest measured count:
-the storage the probe measured for a scale's nodes (bench.data.probe.storage_at through
+the storage the probe measured for a scale's nodes (bench.storage.fio_probe.storage_at through
 evaluate.storage_for: nodes x one node's ceiling while under the multi-node aggregate curve's figure,
 that figure above it) against the accelerators' demand at AU, the largest count N for which it and
 every smaller count are fed (N x demand x min_au <= storage(N)); `basis` names what binds at N + 1:

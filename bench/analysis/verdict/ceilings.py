@@ -5,7 +5,7 @@ The ceilings of one scale, each measured in the same suite run (so the host's dr
   single-rank copies (no collective), reading the dataset from the page cache: what the nodes'
   cores, memory bandwidth and sibling threads give N ranks, without the store's limit;
 - network: `allreduce_s`, one step's gradient allreduce (all buckets, the backend's bucketing) over
-  the scale's rank layout, probed after its measured steps (bench.train.dist.probe), with its bytes,
+  the scale's rank layout, probed after its measured steps (bench.train.dist.allreduce_probe), with its bytes,
   bus bandwidth and latency;
 - storage: fio's cold-read ceiling of the staged dataset (`storage_ceiling_mb_s`) over the bytes an
   image needs (`bytes_per_image`).
@@ -189,7 +189,7 @@ def add_expected(frame, batch_size: int, storage_ceiling_mb_s: float | None, sto
     """expected_img_s, expected_efficiency, efficiency_vs_expected and expected_bound_by per row.
 
     `storage_for`: gpus -> (MB/s, 'client' or 'store'), what the storage gives the nodes a scale trains
-    on (the probe's aggregate curve with one node's ceiling: bench.data.probe.storage_at); without it
+    on (the probe's aggregate curve with one node's ceiling: bench.storage.fio_probe.storage_at); without it
     every scale gets `storage_ceiling_mb_s`."""
     import numpy as np
 

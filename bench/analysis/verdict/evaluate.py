@@ -334,9 +334,9 @@ def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
 
 def storage_for(cfg: SweepConfig, curve: dict | None):
     """gpus -> (MB/s the storage gives the nodes a scale of that many ranks trains on, what binds it),
-    from the probe's aggregate curve and one node's ceiling (bench.data.probe.storage_at); None without
+    from the probe's aggregate curve and one node's ceiling (bench.storage.fio_probe.storage_at); None without
     a conclusive probe."""
-    from bench.data.probe import nodes_for, storage_at
+    from bench.storage.fio_probe import nodes_for, storage_at
 
     if curve is None:
         return None

@@ -77,7 +77,7 @@ def probe_slow_nodes(levels: list[dict], labels: dict[str, str] | None = None) -
 
 def probe_bound(slow_nodes: list[dict], aggregate_bound: str) -> str:
     """The probe's `bound`: 'node' where a node stands out on the level it was read on (the aggregate is
-    that node's pace, not the store's), else 'client' or 'store' by the aggregate (bench.data.probe)."""
+    that node's pace, not the store's), else 'client' or 'store' by the aggregate (bench.storage.fio_probe)."""
     return "node" if slow_nodes else aggregate_bound
 
 

@@ -77,7 +77,7 @@ class Dist(ABC):
     @abstractmethod
     def allreduce_buckets(self, buffers: list[torch.Tensor]) -> None:
         """Sum-allreduce every buffer, all in flight at once as a step's buckets are, and wait for them
-        (the network probe, bench.train.dist.probe)."""
+        (the network probe, bench.train.dist.allreduce_probe)."""
 
     @abstractmethod
     def wrap(

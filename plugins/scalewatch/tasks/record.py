@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow.sdk import task
 
 from scalewatch.tasks.plan import sweep_config
-from scalewatch.tasks.sweep import scale_results, started, with_summary
+from scalewatch.tasks.scales import scale_results, started, with_summary
 
 
 @task(trigger_rule="all_done")

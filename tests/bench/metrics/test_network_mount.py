@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from bench.data.generate import GenerateSpec, generate
-from bench.data.probe import ProbeSettings, probe
 from bench.data.stage import stage
+from bench.storage.fio_probe import ProbeSettings, probe
 from tests.bench.metrics.epochs import train, train_cmd
 from tests.infra.faults import blkio_read_throttle, wait_for
 from tests.infra.ssh_hosts import SshHosts, link_rate_limit, sh

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from bench.data.probe import ProbeError
-from bench.suite.probe import MAX_REASON_CHARS, ClimbDoc, NodeOutput, ShareDoc, node_doc
+from bench.storage.fio_probe import ProbeError
+from bench.suite.node_probe import MAX_REASON_CHARS, ClimbDoc, NodeOutput, ShareDoc, node_doc
 from bench.suite.stage_node import StagingDoc
 from tests.bench.suite.test_probe_guards import share_doc
 
@@ -87,7 +87,7 @@ def test_what_a_node_really_prints_after_staging_passes_the_model(tmp_path):
 
 
 def test_the_probe_document_is_not_written_through_a_planted_link(tmp_path):
-    from bench.suite.probe import write_probe
+    from bench.suite.node_probe import write_probe
 
     victim = tmp_path / "victim"
     victim.write_text("theirs\n")

@@ -13,13 +13,13 @@ import pytest
 
 from bench.config.models import SuiteSettings
 from bench.data.generate import GenerateSpec, generate
-from bench.data.probe import MIN_LEVEL_S, ProbeError
 from bench.data.stage import stage
 from bench.errors import DatasetError
 from bench.launch.commands import CommandRunner
 from bench.launch.python import node_python
 from bench.launch.sshopts import SshOptions
-from bench.suite.probe import (
+from bench.storage.fio_probe import MIN_LEVEL_S, ProbeError
+from bench.suite.node_probe import (
     LATE_SHARE,
     ClimbDoc,
     NodeOutput,
@@ -36,7 +36,7 @@ LAUNCHED, SECONDS = 1_000.0, 2.0
 
 
 def share_doc(host: str, **changes) -> dict:
-    """A node's result as bench.data.probe's main prints it: started at the start-at (LAUNCHED + 1 s on a
+    """A node's result as bench.storage.fio_probe's main prints it: started at the start-at (LAUNCHED + 1 s on a
     clock in step), read for SECONDS, reported 0.1 s later."""
     doc = {
         "jobs": 2,
@@ -107,7 +107,7 @@ def test_a_malformed_or_older_nodes_result_is_a_probe_error_naming_it(tmp_path):
     with pytest.raises(ProbeError, match="node n1: result field 'levels'"):
         node_doc(NodeOutput("n1", 0, json.dumps({"ceiling_mb_s": 1.0, "levels": 3}) + "\n", ""), model=ClimbDoc)
     # an older node that does not know an argument: argparse's usage error (exit 2), not the dataset
-    argv = [sys.executable, "-m", "bench.data.probe", "--path", str(tmp_path), "--argument-from-the-future", "1"]
+    argv = [sys.executable, "-m", "bench.storage.fio_probe", "--path", str(tmp_path), "--argument-from-the-future", "1"]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     (usage,) = _communicate({"old": proc}, 60)
     assert usage.returncode == 2

@@ -2,7 +2,7 @@
 the others at their next meeting point and every rank leaves together, so all of them reach the summary's
 gather; the summary's `checkpoint` then names the failing rank's own error, not the others' stop.
 
-Two ranks in one process, each a thread meeting through bench.data.checkpoint_local.LocalSync (the
+Two ranks in one process, each a thread meeting through bench.storage.checkpoint_local.LocalSync (the
 exchange `bench checkpoint` uses), on a real folder; the model and optimizer are torch's."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import torch
 
 from bench.config.models import TrainConfig
-from bench.data.checkpoint_local import LocalSync
+from bench.storage.checkpoint_local import LocalSync
 from bench.train.checkpointing import Stall, phase, summary_block
 
 SPEC = {"bytes_per_rank": "1MiB", "writes": 1, "reads": 1}

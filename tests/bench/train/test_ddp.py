@@ -205,7 +205,7 @@ PROBE_SCRIPT = textwrap.dedent(
     import json, sys, time
     import torch
     from bench.train.dist import init
-    from bench.train.dist.probe import bucket_sizes, gradient_bytes, probe_allreduce
+    from bench.train.dist.allreduce_probe import bucket_sizes, gradient_bytes, probe_allreduce
     dist = init("ddp", "none")
     model = torch.nn.Linear(1024, 768)  # 787,200 parameters: 3,148,800 gradient bytes in fp32
     probe = probe_allreduce(dist, gradient_bytes(model))

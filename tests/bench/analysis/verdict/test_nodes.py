@@ -20,12 +20,12 @@ from bench.analysis.verdict.nodes import (
     slow_node,
     stand_out,
 )
-from bench.suite.probe import judge_level
+from bench.suite.node_probe import judge_level
 from tests.bench.suite.test_probe_guards import LAUNCHED, SECONDS, share_doc
 
 
 def _level(*mb_s: float) -> dict:
-    """A level the probe judges (bench.suite.probe.judge_level) with these nodes' MB/s, read together."""
+    """A level the probe judges (bench.suite.node_probe.judge_level) with these nodes' MB/s, read together."""
     docs = [share_doc(f"host{i}", mb_s=v, bytes=int(v * 1e6 * SECONDS)) for i, v in enumerate(mb_s)]
     received = [LAUNCHED + 1.0 + SECONDS + 0.2] * len(docs)
     return judge_level(len(docs), docs, LAUNCHED, received, SECONDS)

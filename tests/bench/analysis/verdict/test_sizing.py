@@ -102,7 +102,7 @@ def test_the_row_with_the_largest_demand_carries_the_counts():
     assert out["per_gpu_read_mb_s"].tolist()[:2] == [10.0, 12.0] and math.isnan(out["per_gpu_read_mb_s"][2])
     assert out["supported_gpus"].tolist() == [pd.NA, 10, pd.NA]
     assert out.at[1, "min_supported_gpus"] == 16
-    # the ceiling is the aggregate of 2 nodes at once, and the store binds it (bench.suite.probe)
+    # the ceiling is the aggregate of 2 nodes at once, and the store binds it (bench.suite.node_probe)
     assert out["probe_nodes"].tolist() == [2, 2, 2] and set(out["storage_bound"]) == {"store"}
     assert out.at[0, "bytes_per_image"] == pytest.approx(10e6 / 100)
     unsized = add_sizing(frame, None, None, None, 16)  # no conclusive probe: demand shown, no count claimed

@@ -2,9 +2,9 @@
 
 Why from the nodes and together: one client's fio measures that client's link (or the Airflow
 worker's, which may not even mount the store), while a cluster's nodes read the store at once. One
-node first climbs to its ceiling (bench.data.probe.probe: `ceiling_mb_s`, kept as before, and
+node first climbs to its ceiling (bench.storage.fio_probe.probe: `ceiling_mb_s`, kept as before, and
 `per_node_mb_s`); then 2, 4, ... nodes (and the suite's node count) each read their own disjoint,
-cold share (bench.data.probe.probe_share) at that node's best parallelism, over one window.
+cold share (bench.storage.fio_probe.probe_share) at that node's best parallelism, over one window.
 
 Start barrier: a start-at timestamp handed to every node, which sleeps until it and then starts fio.
 fio's own --client/--server mode was not used: it needs a fio server listening on a port of every node
@@ -26,7 +26,7 @@ A level's aggregate is every node's bytes over the window from the first node's 
 one's end: what the store served them together. `bound`: 'node' where one node of the largest counted
 level stands out against its peers' median (bench.analysis.verdict.nodes.NODE_RULE; named with its
 figures in `slow_nodes`): the level read at that node's pace, so the aggregate is no store limit; else
-bench.data.probe.BOUND_RULE ('client' or 'store'). A level that
+bench.storage.fio_probe.BOUND_RULE ('client' or 'store'). A level that
 re-read files (`fresh` false on any node), read for less than MIN_LEVEL_S, started late or came from a
 node whose clock is out of step is left out of `aggregate` (kept in `node_levels` with its reason and
 listed in `left_out`), so neither `bound` nor sizing rests on it.
@@ -46,9 +46,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from bench.analysis.verdict.nodes import NODE_RULE, probe_bound, probe_slow_nodes
 from bench.config.models import SweepConfig
 from bench.config.types import NAME_RE
-from bench.data.probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.errors import DatasetError
 from bench.launch.python import node_python
+from bench.storage.fio_probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.suite.plan import dataset_dir, workload_names
 
 LATE_SHARE = 0.1  # a node starting later than this share of a level did not read beside the others
@@ -101,7 +101,7 @@ class _Level(NodeModel):
 
 
 class ClimbDoc(NodeModel):
-    """One node's climb (bench.data.probe.probe's document): the keys the suite reads, the rest kept."""
+    """One node's climb (bench.storage.fio_probe.probe's document): the keys the suite reads, the rest kept."""
 
     ceiling_mb_s: Finite
     levels: list[_Level] = Field(max_length=64)
@@ -112,7 +112,7 @@ class ClimbDoc(NodeModel):
 
 
 class ShareDoc(_Level):
-    """One node's part of a multi-node level (bench.data.probe.probe_share); times on the node's clock."""
+    """One node's part of a multi-node level (bench.storage.fio_probe.probe_share); times on the node's clock."""
 
     host: NodeHost
     share: int = Field(ge=0, le=4096)
@@ -275,7 +275,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     `slow_nodes` ([{host, mb_s, peers_median_mb_s}], empty when none stands out). Raises DatasetError or ProbeError
     naming the node that could not read or sent a malformed result."""
     python = python or getattr(nodes, "python", None) or node_python()
-    base = [python, "-m", "bench.data.probe", "--max-jobs", str(cfg.probe_max_jobs)]
+    base = [python, "-m", "bench.storage.fio_probe", "--max-jobs", str(cfg.probe_max_jobs)]
     base += ["--seconds", str(cfg.probe_seconds)]
     for d in dict.fromkeys(dataset_dir(cfg, w) for w in workload_names(cfg)):
         base += ["--path", str(d)]

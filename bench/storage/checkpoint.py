@@ -25,9 +25,9 @@ What a rank does (`run_rank`), with every rank meeting at the same points throug
   restart soon after a save.
 - Then it removes the files it created, and only those: each is tracked by name, inode, size and
   change time, and removed only while its name still holds that file; rank 0 removes the folders it
-  made when they are empty. A file is named only once it is complete (bench.data.checkpoint_files),
+  made when they are empty. A file is named only once it is complete (bench.storage.checkpoint_files),
   so a killed rank leaves no cut-short shard; what it had named is in its `Journal`, for another
-  process to remove (bench checkpoint's parent does, bench.data.checkpoint_local).
+  process to remove (bench checkpoint's parent does, bench.storage.checkpoint_local).
 
 Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW|O_EXCL
 (bench.safe_fs): a planted link redirects no write, no read and no removal. Before anything is
@@ -44,7 +44,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.config.checkpoint import MAX_BYTES_PER_RANK, MIN_BYTES_PER_RANK, CheckpointSpec, parse_setting
-from bench.data.checkpoint_files import (
+from bench.errors import ConfigError
+from bench.metrics.sources.pagecache import cache_domain
+from bench.storage.checkpoint_files import (
     KINDS,
     CheckpointError,
     Created,
@@ -60,8 +62,6 @@ from bench.data.checkpoint_files import (
     size_split,
     write_shard,
 )
-from bench.errors import ConfigError
-from bench.metrics.sources.pagecache import cache_domain
 
 FILE_OVERHEAD = 64 << 10  # a file's metadata and block rounding, and torch.save's zip records
 MB = 1e6
@@ -75,7 +75,7 @@ class CheckpointSpaceError(ConfigError):
 # cannot clean up after itself): journal(key, JSON-able value), the latest value per key kept. Keys:
 # "folders" (rank 0's), "made" (its named files, each as soon as it is named), "naming" (the file it is
 # about to name: a rank killed between the naming and "made" leaves it), "writes" (its complete
-# checkpoints), "cleanup" (once it removed its files). bench.data.checkpoint_local keeps it in files.
+# checkpoints), "cleanup" (once it removed its files). bench.storage.checkpoint_local keeps it in files.
 Journal = Callable[[str, Any], None]
 
 

@@ -8,8 +8,8 @@ import pytest
 from bench.analysis.cluster import Cluster
 from bench.analysis.projection.model import Fabric
 from bench.analysis.verdict.evaluate import sizing_ceiling
-from bench.data.probe import aggregate_bound, nodes_for, storage_at
-from bench.suite.probe import node_counts
+from bench.storage.fio_probe import aggregate_bound, nodes_for, storage_at
+from bench.suite.node_probe import node_counts
 
 
 def _probe(per_node: float, *aggregate: tuple[int, float]) -> dict:

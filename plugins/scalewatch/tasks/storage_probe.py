@@ -15,7 +15,7 @@ def probe_storage(plan: dict | None) -> dict:
 
     from bench.errors import BenchError
     from bench.suite.run import probe_storage
-    from scalewatch.tasks.sweep import launcher
+    from scalewatch.tasks.scales import launcher
 
     if not plan:
         raise AirflowSkipException("no plan: nothing was staged")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.data.checkpoint import (
+from bench.errors import ConfigError
+from bench.storage.checkpoint import (
     CheckpointSpaceError,
     CheckpointSpec,
     aggregate,
@@ -25,7 +26,7 @@ from bench.data.checkpoint import (
     read_partners,
     run_rank,
 )
-from bench.data.checkpoint_files import (
+from bench.storage.checkpoint_files import (
     KINDS,
     ROOT_PREFIX,
     CheckpointError,
@@ -36,7 +37,6 @@ from bench.data.checkpoint_files import (
     shard_names,
     size_split,
 )
-from bench.errors import ConfigError
 from tests.conftest import BENCH
 from tests.infra.faults import blkio_read_throttle, blkio_throttle, small_disk, store_device, wait_for
 
@@ -172,7 +172,7 @@ def test_a_rank_killed_mid_write_leaves_no_shard_counted_and_no_file_behind(stor
 def _killed_once_named(directory: str, exchange: str) -> None:
     """A one-rank phase SIGKILLed in the one window its journal of made files cannot cover: its first
     file complete and named (linkat), that journal entry not yet written."""
-    from bench.data.checkpoint_local import _journal
+    from bench.storage.checkpoint_local import _journal
 
     note = _journal(Path(exchange), 0)
 
@@ -190,7 +190,7 @@ def test_a_rank_killed_between_naming_a_file_and_journaling_it_leaves_nothing_be
     (by the naming it journaled first), then the folders; nothing of ours is left."""
     import multiprocessing
 
-    from bench.data.checkpoint_local import _failed, _noted, _result
+    from bench.storage.checkpoint_local import _failed, _noted, _result
 
     exchange = tmp_path / "exchange"
     exchange.mkdir()
@@ -216,7 +216,7 @@ def test_a_rank_killed_between_naming_a_file_and_journaling_it_leaves_nothing_be
 def test_a_stop_between_naming_and_noting_claims_the_file_only_while_the_name_holds_it(store):
     """The rank's own side of the same window (a SIGTERM's SystemExit after the linkat, before `made`):
     the file goes into `made` where its name holds it, and nothing does where the name holds another."""
-    from bench.data.checkpoint_files import _claim_if_named, _create, _name
+    from bench.storage.checkpoint_files import _claim_if_named, _create, _name
 
     made: list[Created] = []
     fd_dir = os.open(store, os.O_RDONLY | os.O_DIRECTORY)
@@ -266,7 +266,7 @@ def test_shards_are_named_as_deepspeed_and_split_as_dlio(store):
 def test_model_mode_saves_and_restores_the_model_and_optimizer_states(store):
     import torch
 
-    from bench.data.checkpoint_local import standalone_states
+    from bench.storage.checkpoint_local import standalone_states
 
     states = standalone_states("ssd", "tiny")
     loaded = {}

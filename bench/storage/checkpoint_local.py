@@ -1,7 +1,7 @@
 """The checkpoint phase on its own (`bench checkpoint`): R ranks on this host, each a process of its own,
 so every rank has its own file descriptors, page-cache asks and timing, as a launched rank has.
 
-The suite runs the same `bench.data.checkpoint.run_rank` inside its launched ranks, meeting through
+The suite runs the same `bench.storage.checkpoint.run_rank` inside its launched ranks, meeting through
 their `Dist`; here the ranks meet through `LocalSync`: JSON files in a private folder and a
 multiprocessing barrier. No pickle of anything a rank sends, no port, nothing on the store under test.
 """
@@ -20,10 +20,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.data.checkpoint import CheckpointSpaceError, CheckpointSpec, Journal, aggregate, check_space, run_rank
-from bench.data.checkpoint_files import CheckpointError, Created, Naming, States, remove_files, remove_folders
 from bench.errors import ConfigError
 from bench.safe_fs import open_root, read_bounded, write_atomic
+from bench.storage.checkpoint import CheckpointSpaceError, CheckpointSpec, Journal, aggregate, check_space, run_rank
+from bench.storage.checkpoint_files import CheckpointError, Created, Naming, States, remove_files, remove_folders
 
 MAX_MESSAGE = 16 << 20  # one rank's record is a few kilobytes per checkpoint
 MAX_RANKS = 64
@@ -85,7 +85,7 @@ def _name_process(rank: int) -> None:
 
 
 def _journal(folder: Path, rank: int) -> Journal:
-    """The rank's journal (bench.data.checkpoint.Journal) as files in the exchange folder, each written
+    """The rank's journal (bench.storage.checkpoint.Journal) as files in the exchange folder, each written
     whole (write_atomic): what the parent removes should this rank be killed."""
 
     def note(key: str, value: Any) -> None:
@@ -135,7 +135,7 @@ def _rank_main(
 
 def run_local(directory: Path, spec: CheckpointSpec, ranks: int, model: tuple[str, str] | None = None) -> dict:
     """The checkpoint phase on `ranks` processes of this host writing to and reading from `directory`;
-    the aggregate of their records (bench.data.checkpoint.aggregate). model: (workload, preset) for a
+    the aggregate of their records (bench.storage.checkpoint.aggregate). model: (workload, preset) for a
     model checkpoint. A rank's failure stops the others and is raised as CheckpointRanksFailed (the
     first, in rank order, that is not a rank stopped by another's failure), after the files and
     folders a killed rank could not remove are removed here (`_failed`)."""

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bench.data.generate import GenerateSpec, generate
-from bench.data.probe import ProbeError, ProbeSettings, fitted_block_size, probe
 from bench.data.stage import stage
 from bench.errors import DatasetError
+from bench.storage.fio_probe import ProbeError, ProbeSettings, fitted_block_size, probe
 from tests.conftest import BENCH
 from tests.infra.faults import blkio_read_throttle
 
@@ -87,7 +87,7 @@ def test_probe_climbs_parallelism_and_reports_a_ceiling(staged, tmp_path):
 def test_each_read_starts_after_the_files_earlier_reads_touched():
     """A storage server's cache holds what this probe read before: each read starts after it, and a read
     that comes back to touched files (the sample ran out, or a job read past its last file) is not fresh."""
-    from bench.data.probe import _Sample
+    from bench.storage.fio_probe import _Sample
 
     sample = _Sample([(Path(f"/d/{i}.jpg"), 100) for i in range(10)])
     shares = sample.shares(2)
@@ -209,8 +209,8 @@ def test_small_images_beside_large_records_probe_the_records_and_read(staged, tm
     """README command 1's two datasets (a real model's small images, an emulated workload's 323 kB
     records): one block size serves a level, so the probe reads the larger files' dataset, and reads it
     (a block fitted to both read nothing of the images, and the images' jobs nothing at all)."""
-    from bench.data.probe import sample_files
     from bench.data.records import RecordsSpec, generate_records
+    from bench.storage.fio_probe import sample_files
 
     records = tmp_path / "records"
     generate_records(RecordsSpec("raw", files=64, samples_per_file=1, mean=320_000, seed=1), records)

@@ -1,6 +1,6 @@
 """A checkpoint's files on the store under test: DeepSpeed's names, DLIO's split, writing a shard with
 fsync, reading one cold (evicted, cachestat-checked), and removing exactly the files and folders a
-run made. The phase that runs these on every rank at once is bench.data.checkpoint.
+run made. The phase that runs these on every rank at once is bench.storage.checkpoint.
 
 Every file is created and opened relative to its folder's descriptor with O_NOFOLLOW (bench.safe_fs):
 a planted link redirects no write, no read and no removal. A shard's file is created unnamed

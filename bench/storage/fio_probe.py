@@ -451,7 +451,7 @@ def nodes_for(launcher: str, hosts: list[tuple[str, int]], ranks_per_node: int |
 
 
 def main(argv: list[str] | None = None) -> int:
-    """One node's probe, as bench.suite.probe starts it on each node: JSON on stdout; on bad input or a
+    """One node's probe, as bench.suite.node_probe starts it on each node: JSON on stdout; on bad input or a
     failed read, one line on stderr and exit 2 (not a staged dataset, unreadable) or 1 (fio failed)."""
     import argparse
     import sys
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.time()  # after the imports: the lead time the suite gives nodes before a start-at
 
-    p = argparse.ArgumentParser(prog="python -m bench.data.probe")
+    p = argparse.ArgumentParser(prog="python -m bench.storage.fio_probe")
     p.add_argument("--path", type=Path, action="append", required=True)
     p.add_argument("--max-jobs", type=int, default=default_of(SuiteSettings, "probe_max_jobs"))
     p.add_argument("--seconds", type=float, default=default_of(SuiteSettings, "probe_seconds"))
@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = ProbeSettings(max_jobs=args.max_jobs, seconds=args.seconds)
     try:
         # this node's clock at process start and at report: the suite checks them against its own
-        # (bench.suite.probe.judge_level) and takes its lead time from their difference
+        # (bench.suite.node_probe.judge_level) and takes its lead time from their difference
         if args.share is None:
             doc = probe(args.path, settings).as_dict()
             doc["extra"] |= {"process_started_at": began, "reported_at": time.time()}
