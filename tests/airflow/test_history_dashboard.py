@@ -467,6 +467,7 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
 
     from bench.analysis.history.compare import compare_runs
     from bench.analysis.history.overview import series_id
+    from bench.config.defaults import DEFAULT_REGRESSION_TOLERANCE
 
     af, (store, steady) = running_airflow, shared_ids
     viewer, nobody = af.token_for("viewer", VIEWER_PASSWORD), af.token_for("nobody", NOBODY_PASSWORD)
@@ -485,6 +486,7 @@ def test_a_run_id_shared_with_an_unreadable_dag_shows_only_the_readable_dags_dat
         READABLE_ENV,
         READABLE_ENV,
         {(SHARED, "ssd", g, CONFIG_KEY): [f * v for v in reversed(steady[:-1])][:8] for g, f in ((1, 1.0), (2, 1.9))},
+        {(SHARED, "ssd", g, CONFIG_KEY): DEFAULT_REGRESSION_TOLERANCE for g in (1, 2)},  # b's config: the default
     )
     assert compared["environment_changes"] == [] and compared["scales"] == json.loads(json.dumps(expected["scales"]))
     assert _api(af, f"/compare?a={a}&b={b}").json()["scales"] != compared["scales"]  # the wild runs widen it

@@ -20,7 +20,6 @@ import math
 import pandas as pd
 
 from bench.analysis.history.regression import history_stats, series_floor
-from bench.config.defaults import DEFAULT_REGRESSION_TOLERANCE
 from bench.env.fingerprint import differences
 from bench.results.schema import RUN_ROW, SERIES_KEY
 
@@ -87,19 +86,20 @@ def compare_runs(
     b: pd.DataFrame,
     env_a: dict[str, str] | None,
     env_b: dict[str, str] | None,
-    history: dict[tuple, list[float]] | None = None,
-    tolerances: dict[tuple, float] | None = None,
+    history: dict[tuple, list[float]],
+    tolerances: dict[tuple, float],
 ) -> dict:
     """Per scale of either run: both runs' figures and each figure's change. `history`: per scale, the
     accepted images/s up to run b (newest last) that size the series' noise tolerance; `tolerances`: per
-    scale, the regression tolerance run b's config set for it (the default where none is given)."""
-    history, tolerances = history or {}, tolerances or {}
+    scale of run b, the regression tolerance b's config set for it, read from its stored config (the typed
+    reader is the one place a stored config's defaults are filled in): a scale b does not have has none,
+    and shows none (no default of this module's own)."""
     ra, rb = _records(a), _records(b)
     scales = []
     for key in sorted(set(ra) | set(rb), key=lambda k: tuple(str(v) for v in k)):
         x, y = ra.get(key, {}), rb.get(key, {})
-        floor = series_floor(history.get(key, []), tolerances.get(key, DEFAULT_REGRESSION_TOLERANCE))
-        tolerance = floor["tolerance_used"]
+        given = tolerances.get(key)
+        tolerance = None if given is None else series_floor(history.get(key, []), given)["tolerance_used"]
         spread = history_stats([history.get(key, [])], pd.RangeIndex(1))["history_spread"].iloc[0]
         scales.append(
             {

@@ -112,6 +112,7 @@ def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change(
         {"nccl": "2.21.5"},
         {"nccl": "2.23.4"},
         {("c", "ssd", 1, "k"): NOISE, ("c", "ssd", 2, "k"): NOISE},
+        {("c", "ssd", 1, "k"): 0.1, ("c", "ssd", 2, "k"): 0.1},  # b's config: the suite's default
     )
     one, two = (s["changes"][0] for s in out["scales"])
     assert one["delta"] == pytest.approx(-0.12) and one["interval_from"] == "runs"
@@ -122,6 +123,12 @@ def test_a_comparison_names_the_scales_outside_noise_and_the_environment_change(
     history = {("c", "ssd", 1, "k"): NOISE}
     loose = compare_runs(a, b, None, None, history, {("c", "ssd", 1, "k"): 0.15})  # b's config: 15% for it
     assert loose["scales"][0]["tolerance_used"] == 0.15 and loose["scales"][0]["changes"][0]["outside_noise"] is False
+    # a scale run b no longer has: b's config set no tolerance for it, and none is made up
+    gone = compare_runs(
+        pd.concat([a, _series("ssd", [100.0], gpus=4)]), b, None, None, history, {("c", "ssd", 1, "k"): 0.15}
+    )
+    four = next(s for s in gone["scales"] if s["gpus"] == 4)
+    assert (four["in"], four["tolerance_used"], four["changes"]) == ("a", None, [])
     for gpus in (0, 4097, 10**30, True):  # bounded as a sweep's gpus: a huge one overflowed the store's integer
         with pytest.raises(ValueError, match="gpus" if gpus is not True else "is not a series id"):
             series_key(series_id("c", "ssd", gpus, "k"))
