@@ -19,14 +19,34 @@ from bench.store.errors import StoreDowngradeRefused, StoreSchemaError, StoreUna
 from bench.store.migrate import MIGRATION_LOCK_SUFFIX, SCHEMA_REVISION, VERSION_TABLE, alembic_config
 from tests.bench.store.test_store import frame
 
+# One interpreter per round imports the store once, then forks the four openers: each is its own
+# process (its own engine, connections and lock file descriptor), as four tasks opening one store are,
+# without four interpreters importing SQLAlchemy and Alembic and polling for `go` while the others do.
 OPENER = """
-import os, sys, time
+import os, sys, time, traceback
 from bench.store.db import ResultsStore
-ready, go, url = sys.argv[1:]
-open(ready, "w").close()
-while not os.path.exists(go):
-    time.sleep(0.001)
-ResultsStore(url)
+folder, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+children = []
+for i in range(n):
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            open(os.path.join(folder, f"ready{i}"), "w").close()
+            while not os.path.exists(os.path.join(folder, "go")):
+                time.sleep(0.001)
+            ResultsStore(url)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    children.append(pid)
+codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+print("openers exited", codes)
+sys.exit(1 if any(codes) else 0)
 """
 
 
@@ -38,22 +58,19 @@ def test_processes_opening_a_fresh_sqlite_store_at_once_all_succeed_with_one_ver
         folder.mkdir()
         url = f"sqlite:///{folder}/fresh.db"
         go = folder / "go"
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", OPENER, str(folder / f"ready{i}"), str(go), url],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            for i in range(4)
-        ]
+        openers = subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(folder), url, "4"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while not all((folder / f"ready{i}").exists() for i in range(4)) and time.monotonic() < deadline:
             time.sleep(0.01)
         go.touch()  # all four past their imports: they open the store at the same moment
-        outputs = [(p.wait(120), p.stdout.read()) for p in procs]
-        assert all(rc == 0 for rc, _ in outputs), (round_, [out[-600:] for rc, out in outputs if rc])
+        out, _ = openers.communicate(timeout=120)
+        assert openers.returncode == 0, (round_, out[-2400:])
         engine = sa.create_engine(url)
         with engine.connect() as conn:
             assert conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [(SCHEMA_REVISION,)]
