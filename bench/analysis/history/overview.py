@@ -15,7 +15,9 @@ Statuses, worst first (`STATUSES`): `regressed` (the latest run's figure is unde
 `missed_bound` (the latest run failed with a figure that is not under its floor: it missed a bound;
 the line's `cause` names the scale's bottleneck and the node that stood out, where one did),
 `no_result` (the latest run failed without a figure: a launch or a run that gave none),
-`inconclusive` (the latest run could not be judged), `change` (a confirmed change
+`inconclusive` (the latest run could not be judged; a run judged on its other figures whose epoch-1
+read rate failed its own validity rule keeps its status, and the line's `inconclusive_figure` says
+"epoch-1 read rate INCONCLUSIVE — <why>"), `change` (a confirmed change
 point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
 the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
 was marked expected or explained), `watch` (issue 54: the latest run alone suspects a drop the noise
