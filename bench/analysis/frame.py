@@ -239,16 +239,24 @@ def breakdown_columns(s: dict) -> dict:
 def node_figures_of(s: dict) -> str:
     """The scale's per-node figures (bench.analysis.verdict.nodes.scale_nodes) as JSON: its ranks'
     images/s, compute rate and shares per host, with each node's epoch-1 read MB/s from the summary's
-    `nodes` (absent in summaries before issue 49: no read figure then)."""
+    `nodes` (absent in summaries before issue 49: no read figure then) and its ring test figures."""
     reads = {str(n["host"]): n.get("read_mb_s") for n in s.get("nodes") or []}
-    return json.dumps(scale_nodes(s["per_rank"], reads), allow_nan=False)
+    rings = {str(n["host"]): {k: n.get(k) for k in RING_FIGURES} for n in s.get("nodes") or []}
+    return json.dumps(scale_nodes(s["per_rank"], reads, rings), allow_nan=False)
 
 
-def scale_nodes(per_rank: list[dict], node_reads: dict[str, float] | None = None) -> list[dict]:
+# A node's ring test figures (bench.train.dist.ring), carried from the summary's `nodes` as they are.
+RING_FIGURES = ("ring_recv_algbw_mb_s", "ring_send_algbw_mb_s", "ring_latency_us")
+
+
+def scale_nodes(
+    per_rank: list[dict], node_reads: dict[str, float] | None = None, node_rings: dict[str, dict] | None = None
+) -> list[dict]:
     """A scale's per-node figures from its ranks (the run summary's per_rank, breakdown included):
     host, ranks, img_s (its ranks' images/s summed), compute_img_s (images per second of compute, per
     rank, the median over the node's ranks), comm_share and data_wait_share (mean over its ranks) and
-    read_mb_s (epoch 1's read rate on that node, from the summary's `nodes`; None where not measured)."""
+    read_mb_s (epoch 1's read rate on that node, from the summary's `nodes`; None where not measured)
+    and the ring test's figures (RING_FIGURES, from the summary's `nodes`; None where not measured)."""
     hosts: dict[str, list[dict]] = {}
     for r in per_rank:
         hosts.setdefault(str(r["host"]), []).append(r)
@@ -258,6 +266,7 @@ def scale_nodes(per_rank: list[dict], node_reads: dict[str, float] | None = None
         pairs = zip(ranks, br, strict=True)
         compute = [float(r["images"]) / float(b["compute_s"]) for r, b in pairs if b.get("compute_s")]
         read = (node_reads or {}).get(host)
+        ring = (node_rings or {}).get(host) or {}
         out.append(
             {
                 "host": host,
@@ -267,6 +276,7 @@ def scale_nodes(per_rank: list[dict], node_reads: dict[str, float] | None = None
                 "comm_share": _mean(br, "comm_share"),
                 "data_wait_share": _mean(br, "data_wait_share"),
                 "read_mb_s": round(float(read), 3) if _is_number(read) else None,
+                **{k: round(float(ring[k]), 3) if _is_number(ring.get(k)) else None for k in RING_FIGURES},
             }
         )
     return out

@@ -121,6 +121,25 @@ ALLREDUCE = {
     },
 }
 
+# The scale's ring test (bench.train.dist.ring): each transfer between ring neighbours, one node to
+# another, timed where the bytes arrived; null on one node and on independent copies (optional: runs
+# before it have none).
+RING = {
+    "type": ["array", "null"],
+    "items": {
+        "type": "object",
+        "required": ["src_host", "dst_host", "bytes", "seconds", "algbw_mb_s", "latency_us"],
+        "properties": {
+            "src_host": {"type": "string"},
+            "dst_host": {"type": "string"},
+            "bytes": {"type": "integer", "minimum": 1},
+            "seconds": {"type": "number", "minimum": 0},
+            "algbw_mb_s": _num_or_null,
+            "latency_us": {"type": "number", "minimum": 0},
+        },
+    },
+}
+
 # The checkpoint phase and the saves during training (bench.train.checkpointing; optional: runs without
 # them have none). `status` done: the phase's figures (bench.storage.checkpoint.aggregate) are beside it.
 CHECKPOINT = {
@@ -209,6 +228,7 @@ SUMMARY_SCHEMA = {
         "compile": {"enum": list(COMPILE_MODES)},
         "scaler_skipped_steps": {"type": ["integer", "null"], "minimum": 0},
         "allreduce": ALLREDUCE,
+        "ring": RING,
         "checkpoint": CHECKPOINT,
         "measured_steps": {"type": "integer", "minimum": 1},
         "images_per_s": {"type": "number", "exclusiveMinimum": 0},
@@ -266,6 +286,10 @@ SUMMARY_SCHEMA = {
                     "read_mb_s": _num_or_null,
                     "img_s": _num,
                     "comm_share": _num_or_null,
+                    # the ring test's figures (bench.metrics.summary.node_ring_figures); optional
+                    "ring_recv_algbw_mb_s": _num_or_null,
+                    "ring_send_algbw_mb_s": _num_or_null,
+                    "ring_latency_us": _num_or_null,
                 },
             },
         },

@@ -145,6 +145,8 @@ def _measured(cfg: TrainConfig, reports: list[dict], epochs: list[dict]) -> dict
         "scaler_skipped_steps": _max_or_none([r["scaler_skipped_steps"] for r in reports]),
         # The scale's allreduce probe (bench.train.dist.allreduce_probe): null on one rank and on independent copies.
         "allreduce": reports[0].get("allreduce"),
+        # The ring test between the scale's nodes (bench.train.dist.ring): null on one node.
+        "ring": reports[0].get("ring"),
         "batch_size": cfg.batch_size,
         "image_size": cfg.image_size,
         "measured_steps": min(r["steps_measured"] for r in reports),
@@ -202,10 +204,11 @@ def _storage(
 
 def node_figures(cfg: TrainConfig, reports: list[dict]) -> list[dict]:
     """Each node's own figures (issue 49), in the order its first rank appears: `host`, `ranks`,
-    `read_mb_s` (epoch 1's reads on that node from the best counter its ranks have, as the run's own
-    figure is taken, over that node's epoch-1 window; null on synthetic data), `img_s` (its ranks'
-    images/s summed) and `comm_share` (its ranks' mean share of step time in collectives). A slow node
-    among peers is named from these (bench.analysis.verdict.nodes), where the run's sums would hide it."""
+        `read_mb_s` (epoch 1's reads on that node from the best counter its ranks have, as the run's own
+        figure is taken, over that node's epoch-1 window; null on synthetic data), `img_s` (its ranks'
+        images/s summed), `comm_share` (its ranks' mean share of step time in collectives) and its ring
+    test figures (node_ring_figures; null where the test did not run). A slow node
+        among peers is named from these (bench.analysis.verdict.nodes), where the run's sums would hide it."""
     hosts: dict[str, list[dict]] = {}
     for r in reports:
         hosts.setdefault(r["host"], []).append(r)
@@ -226,9 +229,26 @@ def node_figures(cfg: TrainConfig, reports: list[dict]) -> list[dict]:
                 "read_mb_s": read,
                 "img_s": float(sum(r["images_per_s"] for r in ranks)),
                 "comm_share": _mean_all(comm) if len(comm) == len(ranks) else None,
+                **node_ring_figures(reports[0].get("ring"), host),
             }
         )
     return out
+
+
+def node_ring_figures(transfers: list[dict] | None, host: str) -> dict:
+    """A node's ring test figures (bench.train.dist.ring), named as nccl-tests names them: the best
+    rate it received at from one of its partners (`ring_recv_algbw_mb_s`; algbw = busbw for a
+    send/receive), the best rate a partner received from it at (`ring_send_algbw_mb_s`), and the
+    median latency of its receives (`ring_latency_us`). The best, because a transfer is as slow as its
+    slower end: a node slow toward every partner is the slow one. None each where the test did not run
+    (one node, independent copies, runs before it)."""
+    got = [t for t in transfers or [] if t.get("dst_host") == host and t.get("algbw_mb_s") is not None]
+    gave = [t for t in transfers or [] if t.get("src_host") == host and t.get("algbw_mb_s") is not None]
+    return {
+        "ring_recv_algbw_mb_s": max(float(t["algbw_mb_s"]) for t in got) if got else None,
+        "ring_send_algbw_mb_s": max(float(t["algbw_mb_s"]) for t in gave) if gave else None,
+        "ring_latency_us": float(statistics.median(t["latency_us"] for t in got)) if got else None,
+    }
 
 
 def _losses(reports: list[dict]) -> dict:

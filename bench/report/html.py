@@ -503,6 +503,9 @@ def _nodes(frame: pd.DataFrame) -> list[dict]:
                     "compute_img_s": _num(n.get("compute_img_s")),
                     "comm_share": _num(n.get("comm_share")),
                     "data_wait_share": _num(n.get("data_wait_share")),
+                    "ring_recv_algbw_mb_s": _num(n.get("ring_recv_algbw_mb_s")),
+                    "ring_send_algbw_mb_s": _num(n.get("ring_send_algbw_mb_s")),
+                    "ring_latency_us": _num(n.get("ring_latency_us")),
                     "slow": bool(r.get("slow_node")) and str(r.get("slow_node")) == str(n["host"]),
                     "why": _node_evidence(r),
                 }

@@ -27,6 +27,7 @@ from bench.models.registry import WorkloadModel, build
 from bench.safe_fs import write_file
 from bench.train.dist import Dist, init
 from bench.train.dist.allreduce_probe import gradient_bytes, probe_allreduce
+from bench.train.dist.ring import probe_ring
 from bench.train.precision import compiled, make_optimizer, prepare_model, setup
 from bench.train.timing import GpuBusyWindow, StepTimer, busy_window, window_steps
 from bench.workloads.emulate import Accelerator, EmulatedModel
@@ -300,6 +301,8 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
     gpu_busy = progress.busy.close(step_times)
     # The scale's network ceiling, on its own ranks and process group, right after its measured steps
     allreduce = probe_allreduce(dist, gradient_bytes(rank.model)) if rank.collective else None
+    # Each node's link, on the same slots, right after: a few seconds of point-to-point between nodes
+    ring = probe_ring(dist) if rank.collective else None
     training = [x for x in sampler.samples if x.get("phase") == "train"]
     return {
         "rank": dist.rank,
@@ -334,6 +337,7 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
             statistics.median(rank.emulator.waits[rank.warmup :] or rank.emulator.waits) if rank.emulator else None
         ),
         "allreduce": allreduce,
+        "ring": ring,
         "losses": progress.losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
         "node_fingerprint": node_fingerprint(dist.host, data) if dist.local_rank == 0 else None,

@@ -74,3 +74,46 @@ def test_the_slurm_suite_file_through_the_dag_gives_verdicts_and_probes_both_nod
     assert sorted(p["host"] for p in level["per_node"]) == ["node1", "node2"], level
     assert all(p["bytes"] > 0 and p["mb_s"] > 0 for p in level["per_node"]), level
     assert sorted(probe["nodes"]) == ["node1", "node2"] and probe["per_node_mb_s"] > 0, probe
+
+
+CPU_CORES = 0.2  # node2's CPU: a fifth of a core for its slurmd and all it starts
+
+
+@pytest.mark.rates
+def test_a_slurm_nodes_cpu_held_by_a_quota_on_its_slurmd_is_named_as_the_scales_cause(slurm, tmp_path, monkeypatch):
+    """Issue 49's CPU kind on Slurm, bench-level (the DAG adds nothing to how a node is named; the test
+    above runs the suite through it): node2's slurmd, and so the slurmstepd and the rank it starts, under a
+    cgroup-v1 cpu quota. The 2-rank scale, below its bound, names node2 as its cause `node` by its compute
+    rate against node1's. The link and disk kinds do not apply here: both slurmd run on this host, so the
+    nodes share one loopback and one page cache (no link or mount of one node alone to hold)."""
+    import yaml
+
+    from bench.config.models import SuiteSettings
+    from bench.suite.sweep import sweep
+    from tests.infra.node_faults import slurmd_cpu_quota
+
+    generate(GenerateSpec("coco", tmp_path / "source" / "coco", images=96, min_side=300, max_side=400, seed=11))
+    text = suite_file(
+        "Two Slurm nodes, one rank each; node2's CPU held.",
+        launcher="slurm",
+        partition="test",
+        ranks_per_node=1,
+        dataset_path=str(tmp_path / "data"),
+        stage_from=str(tmp_path / "source"),
+    )
+    doc = {k: v for k, v in yaml.safe_load(text).items() if k not in ("schedule", "description")}
+    cfg = SuiteSettings(**(doc | {"min_scaling_efficiency": 0.9})).sweep_config(tmp_path, tmp_path / "runs")
+    cfg = cfg.model_copy(update={"probe_storage": False})
+    for key, value in slurm.env.items():
+        monkeypatch.setenv(key, value)
+    with slurmd_cpu_quota(slurm._slurmd_node2.pid, "node2", CPU_CORES):
+        outcome = sweep(cfg, f"sqlite:///{tmp_path / 'results.db'}", log=print)
+    frame = pd.read_csv(suite_dir(cfg.output_dir, outcome["suite_run_id"]) / "results.csv", keep_default_na=False)
+    assert set(frame["state"]) == {"COMPLETED"}, frame[["gpus", "state", "reason"]]
+    two = frame[frame["gpus"] == 2].iloc[0]
+    assert two["verdict"] == "fail", two.to_dict()
+    assert (two["bottleneck"], two["slow_node"]) == ("node", "node2"), two.to_dict()
+    assert "node node2 computes" in two["bottleneck_evidence"], two["bottleneck_evidence"]
+    nodes = {n["host"]: n for n in json.loads(two["node_figures"])}
+    assert nodes["node2"]["compute_img_s"] < 0.5 * nodes["node1"]["compute_img_s"], nodes
+    assert frame[frame["gpus"] == 1].iloc[0]["slow_node"] == ""  # one node: no peer group

@@ -2,7 +2,8 @@
 compute nodes whose links are held by `tc` to 48 Mbit/s (host1, 6 MB/s) and 16 Mbit/s (host2, 2 MB/s),
 the healthy node listed first, `bench sweep --config`. The probe's bound is `node` with host2 named (its
 store link was never limited), and the 2-rank scale, below its bound, names host2 as its cause `node`
-instead of "communication"; its summary carries each node's figures."""
+instead of "communication"; its summary carries each node's figures, its ring test's among them (host2
+receives at its held rate, host1 does not)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,12 @@ def test_one_slow_node_is_named_by_the_probe_and_as_the_scales_cause(slow_cluste
     summary = json.loads((out / "ssd-2" / "metrics" / "summary.json").read_text())
     assert sorted(n["host"] for n in summary["nodes"]) == sorted([hosts.ip(1), slow]), summary["nodes"]
     assert all(n["img_s"] > 0 and n["read_mb_s"] is not None for n in summary["nodes"]), summary["nodes"]
+    # the ring test (bench.train.dist.ring): host2 receives at its held rate, host1 at its own, higher one;
+    # host1's sends are what host2 received (one pair: a two-node figure belongs to both ends, not judged)
+    ring = {n["host"]: n for n in summary["nodes"]}
+    healthy = hosts.ip(1)
+    assert ring[slow]["ring_recv_algbw_mb_s"] == pytest.approx(SLOW_MB_S, rel=0.3), summary["ring"]
+    assert ring[healthy]["ring_recv_algbw_mb_s"] > 2 * ring[slow]["ring_recv_algbw_mb_s"], summary["ring"]
+    assert ring[healthy]["ring_send_algbw_mb_s"] == ring[slow]["ring_recv_algbw_mb_s"], summary["ring"]
+    assert all(n["ring_latency_us"] > 0 for n in summary["nodes"]), summary["nodes"]
+    assert "<th>ring recv algbw MB/s</th>" in report and f"<td>{ring[slow]['ring_recv_algbw_mb_s']:.3g}</td>" in report

@@ -142,6 +142,17 @@ def node_cpu_quota(hosts: SshHosts, node: int, cores: float) -> Iterator[Path]:
         yield group
 
 
+@contextlib.contextmanager
+def slurmd_cpu_quota(slurmd_pid: int, name: str, cores: float) -> Iterator[Path]:
+    """One Slurm node's CPU held to `cores` (a cgroup-v1 cpu quota on its slurmd and what runs below it
+    now): the slurmstepd it forks for each step, and the ranks that forks, inherit the group (the test
+    cluster's TaskPlugin=task/none and proctrack/linuxproc move no process to a cgroup of their own), as
+    on a node whose CPU is throttled. Lifted on exit."""
+    with cpu_quota(cores, f"slurm-{name}") as group:
+        _move(group, descendants(slurmd_pid))
+        yield group
+
+
 def evict(folder: Path) -> None:
     """Every file under `folder` synced and dropped from the page cache (POSIX_FADV_DONTNEED): the next
     read of it reaches the disk."""

@@ -15,7 +15,9 @@ Statuses, worst first (`STATUSES`): `regressed` (the latest run's figure is unde
 `missed_bound` (the latest run failed with a figure that is not under its floor: it missed a bound;
 the line's `cause` names the scale's bottleneck and the node that stood out, where one did),
 `no_result` (the latest run failed without a figure: a launch or a run that gave none),
-`inconclusive` (the latest run could not be judged), `change` (a confirmed change
+`inconclusive` (the latest run could not be judged; a run judged on its other figures whose epoch-1
+read rate failed its own validity rule keeps its status, and the line's `inconclusive_figure` says
+"epoch-1 read rate INCONCLUSIVE — <why>"), `change` (a confirmed change
 point in the shown runs that nobody annotated), `stale` (no run for two of the series' own periods:
 the median gap between its runs, a week for a weekly suite), `annotated` (its newest change point
 was marked expected or explained), `watch` (issue 54: the latest run alone suspects a drop the noise
@@ -79,6 +81,9 @@ COLUMNS = (
     *CHECKPOINT_CHECKED.values(),
     "bottleneck",  # a failed latest run's cause, and the node that stood out (revision 0019)
     "slow_node",
+    "avg_read_mb_s",  # the latest run's epoch-1 read figure, where its own validity rule failed
+    "bandwidth_valid",
+    "bandwidth_note",
 )
 CEILING = "storage ceiling"  # the workload column of a storage-ceiling line
 MAX_GPUS = 4096  # a series id's GPUs: the bound bench.config holds a sweep's `gpus` to
@@ -243,7 +248,28 @@ def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
         "run": frame["suite_run_id"].astype(str).to_numpy(),
         "cause": _causes(frame),
         "failed": _failed_names(frame),
+        "inconclusive_figure": _inconclusive_figures(frame),
     }
+
+
+def _inconclusive_figures(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's figure whose own validity rule failed, as the alert states it ('' none): an epoch-1
+    read rate measured but not valid (too short for a rate, served from the cache), as the verdict's
+    ExpectBandwidthNotCacheDistorted judges it (bench.analysis.verdict.evaluate.inconclusive_figures).
+    Its row is still judged on its other figures: the line keeps its status and says this beside it."""
+    n = len(frame)
+    if "bandwidth_valid" not in frame or "avg_read_mb_s" not in frame:
+        return np.full(n, "", dtype=object)
+    measured = pd.to_numeric(frame["avg_read_mb_s"], errors="coerce").notna().to_numpy()
+    valid = frame["bandwidth_valid"].map(lambda v: v is True or v == 1 or str(v).lower() == "true").to_numpy()
+    notes = frame["bandwidth_note"].fillna("").astype(str).to_numpy() if "bandwidth_note" in frame else [""] * n
+    return np.array(
+        [
+            f"epoch-1 read rate INCONCLUSIVE — {note or 'not a valid read figure'}" if m and not v else ""
+            for m, v, note in zip(measured, valid, notes, strict=True)
+        ],
+        dtype=object,
+    )
 
 
 def _failed_names(frame: pd.DataFrame) -> np.ndarray:
@@ -344,6 +370,8 @@ def overview_lines(
                 "figure": "throughput_img_s",
                 "status": status,
                 "cause": col["cause"][rows[-1]] if status in ("missed_bound", "regressed") else "",
+                # the latest run's figure that could not be judged (issue 49: INCONCLUSIVE, never FAILED)
+                "inconclusive_figure": col["inconclusive_figure"][rows[-1]],
                 "latest_efficiency": _num(col["eff"][used[-1]]) if len(used) else None,
                 "latest_img_s": verdict["latest"],
                 "delta_prev": verdict["delta_prev"],

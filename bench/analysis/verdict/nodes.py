@@ -4,14 +4,18 @@ Why a node rule beside the rank rules: the failure a cluster check meets most is
 NIC at half speed, a throttled disk or CPU). The probe then reads the whole level at the slow node's
 pace and used to call that the store's limit, and in training the slow node's link carries the
 gradients too, so every rank waits alike and the rank straggler rule sees no straggler. Each node's
-own figures (the probe's read MB/s on a level read together; a scale's per-node read MB/s, images/s
-and time in collectives) name it instead.
+own figures (the probe's read MB/s on a level read together; a scale's per-node read MB/s, images/s,
+time in collectives and its ring test's send/receive MB/s) name it instead.
 
 NODE_RULE (written once; docs/metrics.md quotes it): a node stands out when one of its figures is more
 than NODE_GAP below the median of the same figure on its peers (the other nodes of the same level or
 scale), with at least two nodes that have the figure. Higher is better for every figure judged here
 (MB/s, images/s). A cluster of equal nodes names nobody: each node's figure is its peers' median. With
 two nodes the median of the peers is the other node, so only the slower one can stand out.
+
+The ring test's figures (a node's best send and receive rate to a ring neighbour, measured one
+transfer at a time) are judged on scales of three nodes or more (RING_MIN_NODES): with two nodes a
+transfer's figure belongs to both of its ends, and naming one would be a guess.
 
 A node that returns no figures (named in `missing_nodes`) is named too: its level or scale is not
 judged on the nodes that answered.
@@ -38,7 +42,17 @@ NODE_RULE = (
     "equal nodes name nobody"
 )
 # The per-node figures of a scale the rule reads, with the words its evidence uses.
-SCALE_FIGURES = {"read_mb_s": ("reads", "MB/s"), "compute_img_s": ("computes", "images/s of compute")}
+SCALE_FIGURES = {
+    "read_mb_s": ("reads", "MB/s"),
+    "compute_img_s": ("computes", "images/s of compute"),
+    "ring_recv_algbw_mb_s": ("receives", "MB/s on the ring test (algbw from its best partner)"),
+    "ring_send_algbw_mb_s": ("sends", "MB/s on the ring test (algbw to its best partner)"),
+}
+# The ring test's figures (bench.train.dist.ring) are judged from three nodes: a node's figure is its
+# best partner's transfer, and with two nodes each has one partner, so a transfer's figure belongs to
+# both ends alike (a receive held at one node reads the same as a send held at the other).
+RING_FIGURES = ("ring_recv_algbw_mb_s", "ring_send_algbw_mb_s")
+RING_MIN_NODES = 3
 
 
 def _finite(x) -> bool:
@@ -99,6 +113,8 @@ def slow_node(nodes: list[dict], probe_slow: list[dict] | None = None, reads_val
             )
     for key, (verb, unit) in SCALE_FIGURES.items():
         if key == "read_mb_s" and not reads_valid:
+            continue
+        if key in RING_FIGURES and len(hosts) < RING_MIN_NODES:
             continue
         found = stand_out({n["host"]: n.get(key) for n in nodes})
         if found:

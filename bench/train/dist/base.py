@@ -80,6 +80,11 @@ class Dist(ABC):
         (the network probe, bench.train.dist.allreduce_probe)."""
 
     @abstractmethod
+    def transfer(self, buffer: torch.Tensor, src: int, dst: int) -> None:
+        """Move `buffer` from rank `src` into rank `dst`'s `buffer` (same size on both); every rank calls
+        it, the others take no part or an empty one (the ring test, bench.train.dist.ring)."""
+
+    @abstractmethod
     def wrap(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

@@ -174,6 +174,13 @@ class DdpDist(Dist):
         for work in works:
             work.wait()
 
+    def transfer(self, buffer: torch.Tensor, src: int, dst: int) -> None:
+        # point-to-point on the run's own process group (Gloo and NCCL both have send/recv)
+        if self.rank == src:
+            tdist.send(buffer, dst)
+        elif self.rank == dst:
+            tdist.recv(buffer, src)
+
     def wrap(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

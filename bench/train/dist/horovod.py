@@ -59,6 +59,20 @@ class HorovodDist(Dist):
         for handle in handles:
             hvd.synchronize(handle)
 
+    def transfer(self, buffer: torch.Tensor, src: int, dst: int) -> None:
+        # Horovod has no send/recv: an alltoall in which only `src` sends, and only to `dst`
+        import horovod.torch as hvd
+
+        splits = torch.zeros(self.size, dtype=torch.int32)
+        if self.rank == src:
+            splits[dst] = buffer.numel()
+            sent = buffer
+        else:
+            sent = buffer[:0]
+        got, _ = hvd.alltoall(sent, splits=splits, name="ring")
+        if self.rank == dst:
+            buffer.copy_(got)
+
     def wrap(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

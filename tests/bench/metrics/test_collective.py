@@ -32,6 +32,9 @@ class OneRank(Dist):
     def allreduce_buckets(self, buffers):
         pass
 
+    def transfer(self, buffer, src, dst):
+        pass
+
     def wrap(self, model, optimizer):
         return model, optimizer
 

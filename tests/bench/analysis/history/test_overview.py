@@ -213,3 +213,20 @@ def test_a_line_judges_the_figure_its_runs_check_judged_the_better_of_two_runs()
     both_under = confirmed.assign(repeat_img_s=[None] * 8 + [81.0], ckpt_write_checked=None)
     assert overview_lines(both_under, None, None, NOW)[0]["status"] == "regressed"  # both runs under it
     assert checkpoint_lines(both_under, None, NOW)[0]["status"] == "regressed"  # stored before: the first's
+
+
+def test_a_passing_run_whose_read_was_too_short_says_inconclusive_beside_its_status():
+    """Issue 49 item 3: the latest run passed, its epoch-1 read too short for a rate: the line keeps its
+    status (the scale was judged on its other figures) and says the read figure is INCONCLUSIVE, why
+    included; a valid read, or a run that read nothing (synthetic data), says nothing."""
+    note = "epoch-1 reads lasted 4.3s, under 5s: too short for a rate"
+    short = _series("ssd", [*NOISE, 100.3]).assign(avg_read_mb_s=5.0, bandwidth_valid=True, bandwidth_note="")
+    short.loc[short.index[-1], ["bandwidth_valid", "bandwidth_note"]] = [False, note]
+    valid = _series("ssd", [*NOISE, 100.3], gpus=2).assign(avg_read_mb_s=5.0, bandwidth_valid=True, bandwidth_note="")
+    synthetic = _series("ssd", [*NOISE, 100.3], gpus=4).assign(
+        avg_read_mb_s=float("nan"), bandwidth_valid=False, bandwidth_note="no dataset read (synthetic data)"
+    )
+    lines = {line["gpus"]: line for line in overview_lines(pd.concat([short, valid, synthetic]), None, None, NOW)}
+    assert lines[1]["status"] == "ok"
+    assert lines[1]["inconclusive_figure"] == f"epoch-1 read rate INCONCLUSIVE — {note}"
+    assert lines[2]["inconclusive_figure"] == "" and lines[4]["inconclusive_figure"] == ""

@@ -20,6 +20,7 @@ from bench.analysis.verdict.nodes import (
     slow_node,
     stand_out,
 )
+from bench.metrics.summary import node_ring_figures
 from bench.suite.node_probe import judge_level
 from tests.bench.suite.test_probe_guards import LAUNCHED, SECONDS, share_doc
 
@@ -131,3 +132,41 @@ def test_a_nodes_read_rate_counts_only_where_the_scales_read_figure_is_valid():
     assert slow_node(nodes, None, reads_valid=False) == ("", "")  # cache-served or too short: no read figure
     host, evidence = slow_node(nodes, None, reads_valid=True)
     assert host == "b" and "reads 2.00 MB/s" in evidence
+
+
+def _ring(*transfers: tuple[str, str, float]) -> dict[str, dict]:
+    """Each host's ring figures (bench.metrics.summary.node_ring_figures) from (src, dst, MB/s) transfers."""
+    test = [
+        {"src_host": s, "dst_host": d, "bytes": 1 << 20, "seconds": 1.0, "algbw_mb_s": mb_s, "latency_us": 150.0}
+        for s, d, mb_s in transfers
+    ]
+    return {h: node_ring_figures(test, h) for h in {t[0] for t in transfers} | {t[1] for t in transfers}}
+
+
+def test_a_failing_scale_of_three_nodes_names_the_node_whose_ring_link_is_a_third_of_its_peers():
+    # c receives at 2 MB/s from both neighbours (its link held); a and b at 6 from each other: the
+    # transfers into c are slow on the senders' side too, but a and b each have a fast partner
+    rings = _ring(("a", "b", 6.0), ("b", "a", 6.0), ("b", "c", 2.0), ("c", "b", 6.0), ("c", "a", 6.0), ("a", "c", 2.0))
+    ranks = [_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0), _rank(2, "c", 400, 4.0)]
+    nodes = scale_nodes(ranks, {"a": 5.0, "b": 5.0, "c": 5.0}, rings)
+    assert [n["ring_recv_algbw_mb_s"] for n in nodes] == [6.0, 6.0, 2.0]
+    out = add_slow_nodes(_frame({"gpus": 3, "verdict": "fail", "node_figures": json.dumps(nodes)}))
+    assert (out.loc[0, "slow_node"], out.loc[0, "bottleneck"]) == ("c", "node")
+    evidence = out.loc[0, "bottleneck_evidence"]
+    assert "node c receives 2.00 MB/s on the ring test" in evidence and "peers' median 6.00" in evidence, evidence
+    # a node whose sends are held (what its partners receive from it) is named by its send figure
+    rings = _ring(("a", "b", 6.0), ("b", "a", 6.0), ("b", "c", 6.0), ("c", "b", 2.0), ("c", "a", 2.0), ("a", "c", 6.0))
+    nodes = scale_nodes(ranks, {"a": 5.0, "b": 5.0, "c": 5.0}, rings)
+    out = add_slow_nodes(_frame({"gpus": 3, "verdict": "fail", "node_figures": json.dumps(nodes)}))
+    assert out.loc[0, "slow_node"] == "c" and "node c sends 2.00 MB/s" in out.loc[0, "bottleneck_evidence"]
+
+
+def test_equal_ring_links_name_nobody_and_two_nodes_are_not_judged_on_the_ring():
+    ranks = [_rank(0, "a", 400, 4.0), _rank(1, "b", 400, 4.0), _rank(2, "c", 400, 4.0)]
+    rings = _ring(("a", "b", 6.0), ("b", "a", 5.8), ("b", "c", 6.1), ("c", "b", 6.0), ("c", "a", 5.9), ("a", "c", 6.0))
+    assert slow_node(scale_nodes(ranks, None, rings)) == ("", "")
+    # two nodes: b receives at a third of a's rate, and a's sends read the same (one pair, both ends)
+    pair = _ring(("a", "b", 2.0), ("b", "a", 6.0))
+    nodes = scale_nodes(ranks[:2], None, pair)
+    assert [(n["ring_recv_algbw_mb_s"], n["ring_send_algbw_mb_s"]) for n in nodes] == [(6.0, 2.0), (2.0, 6.0)]
+    assert slow_node(nodes) == ("", "")
