@@ -94,7 +94,36 @@ def test_a_slow_slide_is_no_drop_for_the_noise_model():
     weeks = 40
     values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
     assert noise.judge_drop(values[:weeks], values[weeks:]).status != noise.REGRESSED
-    assert noise.confirm_floor(values[:-1])[0] is None
+    floor = noise.confirm_floor(values[:-1])[0]  # the verdict's floor for the newest run: under the line
+    assert floor is None or values[-1] > floor
     flat = weekly(21, weeks + 2, 0.01)
     flat[weeks:] *= 1 - 0.05  # the same newest runs' shortfall as a step: confirmed
     assert noise.judge_drop(flat[:weeks], flat[weeks:]).status == noise.REGRESSED
+
+
+def test_a_drop_inside_a_slide_is_measured_from_the_slide_and_confirmed():
+    """A drifting reference no longer blocks every drop (the first rule did, and a stationary year that
+    slid by chance lost its 3% drop): a 4% step on top of the 10%-a-year slide stands against the slide's
+    line carried forward, and the verdict's floor (confirm_floor) agrees with judge_drop."""
+    weeks = 40
+    values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
+    assert noise._drifting_down(values[:weeks])
+    values[weeks:] *= 1 - 0.04
+    assert noise.judge_drop(values[:weeks], values[weeks:]).status == noise.REGRESSED
+    floor = noise.confirm_floor(values[:-1])[0]
+    assert floor is not None and values[-1] < floor
+
+
+def test_a_chance_slope_in_a_stationary_year_does_not_hide_a_3pct_drop():
+    """Fifty stationary weeks at 1% noise whose least-squares slope is 2.5 standard errors down by chance
+    (one year in 160): DRIFT_T 3 leaves them undrifted, so a 3% pair is confirmed (at DRIFT_T 2 it was not)."""
+    rng = np.random.default_rng(5420)
+    while True:
+        values = 1000 * np.exp(rng.normal(0, 0.01, 50))
+        x = np.arange(50) - 24.5
+        slope = x @ (values - values.mean()) / (x @ x)
+        resid = values - values.mean() - slope * x
+        if slope / np.sqrt(resid @ resid / 48 / (x @ x)) < -2.5:
+            break
+    level = values.mean()
+    assert noise.judge_drop(values, [level * 0.965, level * 0.97]).status == noise.REGRESSED
