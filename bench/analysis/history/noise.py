@@ -176,10 +176,10 @@ def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
         # The confirming runs agree with each other: a bad week beside an ordinary one is no level.
         agree = (runs.max() - runs.min()) / level <= AGREE_SPREADS * cv * math.sqrt(2)
         dip = m < DIP_RUNS and least > _dip_drop(cv)
-        bound = _critical(CONFIRM_Z[m], n) if m in CONFIRM_Z else math.inf
-        confirms = z >= bound and each >= EACH_Z and agree and not dip
+        critical = _critical(CONFIRM_Z[m], n) if m in CONFIRM_Z else math.inf
+        confirms = z >= critical and each >= EACH_Z and agree and not dip
         # A drifting reference: the drop must stand against its line carried forward too.
-        if confirms and (trend is None or _trend_z(trend, runs, ref.size + new.size - m, n) >= bound):
+        if confirms and (trend is None or _trend_z(trend, runs, ref.size + new.size - m, n) >= critical):
             return _with(drop, REGRESSED)
         if m == 1:
             best = drop
