@@ -20,9 +20,10 @@ Why the targets are missed at the budget (issue 54's second pass): the false ala
 references (30-100 runs back, the reference capped at 52), so a longer-pooled spread buys nothing here;
 the per-look tail is what binds. With the spread from 50 runs a 3% drop at 1% noise has z 4.16 (spread
 1.08) after two runs: 0.9 power needs a bound of 2.77, a tail of 0.0039 a weekly look, 0.2 false
-alarms a series-year from that test alone counting 52 looks as separate; the bound used (3.10) is 0.0016 a look, 0.08 a year, power
-0.83. The calibration draws agree: a two-run bound of 2.6 gave 0.88 of 3% drops at 0.105 false alarms.
-A 6% drop at 3% noise after three runs needs a bound of 2.0: 0.025 a look, about 1.3 a series-year.
+alarms a series-year from that test alone (52 looks counted as separate, an upper count: overlapping
+windows cluster); the bound used (3.10) is 0.0016 a look, 0.08 a year, power 0.83. The calibration
+draws agree: a two-run bound of 2.6 gave 0.88 of 3% drops at 0.105 false alarms. A 6% drop at 3% noise
+after three runs needs a bound of 2.0: 0.025 a look, 1.3 a series-year counted so.
 Replays share E-Divisive's weekly change points (detect.weekly_steps) between the two columns.
 """
 
