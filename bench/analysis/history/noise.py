@@ -153,7 +153,7 @@ def judge_drop(before, newest, tolerance: float | None = None) -> Drop:
     new = np.asarray(newest, dtype=float)[-MAX_RUNS:]
     if new.size == 0 or not np.isfinite(new).all() or ref.size == 0:
         return _unjudged(None, float("nan"))
-    cv = noise_cv(ref)
+    cv = _reference_spread(ref)
     level = _level(ref, cv)
     if level <= 0:
         return _unjudged(cv, level)
@@ -287,7 +287,7 @@ def confirm_floor(history) -> tuple[float | None, float | None]:
     regressed too (the verdict never calls a lower figure better), where judge_drop, which looks at the
     weeks around it, waits for the week after to tell a bad week from a level."""
     before, recent = split(history)
-    cv = noise_cv(before)
+    cv = _reference_spread(before[np.isfinite(before)])
     if cv is None:
         return None, None
     ref = before[np.isfinite(before)][-REFERENCE_RUNS:]
@@ -316,6 +316,17 @@ def confirm_floor(history) -> tuple[float | None, float | None]:
         if high >= low:
             floor = high if floor is None else max(floor, high)
     return floor, cv
+
+
+def _reference_spread(ref: np.ndarray) -> float | None:
+    """noise_cv of a reference, or None (no noise model: the fixed tolerance judges) where fewer than
+    MIN_NOISE_RUNS of its runs lie within OUTLIER_SPREADS of its median: a reference split between two
+    levels (a step E-Divisive has not cut yet) has no level to measure a drop from, and its mean of no
+    runs divided a drop by zero (a ZeroDivisionError in the verdict's judgement)."""
+    cv = noise_cv(ref)
+    if cv is not None and int(np.sum(_usable(ref, cv))) < MIN_NOISE_RUNS:
+        return None
+    return cv
 
 
 def _usable(ref: np.ndarray, cv: float) -> np.ndarray:

@@ -128,3 +128,15 @@ def test_a_chance_slope_in_a_stationary_year_does_not_hide_a_small_drop():
             break
     level = noise._level(values, noise.noise_cv(values))
     assert noise.judge_drop(values, [level * 0.975, level * 0.98]).status == noise.REGRESSED
+
+
+def test_a_reference_split_between_two_levels_is_judged_on_the_fixed_tolerance_and_says_so():
+    """Twelve runs at 1000 and twelve at 800 (a step no change point has cut yet), 0.5% noise: no run lies
+    within 4 spreads of the median, so there is no level to measure a drop from. The fixed tolerance
+    judges (noise_cv empty); before, the mean of no runs divided the drop by zero."""
+    rng = np.random.default_rng(5430)
+    ref = np.r_[1000 * np.exp(rng.normal(0, 0.005, 12)), 800 * np.exp(rng.normal(0, 0.005, 12))]
+    drop = noise.judge_drop(ref, [790.0, 780.0], tolerance=0.1)
+    assert (drop.status, drop.noise_cv) == (noise.REGRESSED, None)  # 13% under the median of the two levels
+    assert noise.judge_drop(ref, [900.0], tolerance=0.1).status == noise.OK
+    assert noise.confirm_floor(np.r_[ref, 800.0, 800.0, 800.0]) == (None, None)
