@@ -12,6 +12,15 @@ from runner import (
 
 NUMBER = 12
 TITLE = "change points"
+# The weekly alerts' false-alarm budget: issue 54's 0.1 per series-year, one budget for the one alert
+# stream, which E-Divisive and the noise model's drop test share. This section's first target (1 per 100
+# series-years) was set for E-Divisive alone, asked to find steps of 5% and more; issue 54 then asked for
+# 3% drops at 1% noise by their second run, and that is a bound near 3 standard errors looked at every
+# week: about 0.07 false alarms a series-year on stationary series by itself (section 19). At 1 per 100
+# its per-week tail would be ten times thinner, a bound near 3.5 on a known spread (3.9 with the spread
+# estimated from 50 runs), and 3% drops by the second run would fall from 0.85 to about 0.6. The later,
+# explicit trade governs; the steps this section targets stay at 0.9 within 3 runs.
+FALSE_ALARMS_PER_100 = 10
 
 
 def _detection_scores(series) -> tuple:
@@ -60,7 +69,8 @@ def _detection_rows(add, label: str, what: str, off, on, replay_s: float, target
         label,
         "online: false alarms per 100 series-years",
         f"{on.false_alarms_per_100_series_years:.2f}",
-        f"target <= 1 ({k} in {on.series_years:.0f} series-years; 95% CI {fa_low:.2f}-{fa_high:.2f}); "
+        f"target <= {FALSE_ALARMS_PER_100} ({k} in {on.series_years:.0f} series-years; "
+        f"95% CI {fa_low:.2f}-{fa_high:.2f}); "
         f"replay {replay_s:.0f} s",
     )
 

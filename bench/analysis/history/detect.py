@@ -344,20 +344,35 @@ def drop_step(values, since: int = 0) -> Step | None:
     return Step(at, drop.level, after, after / drop.level - 1, p, -drop.size, drop.confidence, drop.runs, ci)
 
 
+def weekly_steps(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> list[list[Step]]:
+    """E-Divisive's change points (find_steps) of each history the weekly runs saw, values[:1],
+    values[:2], ...: replay's costly half, computed once where two replays of a series share it."""
+    values = np.asarray(values, dtype=float)
+    return [find_steps(values[:t], settings) for t in range(1, len(values) + 1)]
+
+
 def replay(
-    values, settings: DetectorSettings = DEFAULT_SETTINGS, match_runs: int = MATCH_RUNS, noise_model: bool = True
+    values,
+    settings: DetectorSettings = DEFAULT_SETTINGS,
+    match_runs: int = MATCH_RUNS,
+    noise_model: bool = True,
+    steps: list[list[Step]] | None = None,
 ) -> list[Flagged]:
     """Run the detector after every run, as the weekly DAG does; a change confirmed again within
     `match_runs` of where it was first confirmed is the same change, not a new alert.
 
     Two tests look each week: E-Divisive (find_steps, confirmed by the next run's history) and the noise
     model's drop test on the runs since the last change (drop_step: confirmed by its own second run);
-    `noise_model` False leaves the second out (benchmark section 19 compares the two)."""
+    `noise_model` False leaves the second out (benchmark section 19 compares the two, on the same
+    `steps`: weekly_steps of these values and settings, computed here when not given)."""
     values = np.asarray(values, dtype=float)
+    steps = weekly_steps(values, settings) if steps is None else steps
+    if len(steps) != len(values):
+        raise ValueError(f"steps: one list per run wanted ({len(values)}), got {len(steps)}")
     flagged: list[Flagged] = []
     previous: list[Step] = []
     for t in range(1, len(values) + 1):
-        current = find_steps(values[:t], settings)
+        current = steps[t - 1]
         found = confirmed(current, previous, match_runs)
         since = max((f.step.index for f in flagged), default=0)
         drop = drop_step(values[:t], since) if noise_model else None

@@ -60,6 +60,17 @@ def test_a_2pct_drop_at_1pct_noise_is_confirmed_by_its_fourth_run_in_more_than_8
     assert caught_within(draw(5402, 60, STEP_AT + 4, 0.01, step=0.02), runs=4) >= 51
 
 
+def test_a_6pct_drop_at_3pct_noise_is_confirmed_by_its_third_run_as_often_as_the_bounds_allow():
+    # 42 of 60 (CONFIRM_Z[3] 3.3 instead of 3.0: 39). The 0.9 is beyond the budget here: a 6%
+    # drop at 3% noise is t = 3.4 after three runs on a known spread (benchmark section 19).
+    assert caught_within(draw(5404, 60, STEP_AT + 3, 0.03, step=0.06), runs=3) >= 42
+
+
+def test_two_quiet_years_at_1pct_noise_raise_at_most_the_false_alarm_budget():
+    # 3 in 80 series-years (<= 0.1 a series-year: 8); bounds 2.5/2.6/2.5: 9.
+    assert sum(alarms(values) for values in draw(5406, 40, 104, 0.01)) <= 4
+
+
 def test_two_years_at_3pct_noise_with_bad_weeks_raise_at_most_the_false_alarm_budget():
     # 5 in 80 series-years (<= 0.1 a series-year: 8). Bounds 2.5/2.6/2.5: 14; the looser agreement (4
     # spreads) without the dip rule: 7.

@@ -94,7 +94,49 @@ def test_a_slow_slide_is_no_drop_for_the_noise_model():
     weeks = 40
     values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
     assert noise.judge_drop(values[:weeks], values[weeks:]).status != noise.REGRESSED
-    assert noise.confirm_floor(values[:-1])[0] is None
+    floor = noise.confirm_floor(values[:-1])[0]  # the verdict's floor for the newest run: under the line
+    assert floor is None or values[-1] > floor
     flat = weekly(21, weeks + 2, 0.01)
     flat[weeks:] *= 1 - 0.05  # the same newest runs' shortfall as a step: confirmed
     assert noise.judge_drop(flat[:weeks], flat[weeks:]).status == noise.REGRESSED
+
+
+def test_a_drop_inside_a_slide_is_measured_from_the_slide_and_confirmed():
+    """A drifting reference no longer blocks every drop (the first rule did, and a stationary year that
+    slid by chance lost its 3% drop): a 4% step on top of the 10%-a-year slide stands against the slide's
+    line carried forward, and the verdict's floor (confirm_floor) agrees with judge_drop."""
+    weeks = 40
+    values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
+    assert noise._drifting_down(values[:weeks])
+    values[weeks:] *= 1 - 0.04
+    assert noise.judge_drop(values[:weeks], values[weeks:]).status == noise.REGRESSED
+    floor = noise.confirm_floor(values[:-1])[0]
+    assert floor is not None and values[-1] < floor
+
+
+def test_a_chance_slope_in_a_stationary_year_does_not_hide_a_small_drop():
+    """Fifty stationary weeks at 1% noise whose least-squares slope is 2-3 standard errors down by chance
+    (one year in 40): DRIFT_T 3 leaves them undrifted, so a pair 2.25% low (3.5 standard errors) is
+    confirmed; at DRIFT_T 2 it had to stand against the chance slope's line, 2.6 there, and was not."""
+    rng = np.random.default_rng(5420)
+    x = np.arange(50) - 24.5
+    while True:
+        values = 1000 * np.exp(rng.normal(0, 0.01, 50))
+        slope = x @ (values - values.mean()) / (x @ x)
+        resid = values - values.mean() - slope * x
+        if -3 < slope / np.sqrt(resid @ resid / 48 / (x @ x)) < -2.2:
+            break
+    level = noise._level(values, noise.noise_cv(values))
+    assert noise.judge_drop(values, [level * 0.975, level * 0.98]).status == noise.REGRESSED
+
+
+def test_a_reference_split_between_two_levels_is_judged_on_the_fixed_tolerance_and_says_so():
+    """Twelve runs at 1000 and twelve at 800 (a step no change point has cut yet), 0.5% noise: no run lies
+    within 4 spreads of the median, so there is no level to measure a drop from. The fixed tolerance
+    judges (noise_cv empty); before, the mean of no runs divided the drop by zero."""
+    rng = np.random.default_rng(5430)
+    ref = np.r_[1000 * np.exp(rng.normal(0, 0.005, 12)), 800 * np.exp(rng.normal(0, 0.005, 12))]
+    drop = noise.judge_drop(ref, [790.0, 780.0], tolerance=0.1)
+    assert (drop.status, drop.noise_cv) == (noise.REGRESSED, None)  # 13% under the median of the two levels
+    assert noise.judge_drop(ref, [900.0], tolerance=0.1).status == noise.OK
+    assert noise.confirm_floor(np.r_[ref, 800.0, 800.0, 800.0]) == (None, None)
