@@ -5,6 +5,7 @@
 # group (children inherit it), and the group's cpuacct.usage is printed when it ends.
 #   scripts/cpu-cost.sh NAME COMMAND...   e.g.
 #   flock /tmp/sw-heavy.lock scripts/cpu-cost.sh ui python -m pytest -q -p no:cacheprovider tests/airflow/test_ui.py
+# With pytest, `-p tests.infra.cpu_cost` adds one line per test.
 # Prints "cpu-cost NAME: <core-seconds> core-s, <wall> s wall, exit <rc>" last; exits with the command's exit.
 set -euo pipefail
 if (($# < 2)); then
@@ -23,7 +24,8 @@ trap 'rmdir "$group" 2>/dev/null || true' EXIT
 started=$(date +%s.%N)
 rc=0
 # a wrapper shell joins the group, then becomes the command: everything it starts is counted
-bash -c 'echo $$ >"$1/tasks"; shift; exec "$@"' cpu-cost "$group" "$@" || rc=$?
+# (SW_CPU_GROUP: tests/infra/cpu_cost.py, `-p tests.infra.cpu_cost`, charges each test its own share)
+SW_CPU_GROUP=$group bash -c 'echo $$ >"$1/tasks"; shift; exec "$@"' cpu-cost "$group" "$@" || rc=$?
 ended=$(date +%s.%N)
 # processes left behind (a daemon the command did not stop) are still counted until now
 usage=$(cat "$group/cpuacct.usage")
