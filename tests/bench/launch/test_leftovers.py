@@ -9,27 +9,25 @@ from bench.config import RunSpec, TrainConfig
 from bench.launch.base import RunState, wait
 from bench.launch.leftovers import HANDLE_FILE, cancel_unfinished, record_handle, submit_recorded
 from bench.launch.registry import build_launcher
-from tests.bench.launch.conftest import idle
 from tests.infra.faults import train_pids, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def spec(suite, datasets, run_id: str, **fields) -> RunSpec:
-    fields = {"workload": "ssd", "data": datasets["coco"], "steps": 4} | fields
-    train = TrainConfig(**fields, batch_size=4, sample_interval_s=0.2)
+def spec(suite, datasets, run_id: str, steps: int) -> RunSpec:
+    train = TrainConfig(workload="ssd", data=datasets["coco"], steps=steps, batch_size=4, sample_interval_s=0.2)
     return RunSpec(run_id=run_id, train=train, ranks=2, output_dir=suite / run_id)
 
 
-def test_a_live_run_of_the_suite_is_cancelled_before_the_next_scale_starts(tmp_path, datasets, records):
+def test_a_live_run_of_the_suite_is_cancelled_before_the_next_scale_starts(tmp_path, datasets):
     launcher = build_launcher("local")
     suite = tmp_path / "suite"
-    left = spec(suite, datasets, "left-1", **idle(records))  # idle ranks: the sweep is judged, not training
+    left = spec(suite, datasets, "left-1", steps=100_000)
     left_handle = submit_recorded(launcher, left)
     assert json.loads((left.output_dir / HANDLE_FILE).read_text()) == left_handle
     wait_for(lambda: train_pids(left.output_dir), 60)
 
-    following = spec(suite, datasets, "next-2")
+    following = spec(suite, datasets, "next-2", steps=4)
     handle = submit_recorded(launcher, following)
     assert train_pids(left.output_dir) == []  # gone before the next scale was submitted
     assert launcher.poll(left_handle)[0] == RunState.CANCELLED

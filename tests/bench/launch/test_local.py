@@ -102,10 +102,9 @@ def _poll_in_new_pid_namespace(handle: dict) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def test_a_poll_from_another_pid_namespace_reads_the_truth(tmp_path, datasets, records):
+def test_a_poll_from_another_pid_namespace_reads_the_truth(tmp_path, datasets):
     launcher = build_launcher("local")
-    # idle ranks, ~20 s of them (40 batches of 0.5 s): what is judged is the poll, not training
-    s = spec(tmp_path, datasets, run_id="pidns", **idle(records, steps=40))
+    s = spec(tmp_path, datasets, steps=60, run_id="pidns")
     handle = launcher.submit(s)
     wait_for(lambda: launcher.poll(handle)[0] == RunState.RUNNING, 60)
     assert _poll_in_new_pid_namespace(handle) == "RUNNING"  # the supervisor's pid is invisible there
@@ -114,13 +113,13 @@ def test_a_poll_from_another_pid_namespace_reads_the_truth(tmp_path, datasets, r
     assert _poll_in_new_pid_namespace(handle) == "COMPLETED"
 
 
-def test_cancel_from_another_pid_namespace_reaches_the_run(tmp_path, datasets, records):
+def test_cancel_from_another_pid_namespace_reaches_the_run(tmp_path, datasets):
     import json
     import subprocess
     import sys
 
     launcher = build_launcher("local")
-    s = spec(tmp_path, datasets, run_id="pidnscancel", **idle(records))  # the cancel is judged, not training
+    s = spec(tmp_path, datasets, steps=5000, run_id="pidnscancel")
     handle = launcher.submit(s)
     wait_for(lambda: train_pids(s.output_dir), 60)
     code = "import json, sys; from bench.launch.registry import build_launcher; "
@@ -134,11 +133,11 @@ def test_cancel_from_another_pid_namespace_reaches_the_run(tmp_path, datasets, r
     assert wait_for(lambda: not train_pids(s.output_dir), 30)
 
 
-def test_a_sigkilled_supervisor_takes_its_ranks_with_it(tmp_path, datasets, records):
+def test_a_sigkilled_supervisor_takes_its_ranks_with_it(tmp_path, datasets):
     import os
 
     launcher = build_launcher("local")
-    s = spec(tmp_path, datasets, run_id="orphan", **idle(records))  # what outlives whom is judged, not training
+    s = spec(tmp_path, datasets, steps=5000, run_id="orphan")
     handle = launcher.submit(s)
     wait_for(lambda: len(train_pids(s.output_dir)) == 2, 90)
     os.kill(int(handle["job_id"]), signal.SIGKILL)
