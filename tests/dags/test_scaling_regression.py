@@ -151,6 +151,9 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch)
     # 0.9 fails them even against a 1-rank baseline slowed by tests in the other lane (scripts/test.sh).
     n = oversubscribed_ranks()
     conf = {"gpus": [1, n], "oversubscribe": True, "dataset_images": 8 * n, "min_scaling_efficiency": 0.9}
+    # an oversubscribed scale is judged against linear (bench.analysis.verdict.scaling): its node ceiling,
+    # n more ranks at once, would be measured and judge nothing
+    conf["ceilings"] = False
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com")
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, conf, webhook, smtp)
@@ -184,6 +187,7 @@ def test_a_failing_scale_is_rerun_warm_and_synthetic_and_its_cause_checked(airfl
     # the other lane). The confirm_causes task reruns both scales warm and synthetic through the launcher,
     # one at a time, and the alert line carries what the reruns showed.
     conf = {"gpus": [1, 2], "ideal": "linear", "min_scaling_efficiency": 1.5, "confirm_causes": True}
+    conf["ceilings"] = False  # judged against linear: a node ceiling's run would judge nothing here
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, conf, webhook, smtp)
     assert run.state == "failed" and states["confirm_causes"] == "success", states
@@ -211,7 +215,14 @@ def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(
             airflow_home,
-            {"gpus": [1, 8], "oversubscribe": True, "dataset_images": 24, "min_scaling_efficiency": 0.1},
+            # no node ceiling: what is judged is the failed scale's row and alert, not a ceiling
+            {
+                "gpus": [1, 8],
+                "oversubscribe": True,
+                "dataset_images": 24,
+                "min_scaling_efficiency": 0.1,
+                "ceilings": False,
+            },
             webhook,
             smtp,
         )

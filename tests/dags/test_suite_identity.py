@@ -20,6 +20,8 @@ max_step_time_spread: 100
 min_scaling_efficiency: 0.0
 dataset_images: 32
 probe_storage: false
+# what is judged is each suite's identity (rows, report, jobs): its scales' runs, no node ceilings
+ceilings: false
 """
 
 

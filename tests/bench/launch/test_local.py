@@ -5,6 +5,7 @@ import pytest
 from bench.config.models import RunSpec, TrainConfig
 from bench.launch.base import RunState, collect, wait
 from bench.launch.registry import build_launcher
+from tests.bench.launch.conftest import idle
 from tests.infra.faults import any_pids, kill_rank_when_training, slots_while_training, train_pids, wait_for
 
 pytestmark = pytest.mark.slow
@@ -12,12 +13,13 @@ pytestmark = pytest.mark.slow
 
 def spec(tmp_path, datasets, **over) -> RunSpec:
     train = TrainConfig(
-        workload="ssd",
-        data=datasets["coco"],
+        workload=over.pop("workload", "ssd"),
+        data=over.pop("data", datasets["coco"]),
         steps=over.pop("steps", 4),
         batch_size=4,
         sample_interval_s=0.2,
         backend=over.pop("backend", "auto"),
+        accelerator_s=over.pop("accelerator_s", None),
     )
     ranks = over.pop("ranks", 2)
     return RunSpec(run_id=over.pop("run_id", "loc"), train=train, ranks=ranks, output_dir=tmp_path / "run", **over)
@@ -61,16 +63,17 @@ def test_killed_rank_fails_run_names_rank_and_stops_others(tmp_path, datasets, b
     assert any_pids(b"bench.launch.rank\x00--tag\x00kill") == []
 
 
-def test_cancel_and_timeout(tmp_path, datasets):
+def test_cancel_and_timeout(tmp_path, datasets, records):
+    # idle ranks: what is judged is the launcher's cancel and time limit, not training
     launcher = build_launcher("local")
-    s = spec(tmp_path, datasets, steps=5000, run_id="cancel")
+    s = spec(tmp_path, datasets, run_id="cancel", **idle(records))
     handle = launcher.submit(s)
     wait_for(lambda: train_pids(s.output_dir), 60)
     launcher.cancel(handle)
     state, reason = launcher.poll(handle)
     assert state == RunState.CANCELLED
     assert train_pids(s.output_dir) == []
-    t = spec(tmp_path / "t", datasets, steps=5000, run_id="timeout", time_limit_s=10)
+    t = spec(tmp_path / "t", datasets, run_id="timeout", time_limit_s=10, **idle(records))
     handle = launcher.submit(t)
     # The supervisor ends the run at its own 10 s limit; were it not to, this wait's 60 s deadline would
     # cancel it instead and say so ("no result within 60s; cancelled"), which is not the limit's reason.

@@ -14,6 +14,7 @@ from bench.launch.base import RunState, collect, wait
 from bench.launch.leftovers import cancel_unfinished, record_handle
 from bench.launch.registry import build_launcher
 from bench.launch.slurm import batch_script
+from tests.bench.launch.conftest import idle
 from tests.infra.faults import any_pids, kill_rank_when_training, train_pids, wait_for
 from tests.infra.slurm_cluster import SlurmCluster
 
@@ -25,16 +26,6 @@ def cluster(tmp_path_factory):
     c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
     yield c
     c.stop()
-
-
-@pytest.fixture(scope="module")
-def records(tmp_path_factory) -> Path:
-    """A small records folder for idle ranks (emulated: real reads, then a timed wait per batch)."""
-    from bench.data.records import RecordsSpec, generate_records
-
-    folder = tmp_path_factory.mktemp("records")
-    generate_records(RecordsSpec("raw", 8, 2, 20_000, 2_000, seed=3), folder)
-    return folder
 
 
 def spec(tmp_path, datasets, **over) -> RunSpec:
@@ -92,14 +83,6 @@ def test_failing_rank_gives_failed_with_exit_code(cluster, tmp_path, datasets, b
     assert result.summary is None
     assert wait_for(lambda: not cluster.queue(), 60)
     assert wait_for(lambda: not any_pids(str(s.output_dir).encode()), 30)  # no rank, wrapper or store left
-
-
-def idle(records) -> dict:
-    """Ranks that run for as long as Slurm lets them while keeping the cores free: an emulated workload
-    (real records reads, then a 0.5 s wait per batch, no collective data). What these tests judge is
-    Slurm's end of a job (cancel, time limit, a lost node), not training; ranks training flat out for the
-    minute Slurm's time limit takes cost the suite two cores' worth of that minute."""
-    return {"workload": "idle", "data": records, "accelerator_s": 0.5, "steps": 100000}
 
 
 def test_cancel_and_timeout_states(cluster, tmp_path, datasets, records):
