@@ -8,16 +8,39 @@ from bench.config.models import AlertTargets, SweepConfig, TrainConfig
 from tests.infra.receivers import WebhookReceiver
 
 
-def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_else(monkeypatch, tmp_path):
-    from scalewatch.tasks.alert import send_alerts
-
+def slack_plan(tmp_path, **sweep) -> dict:
+    """A plan whose only alert target is the Slack connection `sw_t_slack` (`slack_to` points it at a receiver)."""
     data = str(tmp_path / "data")
     cfg = SweepConfig(
         dataset_path=data,
         train=TrainConfig(workload="ssd", data=data, steps=6),
         output_dir=str(tmp_path),
         alerts=AlertTargets(slack_conn_id="sw_t_slack"),
+        **sweep,
     )
+    return {"sweep": cfg.model_dump(mode="json"), "suite_run_id": "r1"}
+
+
+def slack_to(monkeypatch, webhook) -> None:
+    conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
+    monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
+
+
+def scaling_failure(gpus: int, value: float, bound: float) -> dict:
+    return {
+        "workload": "ssd",
+        "gpus": gpus,
+        "metric": "scaling_efficiency",
+        "value": value,
+        "bound": bound,
+        "expectation": "ExpectScalingEfficiencyAtLeastBound",
+    }
+
+
+def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_else(monkeypatch, tmp_path):
+    from scalewatch.tasks.alert import send_alerts
+
+    plan = slack_plan(tmp_path)
     change = {
         "kind": "change",
         "cluster": "gpu-a",
@@ -25,9 +48,7 @@ def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_e
     }
     outcome = {"passed": True, "failures": [], "inconclusive": [], "report": "/w/r1/report.html", "changes": [change]}
     with WebhookReceiver() as webhook:
-        conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
-        monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
-        plan = {"sweep": cfg.model_dump(mode="json"), "suite_run_id": "r1"}
+        slack_to(monkeypatch, webhook)
         send_alerts(plan, outcome, {})
         send_alerts(plan, {**outcome, "changes": []}, {})  # a plain pass: nothing
     assert len(webhook.posts) == 1
@@ -39,28 +60,12 @@ def test_a_passing_run_that_confirms_a_change_point_still_sends_it_and_nothing_e
 def test_a_slow_node_is_alerted_in_a_passing_week_and_rides_on_a_failure_alert(monkeypatch, tmp_path):
     from scalewatch.tasks.alert import send_alerts
 
-    data = str(tmp_path / "data")
-    cfg = SweepConfig(
-        dataset_path=data,
-        train=TrainConfig(workload="ssd", data=data, steps=6),
-        output_dir=str(tmp_path),
-        cluster="gpu-a",
-        alerts=AlertTargets(slack_conn_id="sw_t_slack"),
-    )
+    plan = slack_plan(tmp_path, cluster="gpu-a")
     line = "gpu-07 slowest in 4 of the last 5 runs, 12-18% behind"
     passing = {"passed": True, "failures": [], "inconclusive": [], "report": "/w/r/report.html", "slow_nodes": [line]}
-    failure = {
-        "workload": "ssd",
-        "gpus": 16,
-        "metric": "scaling_efficiency",
-        "value": 0.6,
-        "bound": 0.8,
-        "expectation": "ExpectScalingEfficiencyAtLeastBound",
-    }
+    failure = scaling_failure(16, 0.6, 0.8)
     with WebhookReceiver() as webhook:
-        conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
-        monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
-        plan = {"sweep": cfg.model_dump(mode="json"), "suite_run_id": "r1"}
+        slack_to(monkeypatch, webhook)
         send_alerts(plan, passing, {})
         send_alerts(plan, {**passing, "passed": False, "failures": [failure]}, {})
     texts = [p["json"]["text"] for p in webhook.posts]
@@ -80,13 +85,7 @@ def test_a_passing_run_with_a_read_too_short_for_a_rate_sends_no_failure_alert(m
     from bench.metrics.summary import bandwidth_note
     from scalewatch.tasks.alert import send_alerts
 
-    data = str(tmp_path / "data")
-    cfg = SweepConfig(
-        dataset_path=data,
-        train=TrainConfig(workload="ssd", data=data, steps=6),
-        output_dir=str(tmp_path),
-        alerts=AlertTargets(slack_conn_id="sw_t_slack"),
-    )
+    plan = slack_plan(tmp_path)
     short = {"cache_distorted": False, "seconds": 4.3, "bytes_from_storage": 1.0, "bytes_consumed": 1.0}
     note = bandwidth_note(short, synthetic=False, risk=False, drop="done")
     frame = pd.DataFrame([{"workload": "ssd", "gpus": 1, "bandwidth_note": note}])
@@ -100,18 +99,9 @@ def test_a_passing_run_with_a_read_too_short_for_a_rate_sends_no_failure_alert(m
         "inconclusive_figures": figures,
         "report": "/w/r/report.html",
     }
-    failure = {
-        "workload": "ssd",
-        "gpus": 2,
-        "metric": "scaling_efficiency",
-        "value": 0.3,
-        "bound": 0.9,
-        "expectation": "ExpectScalingEfficiencyAtLeastBound",
-    }
+    failure = scaling_failure(2, 0.3, 0.9)
     with WebhookReceiver() as webhook:
-        conn = {"conn_type": "http", "host": f"http://127.0.0.1:{webhook.port}", "password": "services/T/B/tok"}
-        monkeypatch.setenv("AIRFLOW_CONN_SW_T_SLACK", json.dumps(conn))
-        plan = {"sweep": cfg.model_dump(mode="json"), "suite_run_id": "r1"}
+        slack_to(monkeypatch, webhook)
         send_alerts(plan, passing, {})
         assert webhook.posts == []  # no failure alert for a passing run
         send_alerts({**plan, "suite_run_id": "r2"}, {**passing, "passed": False, "failures": [failure]}, {})
