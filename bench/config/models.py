@@ -530,7 +530,8 @@ def suite_default(setting: str, **own):
 
 
 class TrainConfig(Frozen):
-    """One rank's training run; the same object every launcher turns into `bench train` flags.
+    """One rank's training run; the same object every launcher hands its ranks as `train.json`
+    (bench.launch.train_spec) and `bench train`'s flags build for a person.
 
     A setting the suite also has takes the suite's default (suite_default). Three keep a default of
     their own, for `bench train` run by hand and the tests' single ranks; the suite passes its value
@@ -555,7 +556,8 @@ class TrainConfig(Frozen):
     steps: int | None = Field(None, **limits_of(SuiteSettings, "steps"))
     epochs: int | None = suite_default("epochs")
     loader: LoaderKind = suite_default("loader")
-    loader_threads: int = Field(2, ge=1, le=128)
+    # the suite fills it from cpus_per_rank (one loader thread per core a rank owns): the same limits
+    loader_threads: int = Field(2, **limits_of(SuiteSettings, "cpus_per_rank"))
     metrics_out: SafePath | None = None
     seed: int = Field(0, ge=0, le=2**31 - 1)
     lr: float = Field(0.01, gt=0, le=10)
