@@ -2,7 +2,7 @@
 
 Every thread on the node reports the core it last ran on and its CPU time (/proc/<pid>/task/<tid>/stat);
 between two samples, the CPU time of threads that are not the run's (this rank's process and its
-children, loader workers, and the run's other ranks: the same `--metrics-out` in their command line)
+children, loader workers, and the run's other ranks: the same `--spec` or `--metrics-out` in their command line)
 and that ran on one of the slot's cores is foreign work on the slot. A share of the
 slot's core-seconds, plus the busiest foreign process by name, pid and core. Threads can migrate
 between samples, so the attribution is to the core a thread was last seen on: a pinned neighbour (the
@@ -54,12 +54,21 @@ def own_pids(root: int) -> set[int]:
         return {root}
 
 
+# What every rank of one run has in its command line: the run's rank settings file (`--spec`, how the
+# launchers start ranks: bench.launch.train_spec) or, for ranks started by hand, its `--metrics-out` folder.
+RUN_MARKER_FLAGS = ("--spec", "--metrics-out")
+
+
 def run_marker(cmdline: list[str]) -> str | None:
-    """What every rank of one run has in its command line: the run's `--metrics-out` folder."""
-    for i, arg in enumerate(cmdline[:-1]):
-        if arg == "--metrics-out":
-            return cmdline[i + 1]
-    return next((a.split("=", 1)[1] for a in cmdline if a.startswith("--metrics-out=")), None)
+    """The value of the first of RUN_MARKER_FLAGS in `cmdline` (`--flag value` or `--flag=value`)."""
+    for flag in RUN_MARKER_FLAGS:
+        for i, arg in enumerate(cmdline[:-1]):
+            if arg == flag:
+                return cmdline[i + 1]
+        found = next((a.split("=", 1)[1] for a in cmdline if a.startswith(flag + "=")), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _cmdline(pid: int, proc: Path = PROC) -> list[str]:
@@ -118,7 +127,7 @@ class InterferenceSource:
         return {"foreign_cpu_share": min(1.0, share), "foreign_top": top}
 
     def _of_the_run(self, pid: int) -> bool:
-        """Whether `pid` is one of this run's ranks (or their loader workers): same `--metrics-out`."""
+        """Whether `pid` is one of this run's ranks (or their loader workers): the same run marker."""
         if self.marker is None:
             return False
         if pid not in self._peer:
