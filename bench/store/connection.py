@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Self
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -28,7 +29,7 @@ class StoreConnection:
         self.migrate()
 
     @classmethod
-    def open_read_only(cls, url: str) -> StoreConnection:
+    def open_read_only(cls, url: str) -> Self:
         """The store for pages that only show it: never migrates, cannot write, refuses a schema that is not
         this code's head (StoreSchemaError) or a store that does not exist (StoreUnavailable)."""
         store = cls.__new__(cls)
@@ -45,7 +46,7 @@ class StoreConnection:
         return store
 
     @classmethod
-    def open_at_head(cls, url: str) -> StoreConnection:
+    def open_at_head(cls, url: str) -> Self:
         """A writable store that never migrates (the web server's annotations): refuses one not at head."""
         store = cls.__new__(cls)
         store.engine = sa.create_engine(check_url(url), future=True)
