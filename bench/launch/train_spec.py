@@ -61,6 +61,8 @@ def read_train_spec(path: Path) -> TrainConfig:
         raise ConfigError(f"--spec: {path} does not exist") from error
     except RefusedFile as error:
         raise ConfigError(f"--spec: {error}") from error
+    except OSError as error:  # a permission refused, a directory named: the rank's log says which and why
+        raise ConfigError(f"--spec: {path} cannot be read ({error.strerror or error})") from error
     try:
         data = json.loads(text)
     except ValueError as error:

@@ -85,6 +85,10 @@ def test_bench_train_spec_refuses_flags_beside_it_a_link_and_a_bad_file(tmp_path
         config()
     with pytest.raises(ConfigError, match="does not exist"):
         train_config(build_parser().parse_args(["train", "--spec", str(tmp_path / "none.json")]))
+    # any other OSError is named too, not a traceback in the rank's log (root reads past permissions here,
+    # so the error is a path through a file: ENOTDIR)
+    with pytest.raises(ConfigError, match=r"--spec: .*victim.json/train.json cannot be read \(Not a directory\)"):
+        train_config(build_parser().parse_args(["train", "--spec", str(victim / "train.json")]))
 
 
 def test_a_person_typing_flags_still_gets_the_models_defaults():
