@@ -85,8 +85,12 @@ def adopt_legacy(conn: Connection, cfg, shown: str) -> None:
 def migration_lock(engine: Engine) -> Iterator[None]:
     """SQLite: one migrate() at a time across processes, by flock on a file beside the database.
 
-    SQLite's own locks do not cover Alembic's check-then-create: two first opens both saw an empty
-    store and both created the version table (`table ... already exists`, `more than one head`)."""
+    SQLite's default (deferred) transactions do not cover Alembic's check-then-create: two first opens
+    both saw an empty store and both created the version table (`table ... already exists`, `more than
+    one head`). The migration's transaction now takes the write lock up front too (BEGIN IMMEDIATE,
+    StoreConnection.migration_connection), which alone serialises every step migrate() takes; this lock
+    is kept as a second guard (one small file beside the database), so the pair is what
+    tests/bench/store/test_store_safety.py guards."""
     path = sqlite_file(engine.url) if engine.dialect.name == "sqlite" else None
     if path is None:
         yield

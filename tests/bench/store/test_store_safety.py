@@ -51,7 +51,10 @@ sys.exit(1 if any(codes) else 0)
 
 
 def test_processes_opening_a_fresh_sqlite_store_at_once_all_succeed_with_one_version_row(tmp_path):
-    """Before the file lock, 2 of 4 rounds failed: `table scalewatch_alembic_version already exists`."""
+    """Two guards serialise first opens: the flock around migrate() (bench.store.migrate.migration_lock) and
+    the migration's own transaction, which takes SQLite's write lock up front (BEGIN IMMEDIATE). With neither,
+    2 of 4 rounds failed (`table scalewatch_alembic_version already exists`); with either one this test passes,
+    so it guards the pair, not the flock alone (checked by removing each, then both)."""
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     for round_ in range(6):
         folder = tmp_path / f"round{round_}"
