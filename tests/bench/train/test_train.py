@@ -51,7 +51,10 @@ def test_two_rank_run_learns_and_shards_disjointly(workload, datasets, tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     validate_summary(summary)
     assert summary["ranks"] == 2 and len(summary["per_rank"]) == 2
-    assert summary["loss_last"] < summary["loss_first"]
+    # Learning, not chance: at lr 0.05 the last steps' loss is 0.52 (SSD) and 0.34 (DeepLabv3+) of the first
+    # steps'; with learning off (lr 1e-9, the same seeds and batches) 0.99 and 1.00, which a bare "fell"
+    # let through for SSD (the first and last windows hold different batches)
+    assert summary["loss_last"] < 0.8 * summary["loss_first"], (summary["loss_first"], summary["loss_last"])
     assert summary["images_per_s"] == pytest.approx(sum(summary["images_per_s_per_rank"]))
     assert summary["utilisation"]["gpu_util"] is None  # CPU node: null, never a fake zero
     shards = [json.loads((out / f"shard-rank{r}.json").read_text())["epochs"] for r in (0, 1)]
