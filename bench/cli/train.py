@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from bench.config.checkpoint import CheckpointSpec
 from bench.config.models import TrainConfig
 from bench.config.types import choices_of, default_of, parse
 from bench.errors import ConfigError
-from bench.launch.train_spec import read_train_spec
+from bench.launch.train_spec import SHA256_RE, read_train_spec
 
 
 def add_parsers(sub) -> None:
@@ -25,6 +26,11 @@ def add_parsers(sub) -> None:
         "--spec",
         type=Path,
         help="the rank's settings as a TrainConfig JSON file (the launchers' train.json); no other flag but --backend",
+    )
+    p.add_argument(
+        "--spec-sha256",
+        type=_sha256,
+        help="with --spec: the file's expected sha256 (the launchers pass it; a file swapped since is refused)",
     )
     p.add_argument("--workload", help="ssd | deeplabv3plus, or an emulated workload's name")
     p.add_argument("--preset", choices=choices_of(TrainConfig, "preset"))
@@ -121,6 +127,12 @@ CHECKPOINT_FLAGS = {"checkpoint_mode": "mode", "checkpoint_bytes": "bytes_per_ra
 CHECKPOINT_FLAGS |= {"checkpoint_writes": "writes", "checkpoint_reads": "reads"}
 
 
+def _sha256(value: str) -> str:
+    if not re.fullmatch(SHA256_RE, value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a sha256 (64 lowercase hex digits)")
+    return value
+
+
 def train_config(args: argparse.Namespace) -> TrainConfig:
     """The rank's settings from `bench train`'s arguments: the spec file, or the flags a person typed."""
     fields = {k: v for k, v in vars(args).items() if k not in ("command", "func") and v is not None}
@@ -140,17 +152,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _from_spec(fields: dict) -> TrainConfig:
     """The launchers' way: the worker's model, read back; `--backend` is the one flag beside it (the rank
     wrapper adds the backend the launcher resolved for every rank)."""
-    others = sorted(set(fields) - {"spec", "backend"})
+    others = sorted(set(fields) - {"spec", "spec_sha256", "backend"})
     if others:
         flags = ", ".join("--" + k.replace("_", "-") for k in others)
         raise ConfigError(f"--spec: the settings are the file's; {flags} given beside it (only --backend may be)")
-    cfg = read_train_spec(fields["spec"])
+    cfg = read_train_spec(fields["spec"], fields.get("spec_sha256"))
     if "backend" in fields:
         cfg = parse(TrainConfig, cfg.model_dump(exclude_unset=True) | {"backend": fields["backend"]}, prefix="--")
     return cfg
 
 
 def _from_flags(fields: dict) -> TrainConfig:
+    if "spec_sha256" in fields:
+        raise ConfigError("--spec-sha256: checks a --spec file; give --spec too")
     for key in ("data", "metrics_out", "checkpoint_dir"):
         if key in fields:
             fields[key] = fields[key].absolute()

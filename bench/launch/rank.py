@@ -18,9 +18,22 @@ from pathlib import Path
 
 from bench.launch.lifetime import die_with_parent, read_line, watch_stdin
 from bench.launch.rendezvous import listen_addr_towards
-from bench.safe_fs import write_file
+from bench.safe_fs import RefusedFile, read_bounded, write_file
 from bench.train.dist.store import SECRET_ENV
 from bench.train.slots import SLOT_ENV, SlotError, bind, plan_slot
+
+RENDEZVOUS_FILE_BYTES = 4096  # "addr port backend secret": well under this
+
+
+def read_rendezvous_file(path: Path) -> str:
+    """The Slurm job's rendezvous file (address, port, backend and the job's secret), read without following
+    a link at its name: a link planted in a shared run folder would point the ranks at someone else's
+    rendezvous and secret."""
+    path = path.absolute()
+    try:
+        return read_bounded(path.parent, path.name, RENDEZVOUS_FILE_BYTES).decode()
+    except (RefusedFile, OSError, UnicodeDecodeError) as error:
+        sys.exit(f"rank: rendezvous file {path}: {error}; refused")
 
 
 def iface_towards(addr: str) -> str:
@@ -85,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         env[SECRET_ENV] = read_line(0)
     if args.slot_from == "slurm":
         env.update(slurm_slot_env())
-        addr, port, *named = args.rendezvous_file.read_text().split()
+        addr, port, *named = read_rendezvous_file(args.rendezvous_file).split()
         backend = named[0] if named else "horovod"
         if len(named) > 1:
             env[SECRET_ENV] = named[1]

@@ -23,7 +23,7 @@ from bench.launch.python import node_python
 from bench.launch.rendezvous import start_rendezvous
 from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
-from bench.launch.train_spec import spec_path, write_train_spec
+from bench.launch.train_spec import spec_path, spec_sha256, write_train_spec
 from bench.safe_fs import open_append, write_file
 from bench.train.dist.store import SECRET_ENV, new_secret
 
@@ -62,6 +62,8 @@ def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None
         "--",
         "--spec",
         str(spec_path(spec)),
+        "--spec-sha256",  # the rank refuses a train.json swapped after the launcher wrote it
+        spec_sha256(spec),
     ]
 
 

@@ -7,10 +7,16 @@ crossed wrongly. JSON is the model's own form: `model_dump_json` on the worker, 
 in the rank, and the run folder is already the one place every node of a run sees (its ranks write
 their metrics there). Only the fields the worker set travel (`exclude_unset`), so a rank's model
 keeps which fields were given, as the worker's did (`amp` without `precision` stays an alias).
+
+Why the rank checks a digest: a run folder on a shared store may be writable by others, and a file there
+can be swapped between the worker's write and a rank's read (flags on a command line could not be). The
+rank wrapper's command carries the JSON's sha256 (`--spec-sha256`, on the worker's side of the launch),
+and a rank refuses a file whose bytes are not the ones its launcher wrote.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from pathlib import Path
@@ -23,6 +29,7 @@ from bench.safe_fs import RefusedFile, read_bounded, write_file
 TRAIN_SPEC = "train.json"
 MAX_SPEC_BYTES = 64 << 10  # a TrainConfig is under 2 KB; anything near this is not one
 HEREDOC_END = "SCALEWATCH_TRAIN_SPEC"  # a line compact JSON (always one line) can never be
+SHA256_RE = r"[0-9a-f]{64}"
 
 
 def rank_train_config(spec: RunSpec) -> TrainConfig:
@@ -32,6 +39,11 @@ def rank_train_config(spec: RunSpec) -> TrainConfig:
 
 def spec_text(spec: RunSpec) -> str:
     return rank_train_config(spec).model_dump_json(exclude_unset=True)
+
+
+def spec_sha256(spec: RunSpec) -> str:
+    """The digest a rank checks the file against (of the JSON line, without its newline)."""
+    return hashlib.sha256(spec_text(spec).encode()).hexdigest()
 
 
 def spec_path(spec: RunSpec) -> Path:
@@ -48,12 +60,21 @@ def write_train_spec(spec: RunSpec) -> Path:
 def heredoc(spec: RunSpec) -> str:
     """Shell lines that write the spec where the job runs (a batch script the worker may hand to a
     login node over ssh: the worker does not see the cluster's run folder). The delimiter is quoted, so
-    the shell expands nothing in the JSON."""
-    return f"cat > {shlex.quote(str(spec_path(spec)))} <<'{HEREDOC_END}'\n{spec_text(spec)}\n{HEREDOC_END}"
+    the shell expands nothing in the JSON. Never through a link planted at the name while the job
+    queued: the JSON goes to a new file of mktemp's (O_EXCL) beside it, renamed over the name (a rename
+    replaces a link, never writes through it)."""
+    path = spec_path(spec)
+    folder, name = shlex.quote(str(path.parent)), shlex.quote(str(path))
+    return (
+        f"SPEC_TMP=$(mktemp {folder}/.{TRAIN_SPEC}.XXXXXX) || exit 71\n"
+        f"cat > \"$SPEC_TMP\" <<'{HEREDOC_END}'\n{spec_text(spec)}\n{HEREDOC_END}\n"
+        f'mv -fT "$SPEC_TMP" {name} || exit 71'
+    )
 
 
-def read_train_spec(path: Path) -> TrainConfig:
-    """The rank's side: the file read without following a link at its name, validated by the model."""
+def read_train_spec(path: Path, sha256: str | None = None) -> TrainConfig:
+    """The rank's side: the file read without following a link at its name, checked against the digest
+    its launcher sent (`sha256`; None: a person's own file), validated by the model."""
     path = path.absolute()
     try:
         text = read_bounded(path.parent, path.name, MAX_SPEC_BYTES)
@@ -63,6 +84,11 @@ def read_train_spec(path: Path) -> TrainConfig:
         raise ConfigError(f"--spec: {error}") from error
     except OSError as error:  # a permission refused, a directory named: the rank's log says which and why
         raise ConfigError(f"--spec: {path} cannot be read ({error.strerror or error})") from error
+    if sha256 is not None and hashlib.sha256(text.rstrip(b"\n")).hexdigest() != sha256:
+        raise ConfigError(
+            f"--spec: {path} is not the file its launcher wrote (its sha256 differs from --spec-sha256): "
+            "refused; was the run folder written by someone else?"
+        )
     try:
         data = json.loads(text)
     except ValueError as error:
