@@ -75,7 +75,9 @@ def test_train_needs_data_or_synthetic_and_steps_xor_epochs():
 
 def test_a_warm_cache_run_neither_evicts_nor_skips_the_dataset():
     ok = parse(TrainConfig, {"workload": "ssd", "data": "/d", "steps": 1, "warm_cache": True, "drop_caches": False})
-    assert ok.warm_cache and not ok.drop_caches
+    # as a rank reads it back from its train.json (the fields given, and only those, travel)
+    rank = TrainConfig.model_validate_json(ok.model_dump_json(exclude_unset=True))
+    assert rank.warm_cache is True and rank.drop_caches is False and rank == ok
     with pytest.raises(ConfigError, match=r"warm_cache: .*drop_caches and synthetic false"):
         parse(TrainConfig, {"workload": "ssd", "data": "/d", "steps": 1, "warm_cache": True})
     with pytest.raises(ConfigError, match="warm_cache"):

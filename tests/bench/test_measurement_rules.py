@@ -59,6 +59,7 @@ def test_min_measure_s_extends_the_run_and_intervals_contain_the_estimates(tmp_p
     outcome = sweep(cfg(tmp_path, **train), store, "long", log=lambda m: None)
     frame = pd.read_csv(outcome["results_csv"])
     assert outcome["verdict"] == "PASSED", frame.to_dict("records")
+    assert sorted(frame["gpus"]) == [1, 2]  # both scales, so the loop below judges each
     for r in frame.to_dict("records"):
         assert r["measured_s"] >= 0.98 * MIN_MEASURE_S and r["min_measure_s"] == MIN_MEASURE_S
         assert r["throughput_ci_low"] <= r["throughput_img_s"] <= r["throughput_ci_high"]
@@ -67,4 +68,5 @@ def test_min_measure_s_extends_the_run_and_intervals_contain_the_estimates(tmp_p
         assert lo <= r["scaling_efficiency"] <= hi and math.isfinite(lo)
         assert r["verdict"] == "pass" and pd.isna(r["inconclusive_reason"])
     stored = ResultsStore(store).frame()
+    assert len(stored) == len(frame) == 2
     assert stored["accepted"].all() and stored["throughput_ci_low"].notna().all()

@@ -122,7 +122,8 @@ def test_a_workload_file_is_refused_in_a_conf_unless_the_suite_lists_it(airflow_
     with pytest.raises(jsonschema.ValidationError, match="does not match"):
         jsonschema.validate([str(other)], schema)
     # nothing was learned about the file: refused before its existence or content was looked at
-    with pytest.raises(ConfigError) as refused:
+    named_only = r"workloads: workload files \('/nonexistent/x.yaml'\) are named only in"
+    with pytest.raises(ConfigError, match=named_only) as refused:
         settings_from_params(form, {"workloads": ["/nonexistent/x.yaml"]})
     assert "does not exist" not in str(refused.value)
 

@@ -33,6 +33,8 @@ def test_a_link_planted_at_a_files_own_name_is_replaced_not_written_through(tmp_
     victim = tmp_path / "victim"
     victim.write_text("theirs\n")
     (out / file_name(spec, 0)).symlink_to(victim)
-    generate_records(spec, out)
+    manifest = generate_records(spec, out)
     assert victim.read_text() == "theirs\n"
-    assert not (out / file_name(spec, 0)).is_symlink()
+    written = out / file_name(spec, 0)
+    assert written.is_file() and not written.is_symlink()
+    assert written.stat().st_size == manifest["files"][0]["bytes"] == 4096 and load_records(out) == manifest

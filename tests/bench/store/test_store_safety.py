@@ -54,7 +54,7 @@ def test_processes_opening_a_fresh_sqlite_store_at_once_all_succeed_with_one_ver
     """Two guards serialise first opens: the flock around migrate() (bench.store.migrate.migration_lock) and
     the migration's own transaction, which takes SQLite's write lock up front (BEGIN IMMEDIATE). With neither,
     2 of 4 rounds failed (`table scalewatch_alembic_version already exists`); with either one this test passes,
-    so it guards the pair, not the flock alone (checked by removing each, then both)."""
+    so it guards the pair (checked by removing each, then both); the next test guards the flock alone."""
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     for round_ in range(6):
         folder = tmp_path / f"round{round_}"
@@ -79,6 +79,42 @@ def test_processes_opening_a_fresh_sqlite_store_at_once_all_succeed_with_one_ver
             assert conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [(SCHEMA_REVISION,)]
         engine.dispose()
         assert Path(f"{folder}/fresh.db{MIGRATION_LOCK_SUFFIX}").exists()  # the lock lives beside the database
+
+
+def test_a_first_open_waits_for_the_migration_lock_another_process_holds(tmp_path):
+    """The flock alone (the test above passes with either guard): while this process holds the lock file,
+    another's first open of the store waits on it, which the kernel's lock table shows as a blocked FLOCK
+    on that file, and finishes once it is released."""
+    import fcntl
+
+    db = tmp_path / "fresh.db"
+    lock = os.open(f"{db}{MIGRATION_LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    inode = os.fstat(lock).st_ino
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
+    code = "import sys; from bench.store.db import ResultsStore; ResultsStore(sys.argv[1])"
+    opener = subprocess.Popen(
+        [sys.executable, "-c", code, f"sqlite:///{db}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def waiting() -> bool:  # /proc/locks: "N: -> FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"
+            lines = Path("/proc/locks").read_text().splitlines()
+            return any(" -> FLOCK " in line and f":{inode} " in line for line in lines)
+
+        deadline = time.monotonic() + 120  # the opener's imports, on a loaded machine
+        while not waiting() and opener.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert opener.poll() is None and waiting(), "the first open did not wait for the migration lock"
+    finally:
+        os.close(lock)  # releases the lock
+    out, _ = opener.communicate(timeout=120)
+    assert opener.returncode == 0, out[-2400:]
+    assert ResultsStore(f"sqlite:///{db}").schema_version() == SCHEMA_REVISION
 
 
 def test_a_read_only_store_serves_reads_and_cannot_write_or_migrate(url):

@@ -95,7 +95,7 @@ def test_a_slow_slide_is_no_drop_for_the_noise_model():
     values = weekly(21, weeks + 2, 0.01) * (1 - 0.10 * np.arange(weeks + 2) / 52)
     assert noise.judge_drop(values[:weeks], values[weeks:]).status != noise.REGRESSED
     floor = noise.confirm_floor(values[:-1])[0]  # the verdict's floor for the newest run: under the line
-    assert floor is None or values[-1] > floor
+    assert floor is not None and values[-1] > floor
     flat = weekly(21, weeks + 2, 0.01)
     flat[weeks:] *= 1 - 0.05  # the same newest runs' shortfall as a step: confirmed
     assert noise.judge_drop(flat[:weeks], flat[weeks:]).status == noise.REGRESSED

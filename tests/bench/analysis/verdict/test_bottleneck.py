@@ -135,11 +135,12 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     # The warm-cache rerun takes the throttle out: it always scales better than the throttled run.
     shown = {k: two[k] for k in ("scaling_efficiency", *FIGURES, *LABELS, "bottleneck", "bottleneck_evidence")}
     assert two["warm_efficiency"] > two["scaling_efficiency"], shown
-    # the probe saw the throttle too (unthrottled, this disk reads ~1,500 MB/s): within 10% under it, and up to
-    # 20% over, since blkio lets a burst through at the start of each short probe level (a fresh clone's run
-    # read 5.70 MB/s against a 4.90 MB/s throttle: 16% over)
+    # the probe saw the throttle too: within 10% under it, and up to 50% over, since blkio lets a burst through
+    # at the start of each short probe level (a fresh clone's run read 5.70 MB/s against a 4.90 MB/s throttle:
+    # 16% over, with 4 points left under the old 20%). Unthrottled this disk reads ~1,500 MB/s, ~300x the
+    # throttle, so a probe that missed the throttle still fails; the knee it sizes is asserted below
     probed = two["storage_ceiling_mb_s"]
-    assert 0.9 * rate / 1e6 <= probed <= 1.2 * rate / 1e6, (probed, rate / 1e6)
+    assert 0.9 * rate / 1e6 <= probed <= 1.5 * rate / 1e6, (probed, rate / 1e6)
     sized = knee[knee["supported_gpus"].notna()]
     assert len(sized) == 1 and int(sized["supported_gpus"].iloc[0]) == 1  # the projection's knee: 1 GPU
     assert any(f["gpus"] == 2 and f.get("bottleneck") for f in k.outcome["failures"])
