@@ -71,6 +71,17 @@ def run_marker(cmdline: list[str]) -> str | None:
     return None
 
 
+def _uid(pid: int, proc: Path = PROC) -> int | None:
+    """The effective uid of `pid` (status's Uid line: real, effective, saved, fs), None if it is gone."""
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _cmdline(pid: int, proc: Path = PROC) -> list[str]:
     try:
         return (proc / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
@@ -93,6 +104,7 @@ class InterferenceSource:
         # The run's other ranks (another rank of this host left unpinned, or a namespace "host" on the same
         # kernel) share the marker: their work is the run's own contention, not a neighbour's.
         self.marker = run_marker(_cmdline(self.root, proc))
+        self.uid = _uid(self.root, proc)
         self._peer: dict[int, bool] = {}
         self._last = _thread_stats(proc)
         self._t = time.monotonic()
@@ -127,9 +139,11 @@ class InterferenceSource:
         return {"foreign_cpu_share": min(1.0, share), "foreign_top": top}
 
     def _of_the_run(self, pid: int) -> bool:
-        """Whether `pid` is one of this run's ranks (or their loader workers): the same run marker."""
+        """Whether `pid` is one of this run's ranks (or their loader workers): the same run marker, and the
+        same user (a run's ranks are one job's; another user's process naming the run's spec in its command
+        line is a neighbour still, not a way to hide its CPU from the figure)."""
         if self.marker is None:
             return False
         if pid not in self._peer:
-            self._peer[pid] = self.marker in _cmdline(pid, self.proc)
+            self._peer[pid] = self.marker in _cmdline(pid, self.proc) and _uid(pid, self.proc) == self.uid
         return self._peer[pid]

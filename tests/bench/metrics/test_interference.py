@@ -110,3 +110,27 @@ def test_the_runs_other_ranks_are_not_foreign(tmp_path, flag, name):
     # only the other run's share of the core counts, not the peer's beside it (with a margin for the
     # box's own background on the core)
     assert sample["foreign_cpu_share"] < spun[pids[1]] + 0.5 * spun[pids[0]], (sample, spun)
+
+
+def test_another_users_process_naming_the_runs_spec_is_still_foreign(tmp_path):
+    """The run marker is a path anyone can write into a command line: a process of another user that
+    carries the run's `--spec` is a neighbour, not one of the run's ranks (a run's ranks are one job's,
+    one user's), so its CPU on the slot is charged and it is named."""
+    core = sorted(os.sched_getaffinity(0))[0]
+    marker = str(tmp_path / "run-a" / "train.json")
+    me = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--spec", marker])
+    # the system interpreter: this one lives under /root, which another user cannot enter
+    spoof = (
+        f"setpriv --reuid=65534 --regid=65534 --clear-groups taskset -c {core} /usr/bin/python3 -c '{SPIN}' "
+        f"--spec {marker} >/dev/null 2>&1 & echo $!"
+    )
+    pid = None
+    try:
+        pid = int(subprocess.run(["sh", "-c", spoof], capture_output=True, text=True, check=True).stdout)
+        sample, _ = sample_while([pid], core, root=me.pid)
+    finally:
+        me.kill()
+        me.wait()
+        if pid is not None:
+            os.kill(pid, 9)
+    assert sample["foreign_top"] and f"pid {pid}" in sample["foreign_top"], sample
