@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.config.defaults import DEFAULT_MIN_BANDWIDTH_EFFICIENCY, DEFAULT_MIN_SCALING_EFFICIENCY
 from bench.config.models import Thresholds
 from bench.config.settings import renamed_settings
-from bench.config.types import parse
+from bench.config.types import Frozen, GpuCount, parse
 from bench.errors import ConfigError
 
 
@@ -54,6 +54,10 @@ def _clean(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+class Baseline(Frozen):
+    baseline_gpus: GpuCount | None = None
+
+
 def _bounds_file(path: Path) -> dict:
     import yaml
 
@@ -78,7 +82,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         "min_bandwidth_efficiency": args.min_bandwidth_efficiency,
     }
     fields |= {k: v for k, v in flags.items() if v is not None}
-    thresholds = parse(Thresholds, fields, prefix=f"--bounds {args.bounds}: " if args.bounds else "--")
+    prefix = f"--bounds {args.bounds}: " if args.bounds else "--"
+    # the scale the others are judged against: this table's, not a bound (Thresholds is the suite's bounds group)
+    baseline = parse(Baseline, {"baseline_gpus": fields.pop("baseline_gpus", None)}, prefix=prefix).baseline_gpus
+    thresholds = parse(Thresholds, fields, prefix=prefix)
     frame = read_results_csv(args.results)
     for col in ("throughput_img_s", "epoch_time_s", "avg_read_mb_s", "peak_read_mb_s", "gpu_util"):
         if col not in frame:
@@ -86,7 +93,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     frame["state"], frame["valid"], frame["reason"] = "COMPLETED", True, ""
     if "bandwidth_valid" not in frame:
         frame["bandwidth_valid"] = True  # a user's table is taken as cache-free unless it says otherwise
-    derived = derive(frame, thresholds.baseline_gpus)
+    derived = derive(frame, baseline)
     prepared = prepare(derived, thresholds)
     verdict = validate(prepared, thresholds)
     keys = zip(prepared["workload"], prepared["gpus"], strict=True)

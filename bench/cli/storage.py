@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from bench.config.models import SuiteSettings
+from bench.config.models import ProbingSettings
 from bench.config.types import default_of
 from bench.errors import ConfigError
 
@@ -21,13 +21,13 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--max-jobs",
         type=int,
-        default=default_of(SuiteSettings, "probe_max_jobs"),
+        default=default_of(ProbingSettings, "probe_max_jobs"),
         help="parallelism climbs 1, 2, 4, ... up to this (1-256; default %(default)s)",
     )
     p.add_argument(
         "--seconds",
         type=float,
-        default=default_of(SuiteSettings, "probe_seconds"),
+        default=default_of(ProbingSettings, "probe_seconds"),
         help="per level, direct I/O (0.5-600; default %(default)s)",
     )
     p.add_argument("--json", action="store_true")

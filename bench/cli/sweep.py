@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bench.config.defaults import EMBEDDED_DEFAULT
-from bench.config.models import SuiteSettings
+from bench.config.models import TrainingSettings, WhereSettings
 from bench.config.settings import environment_defaults, settings_from
 from bench.config.types import RUN_ID_RE, choices_of
 from bench.errors import ConfigError
@@ -40,13 +40,13 @@ def add_parsers(sub) -> None:
         "--workloads", help="comma list of built-ins (bench workloads list) or workload files' absolute paths"
     )
     s.add_argument("--gpus", help="comma list of rank counts, e.g. 1,2")
-    s.add_argument("--launcher", choices=choices_of(SuiteSettings, "launcher"))
+    s.add_argument("--launcher", choices=choices_of(WhereSettings, "launcher"))
     s.add_argument("--dataset-path", type=Path)
     s.add_argument("--dataset-images", type=int)
     s.add_argument("--steps", type=int)
     s.add_argument("--batch-size", type=int)
     s.add_argument("--image-size", type=int)
-    s.add_argument("--loader", choices=choices_of(SuiteSettings, "loader"))
+    s.add_argument("--loader", choices=choices_of(TrainingSettings, "loader"))
     s.add_argument("--results-url", help="results store (default $SCALEWATCH_RESULTS_URL, then SQLite)")
     s.add_argument("--output-dir", type=Path)
     s.add_argument("--suite-run-id", help="names the run folder and the stored rows (letters, digits, _.:+-)")

@@ -9,9 +9,10 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     Field,
+    WithJsonSchema,
 )
 
-from bench.config.types import CONN_ID_RE, EMAIL_RE, INTERFACE_RE, NAME_RE, PATH_RE, matching, safe_path
+from bench.config.types import CONN_ID_RE, EMAIL_RE, INTERFACE_RE, NAME_RE, PATH_RE, GpuCount, matching, safe_path
 
 # --- The suite's settings: the one definition behind the Airflow form, suite files and `bench sweep` ---
 
@@ -47,6 +48,9 @@ FormConnId = Annotated[str, matching(CONN_ID_RE, "connection id"), FormPattern(C
 FormPath = Annotated[str, AfterValidator(lambda v: str(safe_path(Path(v)))), FormPattern(PATH_RE)]
 FormEmail = Annotated[str, matching(EMAIL_RE, "e-mail address"), FormPattern(EMAIL_RE)]
 FormStorageCache = Annotated[str, matching(STORAGE_CACHE_RE, "storage cache size"), FormPattern(STORAGE_CACHE_RE)]
+# A per-GPU-count table's key: a GPU count in the model (the verdict compares it with a scale's), a string
+# of digits in JSON and the form (object keys are strings there).
+GpuCountKey = Annotated[GpuCount, WithJsonSchema({"type": "string", "pattern": form_pattern(GPU_COUNT_KEY_RE)})]
 
 S_WHAT, S_WHERE, S_DATA, S_TRAIN, S_BOUNDS, S_ALERT, S_ADVANCED = (
     "What to sweep",

@@ -1,6 +1,8 @@
-"""The models: `SuiteSettings` (every setting a user gives a suite run, defined once) and the internal
-views the worker, the launchers and the ranks take from it (`SweepConfig`, `TrainConfig`, `RunSpec`,
-`Thresholds`), whose defaults and limits are read from it (`suite_default`, `limits_of`).
+"""The models: `SuiteSettings` (every setting a user gives a suite run, defined once, nested by group:
+training, where, data, probe, checkpointing, bounds, alerts) and the internal views the worker, the
+launchers and the ranks take from it (`SweepConfig`, `TrainConfig`, `RunSpec`). The `bounds` and
+`alerts` groups are themselves the verdict's and the notifiers' views (`Thresholds`, `AlertTargets`);
+the others' defaults and limits are read from their group (`suite_default`, `limits_of`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from bench.config.checkpoint import CheckpointSetting, CheckpointSpec, parse_setting
 from bench.config.defaults import (
@@ -31,7 +34,6 @@ from bench.config.defaults import (
 )
 from bench.config.form import (
     DEPLOYMENT_PLACES,
-    GPU_COUNT_KEY_RE,
     S_ADVANCED,
     S_ALERT,
     S_BOUNDS,
@@ -46,8 +48,8 @@ from bench.config.form import (
     FormInterface,
     FormName,
     FormPath,
-    FormPattern,
     FormStorageCache,
+    GpuCountKey,
     form_field,
 )
 from bench.config.types import (
@@ -62,7 +64,6 @@ from bench.config.types import (
     CompileMode,
     ConnId,
     Efficiency,
-    Email,
     Frozen,
     GpuCount,
     Host,
@@ -78,7 +79,6 @@ from bench.config.types import (
     SlurmName,
     StageOn,
     WorkloadRef,
-    default_of,
     matching,
     parse,
     unique_hosts,
@@ -86,10 +86,9 @@ from bench.config.types import (
 )
 
 
-class SuiteSettings(Frozen):
-    """Every setting a user gives a suite run, with its one default: the DAG's Params are generated from
-    these fields, suite files and `bench sweep --config` hold these names, and `to_sweep` is the one
-    mapping to the internal SweepConfig. Unknown names are refused (extra="forbid")."""
+class TrainingSettings(Frozen):
+    """The `training` group of the settings. What runs at every scale and how each rank trains it (the rank template,
+    `TrainConfig`, is built from it)."""
 
     workloads: tuple[WorkloadRef, ...] = form_field(
         WORKLOADS,
@@ -109,6 +108,66 @@ class SuiteSettings(Frozen):
         unique=True,
         min_length=1,
     )
+    steps: int = form_field(
+        20,
+        S_TRAIN,
+        "Measured steps (at least)",
+        "Steps measured after warm-up; the run goes on until min_measure_s is reached too.",
+        ge=1,
+        le=10_000_000,
+    )
+    epochs: int | None = form_field(
+        None,
+        S_TRAIN,
+        "Epochs (optional, replaces steps)",
+        "Train whole epochs instead of a step count (epoch 1 is the storage figure).",
+        ge=1,
+        le=10_000,
+    )
+    min_measure_s: float = form_field(
+        10.0,
+        S_TRAIN,
+        "Min measured seconds per scale",
+        "Warm-up excluded. A scale measured for less is INCONCLUSIVE, never passed.",
+        ge=0,
+        le=86400,
+    )
+    batch_size: int = form_field(8, S_TRAIN, "Batch size per rank", ge=1, le=4096)
+    image_size: int = form_field(128, S_TRAIN, "Image size", ge=32, le=2048)
+    loader: LoaderKind = form_field("dali", S_TRAIN, "Input pipeline")
+    preset: Preset = form_field("tiny", S_TRAIN, "Model preset")
+    precision: Precision = form_field(
+        "fp32",
+        S_TRAIN,
+        "Precision",
+        "Autocast dtype. bf16 on CPUs and GPUs of compute capability 8.0 and up; fp16 runs with a GradScaler and "
+        "needs CUDA GPUs (refused before launch on CPU nodes).",
+    )
+    backend: Backend = form_field(
+        "auto",
+        S_TRAIN,
+        "Data-parallel backend",
+        "horovod, or torch DDP (Gloo on CPU, NCCL on GPU); auto: Horovod where it imports, else DDP. The results' "
+        "backend column names what ran.",
+    )
+    compile: CompileMode = form_field(
+        "none",
+        S_TRAIN,
+        "Compile the step",
+        "For launch-bound steps (GPU busy well under the step): torch.compile, or its CUDA-graph mode (GPU nodes, "
+        "fixed shapes). Compile time is warm-up, never measured.",
+    )
+    warmup_steps: int = form_field(2, S_ADVANCED, "Warm-up steps (not measured)", ge=0, le=100_000)
+
+    @field_validator("workloads", "gpus")
+    @classmethod
+    def _unique(cls, items: tuple) -> tuple:
+        return unique_items(items)
+
+
+class WhereSettings(Frozen):
+    """The `where` group of the settings. Where the ranks run: the launcher, its nodes and their slots."""
+
     launcher: LauncherKind = form_field(
         "local", S_WHERE, "Launcher", "local: ranks on the worker; ssh: host list; slurm: sbatch."
     )
@@ -164,6 +223,17 @@ class SuiteSettings(Frozen):
         "Off: a request above the nodes' slots is refused before launch. On: rows are marked oversubscribed and "
         "never enter history.",
     )
+    time_limit_s: int = form_field(3600, S_ADVANCED, "Time limit per scale (s)", ge=10, le=14 * 24 * 3600)
+
+    @field_validator("ranks_per_node")
+    @classmethod
+    def _ranks_per_node(cls, value: int | None) -> int | None:
+        return value or None  # 0, the form's old "all on one", is None's spelling
+
+
+class DataSettings(Frozen):
+    """The `data` group of the settings. The dataset on the storage under test: where, how big, how staged, how cold."""
+
     dataset_path: FormPath | None = form_field(
         None,
         S_DATA,
@@ -209,6 +279,12 @@ class SuiteSettings(Frozen):
         "(the worker need not mount the store); worker: on the Airflow worker. Empty: node for ssh and "
         "Slurm, worker for local.",
     )
+
+
+class ProbingSettings(Frozen):
+    """The `probe` group of the settings. What is measured beside the scales: the storage probe, node ceilings, the AU
+    search and the reruns that confirm a cause or a regression."""
+
     probe_storage: bool = form_field(
         True,
         S_DATA,
@@ -216,55 +292,55 @@ class SuiteSettings(Frozen):
         "After the last scale: fio on the compute nodes reads the staged files cold, one node at 1, 2, 4, "
         "... jobs, then 2, 4, ... nodes at once.",
     )
-    steps: int = form_field(
-        20,
-        S_TRAIN,
-        "Measured steps (at least)",
-        "Steps measured after warm-up; the run goes on until min_measure_s is reached too.",
-        ge=1,
-        le=10_000_000,
-    )
-    epochs: int | None = form_field(
-        None,
-        S_TRAIN,
-        "Epochs (optional, replaces steps)",
-        "Train whole epochs instead of a step count (epoch 1 is the storage figure).",
-        ge=1,
-        le=10_000,
-    )
-    min_measure_s: float = form_field(
-        10.0,
-        S_TRAIN,
-        "Min measured seconds per scale",
-        "Warm-up excluded. A scale measured for less is INCONCLUSIVE, never passed.",
-        ge=0,
-        le=86400,
-    )
-    batch_size: int = form_field(8, S_TRAIN, "Batch size per rank", ge=1, le=4096)
-    image_size: int = form_field(128, S_TRAIN, "Image size", ge=32, le=2048)
-    loader: LoaderKind = form_field("dali", S_TRAIN, "Input pipeline")
-    preset: Preset = form_field("tiny", S_TRAIN, "Model preset")
-    precision: Precision = form_field(
-        "fp32",
-        S_TRAIN,
-        "Precision",
-        "Autocast dtype. bf16 on CPUs and GPUs of compute capability 8.0 and up; fp16 runs with a GradScaler and "
-        "needs CUDA GPUs (refused before launch on CPU nodes).",
-    )
-    backend: Backend = form_field(
+    ideal: Ideal = form_field(
         "auto",
-        S_TRAIN,
-        "Data-parallel backend",
-        "horovod, or torch DDP (Gloo on CPU, NCCL on GPU); auto: Horovod where it imports, else DDP. The results' "
-        "backend column names what ran.",
+        S_BOUNDS,
+        "Ideal the scaling efficiency is judged against",
+        "linear: N x one rank (each rank owns an accelerator); independent: the scale's ranks run at once as "
+        "independent copies on the same slots (the node's own ceiling: shared cores, memory bandwidth, sibling "
+        "threads); auto: linear on GPU nodes, independent on CPU nodes. Both efficiencies are always shown.",
     )
-    compile: CompileMode = form_field(
-        "none",
-        S_TRAIN,
-        "Compile the step",
-        "For launch-bound steps (GPU busy well under the step): torch.compile, or its CUDA-graph mode (GPU nodes, "
-        "fixed shapes). Compile time is warm-up, never measured.",
+    ceilings: bool = form_field(
+        True,
+        S_BOUNDS,
+        "Measure each scale's node ceiling",
+        "After each scale above one rank, its ranks run again at once as independent copies (no collective): "
+        "the expected throughput and the independent ideal come from it. One extra run per scale.",
     )
+    confirm_causes: bool = form_field(
+        True,
+        S_BOUNDS,
+        "Confirm a failing scale's cause by rerunning it",
+        "A scale below its bound and its baseline run again with the dataset cached and with synthetic data (four "
+        "extra runs per failing workload): which one removes the drop confirms or corrects the named bottleneck.",
+    )
+    confirm_regressions: bool = form_field(
+        True,
+        S_BOUNDS,
+        "Confirm a regression by running the scale again",
+        "A scale whose images/s (or checkpoint MB/s) falls under its history's regression floor runs once more "
+        "after the last scale; a regression is called only when both runs fall under the floor (one extra run per "
+        "suspected regression).",
+    )
+    probe_max_jobs: int = form_field(8, S_ADVANCED, "Storage probe: most fio jobs", ge=1, le=256)
+    probe_seconds: float = form_field(3.0, S_ADVANCED, "Storage probe: seconds per level", ge=0.5, le=600)
+    au_search_max_ranks: int = form_field(
+        256,
+        S_ADVANCED,
+        "AU search: most emulated ranks (0: off)",
+        "An emulated workload also runs at doubling rank counts (1, 2, 4, ... and the slots themselves) up to "
+        "the slots its nodes offer (ssh: the hosts' slots; local: this node's cores / cpus_per_rank; Slurm "
+        "without hosts: none known, so none added), and at most this many, so accelerators-at-AU is measured "
+        "where AU falls. 0: only the suite's GPU counts. Real-model workloads run the suite's counts.",
+        ge=0,
+        le=4096,
+    )
+
+
+class CheckpointSettings(Frozen):
+    """The `checkpointing` group of the settings. The checkpoint phase after each scale and the saves during its
+    measured steps (bench.train.checkpointing)."""
+
     checkpoint: CheckpointSetting = form_field(
         "off",
         S_TRAIN,
@@ -282,6 +358,12 @@ class SuiteSettings(Frozen):
         ge=0,
         le=1_000_000,
     )
+
+
+class Thresholds(Frozen):
+    """The `bounds` group of the settings. The bounds a scale is judged by: this group is the verdict's own view
+    (SweepConfig.thresholds), and a stored run's thresholds are read back as it (bench.results.stored)."""
+
     min_scaling_efficiency: Efficiency = form_field(
         DEFAULT_MIN_SCALING_EFFICIENCY,
         S_BOUNDS,
@@ -290,10 +372,7 @@ class SuiteSettings(Frozen):
         "ranks at median 0.76 (SSD) and 0.73 (DeepLabv3+), range 0.58-0.87, under the box's own ~0.8 ceiling "
         "(docs/benchmarks.md). GPU clusters: 0.8-0.9.",
     )
-    min_scaling_efficiency_by_gpus: dict[
-        Annotated[str, matching(GPU_COUNT_KEY_RE, "GPU count"), FormPattern(GPU_COUNT_KEY_RE)],
-        Efficiency,
-    ] = form_field(
+    min_scaling_efficiency_by_gpus: dict[GpuCountKey, Efficiency] = form_field(
         {},
         S_BOUNDS,
         "Min scaling efficiency per GPU count (optional)",
@@ -366,147 +445,171 @@ class SuiteSettings(Frozen):
         le=1,
     )
     history_runs: int = form_field(DEFAULT_HISTORY_RUNS, S_BOUNDS, "History runs (K)", ge=1, le=520)
-    ideal: Ideal = form_field(
-        "auto",
-        S_BOUNDS,
-        "Ideal the scaling efficiency is judged against",
-        "linear: N x one rank (each rank owns an accelerator); independent: the scale's ranks run at once as "
-        "independent copies on the same slots (the node's own ceiling: shared cores, memory bandwidth, sibling "
-        "threads); auto: linear on GPU nodes, independent on CPU nodes. Both efficiencies are always shown.",
-    )
-    ceilings: bool = form_field(
-        True,
-        S_BOUNDS,
-        "Measure each scale's node ceiling",
-        "After each scale above one rank, its ranks run again at once as independent copies (no collective): "
-        "the expected throughput and the independent ideal come from it. One extra run per scale.",
-    )
-    confirm_causes: bool = form_field(
-        True,
-        S_BOUNDS,
-        "Confirm a failing scale's cause by rerunning it",
-        "A scale below its bound and its baseline run again with the dataset cached and with synthetic data (four "
-        "extra runs per failing workload): which one removes the drop confirms or corrects the named bottleneck.",
-    )
-    confirm_regressions: bool = form_field(
-        True,
-        S_BOUNDS,
-        "Confirm a regression by running the scale again",
-        "A scale whose images/s (or checkpoint MB/s) falls under its history's regression floor runs once more "
-        "after the last scale; a regression is called only when both runs fall under the floor (one extra run per "
-        "suspected regression).",
-    )
+
+    def scaling_bound(self, gpus: int) -> float:
+        """The minimum scaling efficiency that applies at `gpus`: the bound of the smallest listed GPU count
+        at or above it, the largest listed one's beyond the table (0.9 up to 16, 0.8 at 32, 0.7 at 64);
+        an empty table: one bound for all."""
+        table = self.min_scaling_efficiency_by_gpus
+        if not table:
+            return self.min_scaling_efficiency
+        covering = [n for n in sorted(table) if n >= gpus]
+        return table[covering[0] if covering else max(table)]
+
+
+class AlertTargets(Frozen):
+    """The `alerts` group of the settings. Where a failing or recovered run is sent: this group is the notifiers' own
+    view (SweepConfig.alerts)."""
+
     slack_conn_id: FormConnId | None = form_field(None, S_ALERT, "Slack webhook connection")
     smtp_conn_id: FormConnId | None = form_field(None, S_ALERT, "SMTP connection")
     email_to: tuple[FormEmail, ...] = form_field((), S_ALERT, "E-mail recipients")
-    warmup_steps: int = form_field(2, S_ADVANCED, "Warm-up steps (not measured)", ge=0, le=100_000)
-    probe_max_jobs: int = form_field(8, S_ADVANCED, "Storage probe: most fio jobs", ge=1, le=256)
-    probe_seconds: float = form_field(3.0, S_ADVANCED, "Storage probe: seconds per level", ge=0.5, le=600)
-    au_search_max_ranks: int = form_field(
-        256,
-        S_ADVANCED,
-        "AU search: most emulated ranks (0: off)",
-        "An emulated workload also runs at doubling rank counts (1, 2, 4, ... and the slots themselves) up to "
-        "the slots its nodes offer (ssh: the hosts' slots; local: this node's cores / cpus_per_rank; Slurm "
-        "without hosts: none known, so none added), and at most this many, so accelerators-at-AU is measured "
-        "where AU falls. 0: only the suite's GPU counts. Real-model workloads run the suite's counts.",
-        ge=0,
-        le=4096,
+
+
+# The groups of SuiteSettings, by the name each has there. A setting's name is unique across them, so the
+# flat names users write (the form, suite files, `bench sweep --config`) say which group each belongs to.
+SETTING_GROUPS: dict[str, type[Frozen]] = {  # in the order the form lists a section's settings by
+    "training": TrainingSettings,
+    "data": DataSettings,
+    "checkpointing": CheckpointSettings,
+    "bounds": Thresholds,
+    "probe": ProbingSettings,
+    "alerts": AlertTargets,
+    "where": WhereSettings,
+}
+GROUP_OF: dict[str, str] = {name: group for group, model in SETTING_GROUPS.items() for name in model.model_fields}
+# Each setting's field (its default, limits and form metadata), by its flat name, in the form's order:
+# by section, then as its group lists it.
+_SECTIONS = (S_WHAT, S_WHERE, S_DATA, S_TRAIN, S_BOUNDS, S_ALERT, S_ADVANCED)
+SETTING_FIELDS: dict[str, FieldInfo] = dict(
+    sorted(
+        ((name, model.model_fields[name]) for model in SETTING_GROUPS.values() for name in model.model_fields),
+        key=lambda item: _SECTIONS.index((item[1].json_schema_extra or {})["section"]),
     )
-    time_limit_s: int = form_field(3600, S_ADVANCED, "Time limit per scale (s)", ge=10, le=14 * 24 * 3600)
+)
 
-    @field_validator("ranks_per_node")
-    @classmethod
-    def _ranks_per_node(cls, value: int | None) -> int | None:
-        return value or None  # 0, the form's old "all on one", is None's spelling
 
-    @field_validator("workloads", "gpus")
+class SuiteSettings(Frozen):
+    """Every setting a user gives a suite run, nested by group (SETTING_GROUPS), each with its one default:
+    the DAG's Params are generated from these fields, suite files and `bench sweep --config` hold their
+    flat names (routed to their group here), and `to_sweep` is the one mapping to the internal SweepConfig,
+    whose `thresholds` and `alerts` are the `bounds` and `alerts` groups themselves. Unknown names are
+    refused (extra="forbid")."""
+
+    training: TrainingSettings = TrainingSettings()
+    where: WhereSettings = WhereSettings()
+    data: DataSettings = DataSettings()
+    probe: ProbingSettings = ProbingSettings()
+    checkpointing: CheckpointSettings = CheckpointSettings()
+    bounds: Thresholds = Thresholds()
+    alerts: AlertTargets = AlertTargets()
+
+    @model_validator(mode="before")
     @classmethod
-    def _unique(cls, items: tuple) -> tuple:
-        return unique_items(items)
+    def _by_group(cls, values):
+        """Flat names go to their group (a group may also be given whole, as model_dump writes it, or both);
+        a name no group has stays where it is and is refused by name."""
+        if not isinstance(values, dict):
+            return values
+        out = {key: value for key, value in values.items() if key not in GROUP_OF}
+        for key, value in values.items():
+            group = GROUP_OF.get(key)
+            if group is None:
+                continue
+            whole = out.get(group, {})
+            whole = whole.model_dump() if isinstance(whole, BaseModel) else whole
+            if not isinstance(whole, dict):
+                continue  # a group given as something else: pydantic refuses it, naming the group
+            if key in whole:
+                raise ValueError(f"{key}: given twice (by its name and in its group {group!r}); give it once")
+            out[group] = whole | {key: value}
+        return out
 
     @classmethod
     def defaults(cls) -> dict:
-        """Every setting's default as the form and suite files show it (JSON values)."""
-        return cls().model_dump(mode="json")
+        """Every setting's default by its flat name, as the form and suite files show it (JSON values)."""
+        return cls().flat()
+
+    def flat(self) -> dict:
+        """The settings by their flat names (JSON values), in the form's order."""
+        groups = self.model_dump(mode="json")
+        return {name: groups[GROUP_OF[name]][name] for name in SETTING_FIELDS}
+
+    @classmethod
+    def form_properties(cls) -> dict[str, dict]:
+        """Each setting's JSON schema by its flat name (the form's Params are made from these)."""
+        props: dict[str, dict] = {}
+        for model in SETTING_GROUPS.values():
+            schema = model.model_json_schema()
+            if "$defs" in schema:  # the groups hold plain values only: a nested model would need its $defs
+                raise TypeError(f"{model.__name__}: a setting's schema refers to $defs ({sorted(schema['$defs'])})")
+            props |= schema["properties"]
+        return {name: props[name] for name in SETTING_FIELDS}
 
     def sweep_config(self, home: Path | str, output_dir: Path | str) -> SweepConfig:
         """The internal config, with the cross-field rules (hosts' slots, launcher needs) checked."""
         return parse(SweepConfig, self.to_sweep(home, output_dir))
 
     def to_sweep(self, home: Path | str, output_dir: Path | str) -> dict:
-        """SweepConfig fields (validated by the caller with `parse`); `home` places the default dataset."""
-        dataset = self.dataset_path or str(Path(home) / "data")
+        """SweepConfig fields (validated by the caller with `parse`); `home` places the default dataset.
+        The `bounds` and `alerts` groups go as they are: SweepConfig's thresholds and alerts are those
+        models. The other groups' values are parsed on their way (a host[:slots] string into HostSlots, a
+        path string into a Path, a size into bytes), and the rank template is built from `training`."""
+        where, data, training, probe = self.where, self.data, self.training, self.probe
+        dataset = data.dataset_path or str(Path(home) / "data")
         return {
-            "workloads": self.workloads,
-            "gpus": self.gpus,
-            "launcher": self.launcher,
-            "conn_id": self.conn_id,
-            "hosts": [HostSlots.parse(h).model_dump() for h in self.hosts],
-            "ssh_config": self.ssh_config,
-            "rendezvous_interface": self.rendezvous_interface,
-            "partition": self.partition,
-            "account": self.account,
-            "gpus_per_node": self.gpus_per_node,
-            "cpus_per_rank": self.cpus_per_rank,
-            "oversubscribe": self.oversubscribe,
-            "ranks_per_node": self.ranks_per_node,
+            "workloads": training.workloads,
+            "gpus": training.gpus,
+            "launcher": where.launcher,
+            "conn_id": where.conn_id,
+            "hosts": [HostSlots.parse(h).model_dump() for h in where.hosts],
+            "ssh_config": where.ssh_config,
+            "rendezvous_interface": where.rendezvous_interface,
+            "partition": where.partition,
+            "account": where.account,
+            "gpus_per_node": where.gpus_per_node,
+            "cpus_per_rank": where.cpus_per_rank,
+            "oversubscribe": where.oversubscribe,
+            "ranks_per_node": where.ranks_per_node,
             "dataset_path": dataset,
-            "dataset_images": self.dataset_images,
-            "stage_from": self.stage_from,
-            "stage_on": self.stage_on,
-            "time_limit_s": self.time_limit_s,
+            "dataset_images": data.dataset_images,
+            "stage_from": data.stage_from,
+            "stage_on": data.stage_on,
+            "time_limit_s": where.time_limit_s,
             "train": {
                 # a template: each scale's launch sets its own workload (bench.suite.plan.run_spec)
-                "workload": self.workloads[0] if self.workloads[0] in WORKLOADS else WORKLOADS[0],
-                "steps": None if self.epochs else self.steps,
-                "epochs": self.epochs,
-                "warmup_steps": self.warmup_steps,
-                "min_measure_s": self.min_measure_s,
-                "loader_threads": self.cpus_per_rank,
-                "batch_size": self.batch_size,
-                "image_size": self.image_size,
-                "loader": self.loader,
-                "preset": self.preset,
+                "workload": training.workloads[0] if training.workloads[0] in WORKLOADS else WORKLOADS[0],
+                "steps": None if training.epochs else training.steps,
+                "epochs": training.epochs,
+                "warmup_steps": training.warmup_steps,
+                "min_measure_s": training.min_measure_s,
+                "loader_threads": where.cpus_per_rank,
+                "batch_size": training.batch_size,
+                "image_size": training.image_size,
+                "loader": training.loader,
+                "preset": training.preset,
                 "data": dataset,
                 "sample_interval_s": SUITE_SAMPLE_INTERVAL_S,
-                "drop_caches": self.evict_dataset,
-                "precision": self.precision,
-                "compile": self.compile,
-                "backend": self.backend,
+                "drop_caches": data.evict_dataset,
+                "precision": training.precision,
+                "compile": training.compile,
+                "backend": training.backend,
             },
-            "thresholds": {
-                "min_scaling_efficiency": self.min_scaling_efficiency,
-                "max_step_time_spread": self.max_step_time_spread,
-                "min_scaling_efficiency_by_gpus": {int(k): v for k, v in self.min_scaling_efficiency_by_gpus.items()},
-                "min_bandwidth_efficiency": self.min_bandwidth_efficiency,
-                "min_checkpoint_efficiency": self.min_checkpoint_efficiency,
-                "min_gpu_util": self.min_gpu_util,
-                "regression_tolerance": self.regression_tolerance,
-                "history_runs": self.history_runs,
-                "min_supported_gpus": self.min_supported_gpus,
-                "min_au": self.min_au,
-                "straggler_gap": self.straggler_gap,
-                "max_foreign_share": self.max_foreign_share,
-            },
-            "alerts": {
-                "slack_conn_id": self.slack_conn_id,
-                "smtp_conn_id": self.smtp_conn_id,
-                "email_to": self.email_to,
-            },
+            "thresholds": self.bounds,
+            "alerts": self.alerts,
             "output_dir": str(output_dir),
-            "cluster": self.cluster,
-            "storage_cache_bytes": self.storage_cache,
-            "probe_storage": self.probe_storage,
-            "probe_max_jobs": self.probe_max_jobs,
-            "probe_seconds": self.probe_seconds,
-            "au_search_max_ranks": self.au_search_max_ranks,
-            "confirm_causes": self.confirm_causes,
-            "confirm_regressions": self.confirm_regressions,
-            "ceilings": self.ceilings,
-            "ideal": self.ideal,
-            "checkpoint": self.checkpoint,
-            "checkpoint_every_steps": self.checkpoint_every_steps,
+            "cluster": where.cluster,
+            "storage_cache_bytes": data.storage_cache,
+            "probe_storage": probe.probe_storage,
+            "probe_max_jobs": probe.probe_max_jobs,
+            "probe_seconds": probe.probe_seconds,
+            "au_search_max_ranks": probe.au_search_max_ranks,
+            "confirm_causes": probe.confirm_causes,
+            "confirm_regressions": probe.confirm_regressions,
+            "ceilings": probe.ceilings,
+            "ideal": probe.ideal,
+            "checkpoint": self.checkpointing.checkpoint,
+            "checkpoint_every_steps": self.checkpointing.checkpoint_every_steps,
         }
 
 
@@ -516,17 +619,23 @@ LIMITS = ("ge", "gt", "le", "lt")
 def limits_of(model: type[BaseModel], name: str) -> dict:
     """The numeric limits (ge, gt, le, lt) of `model`'s field `name`, as Field keywords: what another
     model's field holding the same value takes instead of writing them again."""
+    return _limits(model.model_fields[name])
+
+
+def _limits(info: FieldInfo) -> dict:
     found = {}
-    for item in model.model_fields[name].metadata:
+    for item in info.metadata:
         found |= {key: getattr(item, key) for key in LIMITS if getattr(item, key, None) is not None}
     return found
 
 
 def suite_default(setting: str, **own):
-    """A field of another model that holds SuiteSettings' `setting`: its default and its limits are
-    written once, there. `own`: Field keywords of this field's own (validate_default; a limit only where
-    this model refuses what the settings take, as ranks_per_node's 0, and the test lists each)."""
-    return Field(default_of(SuiteSettings, setting), **(limits_of(SuiteSettings, setting) | own))
+    """A field of another model that holds the setting `setting` (SETTING_FIELDS, whichever group has it):
+    its default and its limits are written once, there. `own`: Field keywords of this field's own
+    (validate_default; a limit only where this model refuses what the settings take, as ranks_per_node's
+    0, and the test lists each)."""
+    info = SETTING_FIELDS[setting]
+    return Field(info.get_default(call_default_factory=True), **(_limits(info) | own))
 
 
 class TrainConfig(Frozen):
@@ -551,20 +660,20 @@ class TrainConfig(Frozen):
     synthetic: bool = False
     preset: Preset = suite_default("preset")
     batch_size: int = suite_default("batch_size")
-    image_size: int = Field(64, **limits_of(SuiteSettings, "image_size"))
+    image_size: int = Field(64, **limits_of(TrainingSettings, "image_size"))
     warmup_steps: int = suite_default("warmup_steps")
-    steps: int | None = Field(None, **limits_of(SuiteSettings, "steps"))
+    steps: int | None = Field(None, **limits_of(TrainingSettings, "steps"))
     epochs: int | None = suite_default("epochs")
     loader: LoaderKind = suite_default("loader")
     # the suite fills it from cpus_per_rank (one loader thread per core a rank owns): the same limits
-    loader_threads: int = Field(2, **limits_of(SuiteSettings, "cpus_per_rank"))
+    loader_threads: int = Field(2, **limits_of(WhereSettings, "cpus_per_rank"))
     metrics_out: SafePath | None = None
     seed: int = Field(0, ge=0, le=2**31 - 1)
     lr: float = Field(0.01, gt=0, le=10)
     sample_interval_s: float = Field(1.0, gt=0, le=60)
     # Measured seconds (warm-up excluded) below which a figure is noise: with `steps`, the run goes on
     # past them until this long has been measured too (bounded by MAX_EXTENSION x min_measure_s).
-    min_measure_s: float = Field(0.0, **limits_of(SuiteSettings, "min_measure_s"))
+    min_measure_s: float = Field(0.0, **limits_of(TrainingSettings, "min_measure_s"))
     sampler: bool = True
     # Evict the dataset's own pages before epoch 1: without it every scale after the first reads a warm
     # cache and no epoch-1 figure is a storage figure (the suite's evict_dataset).
@@ -714,48 +823,6 @@ class RunSpec(Frozen):
             if not SBATCH_DIRECTIVE_RE.fullmatch(item):
                 raise ValueError(f"sbatch directive {item!r} does not match {SBATCH_DIRECTIVE_RE.pattern}")
         return items
-
-
-class Thresholds(Frozen):
-    min_scaling_efficiency: float = suite_default("min_scaling_efficiency")
-    # Per-scale bounds: a scale takes the bound of the smallest listed GPU count at or above it, and the
-    # largest listed one's beyond the table (0.9 up to 16, 0.8 at 32, 0.7 at 64). Empty: one bound for all.
-    min_scaling_efficiency_by_gpus: dict[GpuCount, Efficiency] = suite_default("min_scaling_efficiency_by_gpus")
-    # A row whose steps vary more than this ((p90 - p10) / median of the worst rank) is INCONCLUSIVE.
-    max_step_time_spread: float = suite_default("max_step_time_spread")
-    min_bandwidth_efficiency: float = suite_default("min_bandwidth_efficiency")
-    # Checkpoint write and read MB/s per GPU vs the baseline's (judged only where the phase ran).
-    min_checkpoint_efficiency: float = suite_default("min_checkpoint_efficiency")
-    min_gpu_util: float | None = suite_default("min_gpu_util")
-    regression_tolerance: float = suite_default("regression_tolerance")
-    history_runs: int = suite_default("history_runs")
-    # The cluster's planned size: fail when the storage probe and the measured per-GPU demand say the
-    # storage feeds fewer GPUs than this (None: sizing is reported, not judged).
-    min_supported_gpus: int | None = suite_default("min_supported_gpus")
-    # Accelerator utilisation (compute / wall) floor per scale, as MLPerf Storage defines it (it uses
-    # 0.9): fails a scale whose ranks stall on input even while its throughput scales. None: not judged.
-    min_au: float | None = suite_default("min_au")
-    # A rank working more than this fraction below the ranks' median is named as a straggler.
-    straggler_gap: float = suite_default("straggler_gap")
-    # Foreign work (processes not the run's) above this share of a rank's slot cores fails the scale.
-    # None: reported and named as a cause, not judged (a 2-core box running Airflow beside its ranks sees
-    # its own scheduler there: 54% of a core in one test run).
-    max_foreign_share: float | None = suite_default("max_foreign_share")
-    baseline_gpus: GpuCount | None = None
-
-    def scaling_bound(self, gpus: int) -> float:
-        """The minimum scaling efficiency that applies at `gpus`."""
-        table = self.min_scaling_efficiency_by_gpus
-        if not table:
-            return self.min_scaling_efficiency
-        covering = [n for n in sorted(table) if n >= gpus]
-        return table[covering[0] if covering else max(table)]
-
-
-class AlertTargets(Frozen):
-    slack_conn_id: ConnId | None = suite_default("slack_conn_id")
-    smtp_conn_id: ConnId | None = suite_default("smtp_conn_id")
-    email_to: tuple[Email, ...] = suite_default("email_to")
 
 
 class SweepConfig(Frozen):

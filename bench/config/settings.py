@@ -7,11 +7,13 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from bench.config.models import SuiteSettings
-from bench.config.types import logger, parse
+from pydantic import ValidationError
+
+from bench.config.models import SETTING_FIELDS, SETTING_GROUPS, SuiteSettings
+from bench.config.types import explain, logger
 from bench.errors import ConfigError
 
-SETTING_NAMES: tuple[str, ...] = tuple(SuiteSettings.model_fields)
+SETTING_NAMES: tuple[str, ...] = tuple(SETTING_FIELDS)
 
 
 def environment_defaults(home: Path | str, cluster: str | None) -> dict:
@@ -24,7 +26,7 @@ def unknown_settings(keys) -> str | None:
     message naming each unknown key and the closest known names, or None when every key is known."""
     import difflib
 
-    unknown = [k for k in keys if k not in SuiteSettings.model_fields]
+    unknown = [k for k in keys if k not in SETTING_FIELDS]
     if not unknown:
         return None
     parts = []
@@ -70,4 +72,7 @@ def settings_from(values: dict, prefix: str = "") -> SuiteSettings:
     if message:
         raise ConfigError(prefix + message)
     values = {k: {str(i): v for i, v in val.items()} if isinstance(val, dict) else val for k, val in values.items()}
-    return parse(SuiteSettings, values, prefix)
+    try:
+        return SuiteSettings.model_validate(values)
+    except ValidationError as error:  # named as the user wrote it: by its flat name, not its group's path
+        raise ConfigError(explain(error, prefix, groups=tuple(SETTING_GROUPS))) from None

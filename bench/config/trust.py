@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bench.config.form import DEPLOYMENT_PLACES, RUN_PLACES, SET_BY_DEPLOYMENT, SET_BY_RUN, SetBy
-from bench.config.models import SuiteSettings
+from bench.config.models import SETTING_FIELDS
 from bench.config.types import BUILTIN_WORKLOADS
 from bench.errors import ConfigError
 
@@ -17,11 +17,11 @@ from bench.errors import ConfigError
 
 def set_by(name: str) -> SetBy:
     """Who may set SuiteSettings' `name`: a run's conf, or only a suite file and the deployment."""
-    extra = SuiteSettings.model_fields[name].json_schema_extra
+    extra = SETTING_FIELDS[name].json_schema_extra
     return extra.get("set_by", SET_BY_RUN) if isinstance(extra, dict) else SET_BY_RUN
 
 
-DEPLOYMENT_SETTINGS: tuple[str, ...] = tuple(n for n in SuiteSettings.model_fields if set_by(n) == SET_BY_DEPLOYMENT)
+DEPLOYMENT_SETTINGS: tuple[str, ...] = tuple(n for n in SETTING_FIELDS if set_by(n) == SET_BY_DEPLOYMENT)
 # A run's conf may list built-in workloads; a workload file (an absolute path: its dataset.path and
 # profile_file name more files) only where the suite itself lists it.
 WORKLOAD_FILES_SETTING = "workloads"

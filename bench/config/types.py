@@ -173,11 +173,13 @@ def choices_of(model: type[BaseModel], name: str) -> tuple:
     return found
 
 
-def explain(error: ValidationError, prefix: str = "") -> str:
-    """One line per invalid field, naming the field: the message users see."""
+def explain(error: ValidationError, prefix: str = "", groups: tuple[str, ...] = ()) -> str:
+    """One line per invalid field, naming the field: the message users see. `groups`: the names of the
+    model's nested groups, left out of a field's path (the user wrote the setting by its own name)."""
     lines = []
     for item in error.errors():
-        field = ".".join(str(p) for p in item["loc"]) or "(config)"
+        loc = item["loc"][1:] if item["loc"] and item["loc"][0] in groups and len(item["loc"]) > 1 else item["loc"]
+        field = ".".join(str(p) for p in loc) or "(config)"
         message = item["msg"].removeprefix("Value error, ")
         lines.append(f"{prefix}{field}: {message}")
     return "; ".join(lines)

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.config.models import SuiteSettings
+from bench.config.models import ProbingSettings
 from bench.config.types import default_of
 from bench.errors import BenchError
 
@@ -47,8 +47,8 @@ class ProbeError(BenchError):
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    max_jobs: int = default_of(SuiteSettings, "probe_max_jobs")
-    seconds: float = default_of(SuiteSettings, "probe_seconds")  # per level, direct I/O, the sample re-read cold
+    max_jobs: int = default_of(ProbingSettings, "probe_max_jobs")
+    seconds: float = default_of(ProbingSettings, "probe_seconds")  # per level, direct I/O, the sample re-read cold
     max_files: int = 4096  # files sampled across the dataset (evenly spaced in the manifest)
     fio: str = "fio"
 
@@ -463,8 +463,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m bench.storage.fio_probe")
     p.add_argument("--path", type=Path, action="append", required=True)
-    p.add_argument("--max-jobs", type=int, default=default_of(SuiteSettings, "probe_max_jobs"))
-    p.add_argument("--seconds", type=float, default=default_of(SuiteSettings, "probe_seconds"))
+    p.add_argument("--max-jobs", type=int, default=default_of(ProbingSettings, "probe_max_jobs"))
+    p.add_argument("--seconds", type=float, default=default_of(ProbingSettings, "probe_seconds"))
     p.add_argument("--share", help="I/N: this node's disjoint share; 'slurm' takes it from SLURM_PROCID/NTASKS")
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--jobs", type=int, default=1)

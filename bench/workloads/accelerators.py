@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from bench.config.defaults import MLPERF_STORAGE_MIN_AU
-from bench.config.models import SuiteSettings, limits_of
+from bench.config.models import Thresholds, limits_of
 from bench.config.types import Frozen
 from bench.errors import ConfigError
 
@@ -31,7 +31,7 @@ class Profile(Frozen):
     batch_size: int = Field(ge=1)
     seconds_per_batch: float = Field(gt=0)
     # a measured profile: MLPerf Storage's floor; a published one: its config's metric.au
-    min_au: float = Field(MLPERF_STORAGE_MIN_AU, **limits_of(SuiteSettings, "min_au"))
+    min_au: float = Field(MLPERF_STORAGE_MIN_AU, **limits_of(Thresholds, "min_au"))
     basis: Literal["measured", "published", "derived"]
     source: str
     date: str  # when the figure was measured or published (UTC date)

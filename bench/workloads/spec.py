@@ -28,7 +28,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from bench.config.defaults import MLPERF_STORAGE_MIN_AU
-from bench.config.models import SuiteSettings, limits_of
+from bench.config.models import Thresholds, limits_of
 from bench.config.types import (
     BUILTIN_WORKLOADS_DIR,
     WORKLOADS,
@@ -137,7 +137,7 @@ class WorkloadSpec(Frozen):
     dataset: DatasetSpec
     reader: ReaderSpec = ReaderSpec()
     compute: ComputeSpec
-    min_au: float | None = Field(None, **limits_of(SuiteSettings, "min_au"))
+    min_au: float | None = Field(None, **limits_of(Thresholds, "min_au"))
 
     @model_validator(mode="after")
     def _fits(self) -> WorkloadSpec:

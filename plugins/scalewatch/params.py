@@ -55,7 +55,7 @@ def workload_pattern(files: list[str]) -> str:
 
 def form_schemas() -> dict[str, dict]:
     """Each setting's JSON schema as a Param takes it (pydantic's, with Optional as a type list)."""
-    props = SuiteSettings.model_json_schema()["properties"]
+    props = SuiteSettings.form_properties()
     return {name: _param_schema(schema) for name, schema in props.items()}
 
 

@@ -160,10 +160,10 @@ def test_the_checkpoint_setting_reaches_the_scales_own_runs_only(tmp_path):
 def test_every_cpus_per_rank_the_settings_take_reaches_the_rank_as_its_loader_threads(tmp_path):
     """The suite gives a rank one loader thread per core it owns: a setting the form takes (up to 256) is
     never refused later naming train.loader_threads, a field the user never set."""
-    from bench.config.models import SuiteSettings
+    from bench.config.models import SETTING_FIELDS
     from bench.config.settings import settings_from
 
-    top = SuiteSettings.model_fields["cpus_per_rank"].metadata
+    top = SETTING_FIELDS["cpus_per_rank"].metadata
     most = next(m.le for m in top if getattr(m, "le", None) is not None)
     cfg = settings_from({"cpus_per_rank": most}).sweep_config(tmp_path, tmp_path / "out")
     assert cfg.train.loader_threads == most == 256

@@ -1,6 +1,8 @@
-"""Every default is defined once (issue 42): a setting's default lives in bench.config.SuiteSettings, and
-the internal models, the CLI's flags and the shipped suite file take it from there instead of writing
-the value again. These tests fail when a literal default or a literal set of choices reappears."""
+"""Every default is defined once (issue 42): a setting's default lives in its group of
+bench.config.SuiteSettings (SETTING_FIELDS, by its flat name), and the internal models, the CLI's flags and
+the shipped suite file take it from there instead of writing the value again. These tests fail when a
+literal default or a literal set of choices reappears. The `bounds` and `alerts` groups are the internal
+views themselves (Thresholds, AlertTargets): nothing to compare there, and the last test holds that."""
 
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ def config_trees() -> list[ast.Module]:
 
 CLI = sorted((ROOT / "bench" / "cli").glob("*.py"))
 
-# The models that restate SuiteSettings' settings internally, and their fields named otherwise there.
-INTERNAL = ("TrainConfig", "SweepConfig", "RunSpec", "Thresholds", "AlertTargets")
+# The models that hold settings' values internally, and their fields named otherwise there.
+INTERNAL = ("TrainConfig", "SweepConfig", "RunSpec")
 OTHER_NAME = {("TrainConfig", "drop_caches"): "evict_dataset", ("SweepConfig", "storage_cache_bytes"): "storage_cache"}
 # TrainConfig's own defaults for `bench train` by hand (its docstring says why each differs); the suite
 # passes its value for each explicitly (SuiteSettings.to_sweep), checked below.
@@ -49,9 +51,17 @@ def default(model: type[BaseModel], name: str):
     return model.model_fields[name].get_default(call_default_factory=True)
 
 
+def setting_default(setting: str):
+    return config.SETTING_FIELDS[setting].get_default(call_default_factory=True)
+
+
+def group_of(setting: str) -> type[BaseModel]:
+    return config.SETTING_GROUPS[config.GROUP_OF[setting]]
+
+
 def shared_fields():
     """(model name, field, the SuiteSettings setting it shares a default with), for every such field."""
-    settings = config.SuiteSettings.model_fields
+    settings = config.SETTING_FIELDS
     for model_name in INTERNAL:
         model = getattr(config, model_name)
         for name, info in model.model_fields.items():
@@ -87,13 +97,12 @@ def is_literal(expr: ast.expr | None) -> bool:
 
 
 def test_the_internal_models_take_every_shared_default_from_the_settings():
-    suite = config.SuiteSettings
     pairs = list(shared_fields())
     assert len(pairs) > 30  # the check sees the fields (SweepConfig alone shares two dozen)
     wrong = [
-        f"{m}.{n}: {default(getattr(config, m), n)!r}, SuiteSettings.{s}: {default(suite, s)!r}"
+        f"{m}.{n}: {default(getattr(config, m), n)!r}, setting {s}: {setting_default(s)!r}"
         for m, n, s in pairs
-        if (m, n) not in OWN and default(getattr(config, m), n) != default(suite, s)
+        if (m, n) not in OWN and default(getattr(config, m), n) != setting_default(s)
     ]
     assert not wrong, "defaults that disagree with the suite's: " + "; ".join(wrong)
 
@@ -109,11 +118,11 @@ def test_no_shared_default_is_written_as_a_literal_a_second_time():
 def test_train_configs_own_defaults_differ_and_the_suite_passes_its_own(tmp_path):
     train = config.SuiteSettings().to_sweep(tmp_path, tmp_path / "runs")["train"]
     for model_name, name in sorted(OWN):
-        assert default(config.TrainConfig, name) != default(config.SuiteSettings, name), (
+        assert default(config.TrainConfig, name) != setting_default(name), (
             f"{model_name}.{name} equals the suite's default now: take it with suite_default instead"
         )
         assert name in train, f"to_sweep must pass {name} explicitly: TrainConfig's own default is not the suite's"
-    assert train["loader_threads"] == config.SuiteSettings().cpus_per_rank  # one loader thread per owned core
+    assert train["loader_threads"] == config.SuiteSettings().where.cpus_per_rank  # one loader thread per owned core
 
 
 def test_one_literal_per_set_of_choices_in_the_config():
@@ -198,8 +207,8 @@ def test_flags_left_out_take_the_models_defaults():
         assert getattr(cfg, name) == default(config.TrainConfig, name), name
     probe = build_parser().parse_args(["storage", "probe", "--path", "/x"])
     assert (probe.max_jobs, probe.seconds) == (
-        config.SuiteSettings().probe_max_jobs,
-        config.SuiteSettings().probe_seconds,
+        config.SuiteSettings().probe.probe_max_jobs,
+        config.SuiteSettings().probe.probe_seconds,
     )
 
 
@@ -207,7 +216,7 @@ def test_the_example_suite_holds_only_what_differs_from_the_defaults():
     doc = yaml.safe_load((ROOT / "suites" / "example.yaml").read_text())
     values = {k: v for k, v in doc.items() if k not in ("schedule", "description")}
     assert not set(values) & set(config.RENAMED_SETTINGS), "the example uses a setting's old name"
-    settings = config.settings_from(values).model_dump(mode="json")
+    settings = config.settings_from(values).flat()
     defaults = config.SuiteSettings.defaults()
     environment = set(config.environment_defaults("/x", None))  # defaults that depend on where a suite runs
     same = [k for k in values if k not in environment and settings[k] == defaults[k]]
@@ -225,10 +234,13 @@ def test_every_shared_field_holds_the_settings_limits():
     wrong = []
     for model_name, name, setting in shared_fields():
         model = getattr(config, model_name)
-        want = config.limits_of(config.SuiteSettings, setting) | OWN_LIMITS.get((model_name, name), {})
+        want = config.limits_of(group_of(setting), setting) | OWN_LIMITS.get((model_name, name), {})
         if config.limits_of(model, name) != want:
-            wrong.append(f"{model_name}.{name}: {config.limits_of(model, name)}, SuiteSettings.{setting}: {want}")
+            wrong.append(f"{model_name}.{name}: {config.limits_of(model, name)}, setting {setting}: {want}")
     assert not wrong, "limits that disagree with the settings': " + "; ".join(wrong)
+
+
+GROUP_CLASSES = {model.__name__ for model in config.SETTING_GROUPS.values()}
 
 
 def limit_keywords(call: ast.Call) -> set[str]:
@@ -236,12 +248,12 @@ def limit_keywords(call: ast.Call) -> set[str]:
 
 
 def test_no_shared_limit_is_written_a_second_time():
-    """A shared field's limits are read from SuiteSettings (suite_default, limits_of), never written out:
+    """A shared field's limits are read from its setting's group (suite_default, limits_of), never written out:
     the limits test above would pass while both copies agree, and the next edit changes one of them."""
     shared = {(m, n) for m, n, _ in shared_fields()} | {(m, n) for m, n in OWN_LIMITS}
     written = []
     for node in (n for tree in config_trees() for n in tree.body):
-        if not isinstance(node, ast.ClassDef) or node.name == "SuiteSettings":
+        if not isinstance(node, ast.ClassDef) or node.name in GROUP_CLASSES:
             continue
         for item in node.body:
             if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)) or item.value is None:
@@ -282,3 +294,24 @@ def test_the_hidden_defaults_are_named_once():
     # a measured profile takes the floor; a published one states its config's metric.au (0.85, 0.90)
     restated = [p.name for p in PROFILES.values() if p.basis == "measured" and "min_au" in p.model_fields_set]
     assert not restated, f"measured profiles restating MLPerf Storage's AU floor: {restated}"
+
+
+def test_the_bounds_and_alerts_groups_are_the_internal_views_themselves(tmp_path):
+    """Issue 52: an internal view is its group, not a restatement. The suite's SweepConfig holds the very
+    Thresholds and AlertTargets objects its settings hold, and no other model of the config package
+    declares a field of theirs again."""
+    settings = config.settings_from({"min_scaling_efficiency": 0.6, "email_to": ["a@example.org"]})
+    cfg = settings.sweep_config(tmp_path, tmp_path / "runs")
+    assert cfg.thresholds is settings.bounds and cfg.alerts is settings.alerts
+    assert cfg.thresholds.min_scaling_efficiency == 0.6 and cfg.alerts.email_to == ("a@example.org",)
+    for group in (config.Thresholds, config.AlertTargets):
+        again = [
+            f"{model.__name__}.{name}"
+            for model in (getattr(config, m) for m in INTERNAL)
+            for name in model.model_fields
+            if name in group.model_fields
+        ]
+        assert not again, f"{group.__name__}'s fields declared again: {again}"
+    # every setting lives in exactly one group, by the name users write
+    names = [n for model in config.SETTING_GROUPS.values() for n in model.model_fields]
+    assert len(names) == len(set(names)) == len(config.SETTING_FIELDS)

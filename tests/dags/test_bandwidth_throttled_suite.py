@@ -76,7 +76,7 @@ def test_a_held_scale_fails_bandwidth_at_the_throttles_figure_and_its_recovery_i
     from airflow.dag_processing.dagbag import DagBag
 
     began = time.monotonic()
-    bound = SuiteSettings().min_bandwidth_efficiency
+    bound = SuiteSettings().bounds.min_bandwidth_efficiency
     assert bound > ALLOWED * 1.1  # 10% above what the throttle allows still fails the default bound
     workload = tmp_path / f"{WORKLOAD}.yaml"
     workload.write_text(

@@ -34,7 +34,7 @@ def test_a_throttled_stores_checkpoint_writes_fail_the_efficiency_and_alert_at_t
 ):
     from airflow.dag_processing.dagbag import DagBag
 
-    bound = SuiteSettings().min_checkpoint_efficiency
+    bound = SuiteSettings().bounds.min_checkpoint_efficiency
     assert bound > 0.6  # ~0.5 fails it
     with (
         store_device(tmp_path / "store.img", tmp_path / "store", 256) as store,

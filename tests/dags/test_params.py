@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from bench.config.models import SuiteSettings, SweepConfig, Thresholds
+from bench.config.models import SETTING_FIELDS, SuiteSettings, SweepConfig, Thresholds
 from bench.config.settings import settings_from
 from bench.config.types import parse
 from bench.errors import ConfigError
@@ -32,7 +32,7 @@ def test_every_param_default_is_the_settings_default(monkeypatch, tmp_path):
     monkeypatch.setenv("SCALEWATCH_HOME", str(tmp_path))
     monkeypatch.delenv("SCALEWATCH_CLUSTER", raising=False)
     form = params()
-    assert set(form) == set(SuiteSettings.model_fields)
+    assert list(form) == list(SETTING_FIELDS)  # every setting, by its flat name, in the form's order
     expected = SuiteSettings.defaults() | {"dataset_path": str(tmp_path / "data"), "cluster": "local"}
     for name, param in form.items():
         assert param.value == expected[name], name
@@ -82,7 +82,7 @@ def test_a_suite_file_and_a_conf_share_the_rule():
 def test_a_gpu_table_keyed_by_numbers_is_accepted_as_yaml_writes_it():
     values = {"min_scaling_efficiency_by_gpus": {16: 0.9, 32: 0.8}}
     check_suite_values("x", values)
-    assert settings_from(values).min_scaling_efficiency_by_gpus == {"16": 0.9, "32": 0.8}
+    assert settings_from(values).bounds.min_scaling_efficiency_by_gpus == {16: 0.9, 32: 0.8}  # GPU counts, typed
 
 
 def test_the_gpu_table_has_the_name_thresholds_and_bench_evaluate_give_it(tmp_path):
@@ -96,7 +96,7 @@ def test_the_old_table_name_still_loads_with_a_deprecation_naming_both(caplog):
         DeprecationWarning, match="'scaling_efficiency_by_gpus' is deprecated.*'min_scaling_efficiency_by_gpus'"
     ):
         settings = settings_from({"scaling_efficiency_by_gpus": {16: 0.9}})
-    assert settings.min_scaling_efficiency_by_gpus == {"16": 0.9}
+    assert settings.bounds.min_scaling_efficiency_by_gpus == {16: 0.9}
     assert "min_scaling_efficiency_by_gpus" in caplog.text
 
 
@@ -117,16 +117,16 @@ def test_a_run_conf_with_the_old_table_name_is_taken_with_a_deprecation():
     conf = {"scaling_efficiency_by_gpus": {"16": 0.9}}
     with pytest.warns(DeprecationWarning, match="conf: setting 'scaling_efficiency_by_gpus' is deprecated"):
         settings = settings_from_params(form | conf, conf)
-    assert settings.min_scaling_efficiency_by_gpus == {"16": 0.9}
+    assert settings.bounds.min_scaling_efficiency_by_gpus == {16: 0.9}
     both = conf | {"min_scaling_efficiency_by_gpus": {"16": 0.8}}
     with pytest.raises(ConfigError, match="conf: scaling_efficiency_by_gpus and min_scaling_efficiency_by_gpus"):
         settings_from_params(form | both, both)
-    assert settings_from_params(form, {}).min_scaling_efficiency_by_gpus == {}  # no conf: the form's values
+    assert settings_from_params(form, {}).bounds.min_scaling_efficiency_by_gpus == {}  # no conf: the form's values
 
 
 def test_ranks_per_node_is_none_for_all_on_one_node_and_zero_still_means_it(tmp_path):
-    assert SuiteSettings().ranks_per_node is None and params()["ranks_per_node"].value is None
-    assert settings_from({"ranks_per_node": 0}).ranks_per_node is None  # the form's old spelling
+    assert SuiteSettings().where.ranks_per_node is None and params()["ranks_per_node"].value is None
+    assert settings_from({"ranks_per_node": 0}).where.ranks_per_node is None  # the form's old spelling
     cfg = settings_from({"ranks_per_node": 4}).sweep_config(tmp_path, tmp_path / "runs")
     assert cfg.ranks_per_node == 4
     assert SuiteSettings().sweep_config(tmp_path, tmp_path / "runs").ranks_per_node is None  # config keys as before

@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bench.config.models import SuiteSettings
+from bench.config.models import SETTING_FIELDS
 from bench.config.trust import DEPLOYMENT_SETTINGS
 from bench.config.types import BUILTIN_WORKLOADS
 from bench.errors import ConfigError
@@ -98,7 +98,7 @@ def test_the_form_sends_the_suites_own_values_and_they_pass(airflow_home):
     dag = load_dag(airflow_home)
     form = form_values(dag)
     settings = settings_from_params(form, dict(form) | {"steps": 3})
-    assert settings.steps == 3 and settings.dataset_path == form["dataset_path"]
+    assert settings.training.steps == 3 and settings.data.dataset_path == form["dataset_path"]
     for name in DEPLOYMENT_SETTINGS:
         schema = dag.params.get_param(name).schema
         assert schema["enum"] == [form[name]], name  # the form shows the suite's value, read-only
@@ -115,7 +115,7 @@ def test_a_workload_file_is_refused_in_a_conf_unless_the_suite_lists_it(airflow_
     form = {name: p.value for name, p in params({"workloads": ["ssd", str(suite_file)]}).items()}
     schema = params({"workloads": ["ssd", str(suite_file)]})["workloads"].schema
     # the suite's own file and the built-ins: allowed
-    assert settings_from_params(form, {"workloads": [str(suite_file), BUILTIN_WORKLOADS[0]]}).workloads
+    assert settings_from_params(form, {"workloads": [str(suite_file), BUILTIN_WORKLOADS[0]]}).training.workloads
     jsonschema.validate([str(suite_file), "ssd"], schema)
     with pytest.raises(ConfigError, match=r"workloads: workload files \('.*other.yaml'\) are named only in a suite"):
         settings_from_params(form, {"workloads": [str(other)]})
@@ -148,7 +148,7 @@ def test_run_once_refuses_the_conf_before_anything_runs(airflow_home, tmp_path):
 def test_the_settings_model_says_who_sets_each_setting():
     """One table, in the model: every field has its place, and the file- and command-naming ones are the
     deployment's."""
-    places = {name: (f.json_schema_extra or {}).get("set_by") for name, f in SuiteSettings.model_fields.items()}
+    places = {name: (f.json_schema_extra or {}).get("set_by") for name, f in SETTING_FIELDS.items()}
     assert set(places.values()) == {"run", "deployment"}
     assert {"ssh_config", "dataset_path", "stage_from", "conn_id"} <= set(DEPLOYMENT_SETTINGS)
 

@@ -151,9 +151,9 @@ def test_the_stack_suite_reaches_both_nodes_over_the_keys_volume():
 
     doc = yaml.safe_load((ROOT / "docker" / "suites" / "nodes.yaml").read_text())
     settings = SuiteSettings(**{k: v for k, v in doc.items() if k not in ("schedule", "description")})
-    assert settings.launcher == "ssh"
+    assert settings.where.launcher == "ssh"
     assert sorted(h.split(":")[0] for h in doc["hosts"]) == ["node1", "node2"]
-    assert settings.ssh_config == "/stack-keys/ssh_config"
+    assert settings.where.ssh_config == "/stack-keys/ssh_config"
     airflow = COMPOSE["services"]["scheduler"]
     assert "./suites:/opt/scalewatch/suites:ro" in airflow["volumes"]
     assert airflow["environment"]["SCALEWATCH_SUITES"] == "/opt/scalewatch/suites"

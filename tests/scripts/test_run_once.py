@@ -58,12 +58,12 @@ def test_readme_command_1_as_shipped_passes_both_workloads_on_their_figures(tmp_
     frame = pd.read_csv(csv)
     # the DAG's embedded default (its first run here: ssd and retinanet-b200, not SuiteSettings' own list)
     workloads = sorted(set(frame["workload"]))
-    scales = sorted((w, g) for w in workloads for g in default.gpus)
+    scales = sorted((w, g) for w in workloads for g in default.training.gpus)
     assert len(workloads) == 2 and sorted(zip(frame["workload"], frame["gpus"], strict=True)) == scales, frame
     assert (frame["verdict"] == "pass").all() and frame["valid"].all(), frame.to_dict("records")
     scaled = frame[frame["gpus"] > frame["baseline_gpus"]]
-    assert len(scaled) and (scaled["scaling_efficiency"] >= default.min_scaling_efficiency).all(), scaled.to_dict(
-        "records"
+    assert len(scaled) and (scaled["scaling_efficiency"] >= default.bounds.min_scaling_efficiency).all(), (
+        scaled.to_dict("records")
     )
     # epoch 1 read from storage on every row: the bandwidth expectation judged a measured figure
     assert frame["bandwidth_valid"].all() and (frame["bytes_source"] == "cachestat").all(), frame.to_dict("records")

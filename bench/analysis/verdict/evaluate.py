@@ -52,7 +52,7 @@ def scale_frame(
     frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
     frame = label_cache_served(frame, cfg.storage_cache_bytes, storage_ceiling)
     frame = with_node_ceilings(frame, runs)
-    return derive(frame, cfg.thresholds.baseline_gpus, cfg.resolved_ideal()).drop(columns=["throughput_boot"])
+    return derive(frame, None, cfg.resolved_ideal()).drop(columns=["throughput_boot"])  # the smallest scale
 
 
 def without_ceiling(frame: pd.DataFrame, problems: pd.Series) -> pd.Series:

@@ -95,8 +95,8 @@ def test_a_good_file_checks_and_a_suite_names_it_beside_built_ins(tmp_path):
     code, text = cli("workloads", "check", str(path))
     assert code == 0 and "valid" in text
     settings = settings_from({"workloads": ["ssd", "retinanet-b200", str(path)]})
-    assert settings.workloads == ("ssd", "retinanet-b200", str(path))
-    assert SuiteSettings().workloads == ("ssd", "deeplabv3plus")  # existing suites keep their names
+    assert settings.training.workloads == ("ssd", "retinanet-b200", str(path))
+    assert SuiteSettings().training.workloads == ("ssd", "deeplabv3plus")  # existing suites keep their names
     for bad, needle in (("resnet", "not a built-in"), (str(tmp_path / "none.yaml"), "does not exist")):
         with pytest.raises(ConfigError, match=needle):
             settings_from({"workloads": [bad]})
@@ -220,7 +220,7 @@ def test_the_forms_pattern_takes_every_built_in_and_workload_files_and_refuses_o
 
     from bench.config.types import WORKLOAD_REF_PATTERN
 
-    items = SuiteSettings.model_json_schema()["properties"]["workloads"]["items"]
+    items = SuiteSettings.form_properties()["workloads"]["items"]
     assert items == {"type": "string", "pattern": WORKLOAD_REF_PATTERN}
     allowed = re.compile(WORKLOAD_REF_PATTERN)
     assert all(allowed.match(name) for name in builtin_names())
