@@ -203,7 +203,7 @@ def small_drops(add) -> None:
         bound, bounds = needed[noise, step, runs]
         k = min(runs, max(bounds))
         reached = at_bound[0]
-        goal = f"{step:.0%} drops within {runs} runs at noise {noise:.0%}"
+        goal = f"{step:.0%} drops within {runs} runs"
         add(
             "19 small drops",
             f"noise {noise:.0%}: {step:.0%} drops alerted within {runs} runs at the bound power {target:.1f} needs",
@@ -223,9 +223,11 @@ def small_drops(add) -> None:
         met = reached / SERIES >= target and worst <= 0.1
         add(
             "19 small drops",
-            f"noise {noise:.0%}: false alarms per series-year at that bound (the higher of without a step / with dips)",
+            f"noise {noise:.0%}: false alarms per series-year at the bound {goal} need (the higher of without "
+            "a step / with dips)",
             f"{worst:.3f}",
-            f"target <= 0.1 ({parts}; {goal}: power and budget {'both met' if met else 'not both met'} on these seeds)",
+            f"target <= 0.1 ({parts}; {goal} at noise {noise:.0%}: power and budget "
+            f"{'both met' if met else 'not both met'} on these seeds)",
         )
 
 
