@@ -21,11 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import islice
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from bench.errors import ConfigError, ResultsInputError
+
+if TYPE_CHECKING:
+    from bench.analysis.history.noise import ConfirmBounds
 
 # Weekly history of every (workload, GPUs) of a large deployment for decades fits in this; a larger
 # file is a mistake (or an attack on the worker's memory) and is refused before it is parsed whole.
@@ -311,11 +315,11 @@ class Flagged:
 DROP_OUTLIERS = DetectorSettings(outlier_min_change=0.0)
 
 
-def latest_drop(values, since: int = 0):
+def latest_drop(values, since: int = 0, confirm_z: ConfirmBounds | None = None):
     """The noise model's judgement (bench.analysis.history.noise.Drop) of the newest runs of a series
     (oldest first) against the runs from `since` (the first run of the current level) before them, one-week
     outliers set aside; and the index of the first run the drop rests on. None where the level has too few
-    runs for the noise model (the fixed floor judges those)."""
+    runs for the noise model (the fixed floor judges those). `confirm_z`: noise.judge_drop's."""
     from bench.analysis.history import noise
 
     values = np.asarray(values, dtype=float)[since:]
@@ -325,15 +329,16 @@ def latest_drop(values, since: int = 0):
         return None
     kept = values[idx]
     k = min(noise.MAX_RUNS, len(kept) - noise.MIN_NOISE_RUNS)
-    drop = noise.judge_drop(kept[:-k], kept[-k:])
+    drop = noise.judge_drop(kept[:-k], kept[-k:], confirm_z=confirm_z)
     return drop, since + idx[len(kept) - max(drop.runs, 1)]
 
 
-def drop_step(values, since: int = 0) -> Step | None:
-    """A drop the noise model confirms on the newest runs (two or more at the new level), as a Step."""
+def drop_step(values, since: int = 0, confirm_z: ConfirmBounds | None = None) -> Step | None:
+    """A drop the noise model confirms on the newest runs (two or more at the new level), as a Step
+    (`confirm_z`: noise.judge_drop's)."""
     from bench.analysis.history import noise
 
-    found = latest_drop(values, since)
+    found = latest_drop(values, since, confirm_z)
     if found is None or found[0].status != noise.REGRESSED:
         return None
     drop, at = found
@@ -357,6 +362,7 @@ def replay(
     match_runs: int = MATCH_RUNS,
     noise_model: bool = True,
     steps: list[list[Step]] | None = None,
+    confirm_z: ConfirmBounds | None = None,
 ) -> list[Flagged]:
     """Run the detector after every run, as the weekly DAG does; a change confirmed again within
     `match_runs` of where it was first confirmed is the same change, not a new alert.
@@ -364,7 +370,13 @@ def replay(
     Two tests look each week: E-Divisive (find_steps, confirmed by the next run's history) and the noise
     model's drop test on the runs since the last change (drop_step: confirmed by its own second run);
     `noise_model` False leaves the second out (benchmark section 19 compares the two, on the same
-    `steps`: weekly_steps of these values and settings, computed here when not given)."""
+    `steps`: weekly_steps of these values and settings, computed here when not given). `confirm_z`
+    replaces the drop test's confirm bounds (noise.judge_drop; None: noise.CONFIRM_Z, what the suite
+    sends on); section 19 measures the power goals' own bounds with it."""
+    if confirm_z is not None:
+        from bench.analysis.history.noise import check_confirm_bounds
+
+        confirm_z = check_confirm_bounds(confirm_z)  # refused before the replay, not at its first drop
     values = np.asarray(values, dtype=float)
     steps = weekly_steps(values, settings) if steps is None else steps
     if len(steps) != len(values):
@@ -375,7 +387,7 @@ def replay(
         current = steps[t - 1]
         found = confirmed(current, previous, match_runs)
         since = max((f.step.index for f in flagged), default=0)
-        drop = drop_step(values[:t], since) if noise_model else None
+        drop = drop_step(values[:t], since, confirm_z) if noise_model else None
         if drop is not None and not any(_same(drop, step, match_runs) for step in found):
             found = [*found, drop]
         for step in found:

@@ -1,6 +1,7 @@
 """The per-series noise model and the drop judgement (issue 54), on histories drawn with fixed seeds."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -8,6 +9,7 @@ import pytest
 
 from bench.analysis.history import noise
 from bench.analysis.history.detect import latest_drop, replay
+from bench.errors import ConfigError
 from tests.bench.analysis.test_cli_contracts import run
 
 
@@ -140,3 +142,40 @@ def test_a_reference_split_between_two_levels_is_judged_on_the_fixed_tolerance_a
     assert (drop.status, drop.noise_cv) == (noise.REGRESSED, None)  # 13% under the median of the two levels
     assert noise.judge_drop(ref, [900.0], tolerance=0.1).status == noise.OK
     assert noise.confirm_floor(np.r_[ref, 800.0, 800.0, 800.0]) == (None, None)
+
+
+def test_a_lower_confirm_bound_reaches_the_judgement_and_the_weekly_replay():
+    """confirm_z (benchmark section 19's measurement of the power goals' bounds) is the judgement's own
+    bound: one fixed 1%-noise series, 2.5% down from week 40, whose two low runs stand 2.84 standard
+    errors under the level, under the suite's two-run bound (CONFIRM_Z[2] 2.8, widened to about 3.3
+    for a spread from 38 runs), over a two-run bound of 2.0 (widened to about 2.2)."""
+    values = weekly(6, 42, 0.01, 0.025, at=40)
+    lower = {**noise.CONFIRM_Z, 2: 2.0}
+    assert noise.judge_drop(values[:38], values[38:42]).status != noise.REGRESSED
+    drop = noise.judge_drop(values[:38], values[38:42], confirm_z=lower)
+    assert (drop.status, drop.runs) == (noise.REGRESSED, 2)
+    assert noise.judge_drop(values[:38], values[38:42], confirm_z=dict(noise.CONFIRM_Z)) == noise.judge_drop(
+        values[:38], values[38:42]
+    )  # the default is CONFIRM_Z, nothing else
+    # Replayed weekly, as section 19 counts it: alerted by the drop's second run only at the lower bound.
+    assert not [f for f in replay(values) if f.alerted]
+    alerted = [(f.step.index, f.flagged_at) for f in replay(values, confirm_z=lower) if f.alerted]
+    assert alerted == [(40, 41)]
+
+
+@pytest.mark.parametrize(
+    ("confirm_z", "named"),
+    [
+        ({1: 2.0}, "confirm_z: runs 1"),
+        ({5: 2.0}, "confirm_z: runs 5"),
+        ({2: 0.0}, "confirm_z[2]: 0.0"),
+        ({2: float("nan")}, "confirm_z[2]: nan"),
+    ],
+)
+def test_a_confirm_bound_out_of_range_is_refused_naming_it(confirm_z, named):
+    """A bound is a number of runs that can confirm (2..MAX_RUNS) and a finite z > 0 (0 confirms any wobble)."""
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        noise.judge_drop(weekly(1, 20, 0.01), [1000.0, 990.0], confirm_z=confirm_z)
+    # Refused by replay itself: five runs are too few for any drop to be judged, so no judgement refuses it.
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        replay(weekly(1, 5, 0.01), confirm_z=confirm_z)
