@@ -79,7 +79,7 @@ def test_readme_command_1_as_shipped_passes_both_workloads_on_their_figures(tmp_
     assert "images/s [95% CI]" in done.stdout and "efficiency [95% CI]" in done.stdout
     for w in workloads:
         rows = [line for line in lines if line.startswith(f"{w} ")]
-        assert len(rows) == len(default.gpus), done.stdout
+        assert len(rows) == len(default.training.gpus), done.stdout
         assert all(" pass" in r and " fail" not in r and "(cachestat)" in r for r in rows), done.stdout
     assert "bandwidth not checked" not in done.stdout, done.stdout
     log = next(line for line in lines if line.startswith("log: ")).split(": ", 1)[1]
