@@ -7,10 +7,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from bench.config.models import SETTING_FIELDS, SETTING_GROUPS, SuiteSettings
-from bench.config.types import explain, logger
+from bench.config.types import logger, parse
 from bench.errors import ConfigError
 
 SETTING_NAMES: tuple[str, ...] = tuple(SETTING_FIELDS)
@@ -72,7 +70,5 @@ def settings_from(values: dict, prefix: str = "") -> SuiteSettings:
     if message:
         raise ConfigError(prefix + message)
     values = {k: {str(i): v for i, v in val.items()} if isinstance(val, dict) else val for k, val in values.items()}
-    try:
-        return SuiteSettings.model_validate(values)
-    except ValidationError as error:  # named as the user wrote it: by its flat name, not its group's path
-        raise ConfigError(explain(error, prefix, groups=tuple(SETTING_GROUPS))) from None
+    # an error names the setting as the user wrote it: by its flat name, not its group's path
+    return parse(SuiteSettings, values, prefix, groups=tuple(SETTING_GROUPS))

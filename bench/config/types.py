@@ -185,9 +185,10 @@ def explain(error: ValidationError, prefix: str = "", groups: tuple[str, ...] = 
     return "; ".join(lines)
 
 
-def parse(model: type[Frozen], data: dict, prefix: str = ""):
-    """Validate ``data`` into ``model``, raising ConfigError with a field-naming message."""
+def parse(model: type[Frozen], data: dict, prefix: str = "", groups: tuple[str, ...] = ()):
+    """Validate ``data`` into ``model``, raising ConfigError with a field-naming message (`groups`: as in
+    explain, for a model whose fields a user writes by their flat names)."""
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(explain(error, prefix)) from None
+        raise ConfigError(explain(error, prefix, groups)) from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.launch.lifetime import die_with_parent, read_line, watch_stdin
 from bench.launch.rendezvous import listen_addr_towards
-from bench.safe_fs import RefusedFile, read_bounded, write_file
+from bench.safe_fs import read_bounded, write_file
 from bench.train.dist.store import SECRET_ENV
 from bench.train.slots import SLOT_ENV, SlotError, bind, plan_slot
 
@@ -32,7 +32,7 @@ def read_rendezvous_file(path: Path) -> str:
     path = path.absolute()
     try:
         return read_bounded(path.parent, path.name, RENDEZVOUS_FILE_BYTES).decode()
-    except (RefusedFile, OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError) as error:  # RefusedFile (a link, not a regular file) is an OSError
         sys.exit(f"rank: rendezvous file {path}: {error}; refused")
 
 

@@ -89,8 +89,8 @@ def migration_lock(engine: Engine) -> Iterator[None]:
     both saw an empty store and both created the version table (`table ... already exists`, `more than
     one head`). The migration's transaction now takes the write lock up front too (BEGIN IMMEDIATE,
     StoreConnection.migration_connection), which alone serialises every step migrate() takes; this lock
-    is kept as a second guard (one small file beside the database), so the pair is what
-    tests/bench/store/test_store_safety.py guards."""
+    is kept as a second guard (one small file beside the database). tests/bench/store/test_store_safety.py
+    has a test of the pair (concurrent first opens) and one of this lock alone (a first open waits on it)."""
     path = sqlite_file(engine.url) if engine.dialect.name == "sqlite" else None
     if path is None:
         yield
