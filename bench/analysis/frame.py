@@ -49,7 +49,7 @@ def config_key(cfg) -> str:
     """
     import hashlib
 
-    doc = cfg.model_dump(mode="json")
+    doc = _key_doc(cfg)
     values = {}
     for name in CONFIG_KEY_FIELDS:
         value = doc
@@ -76,7 +76,25 @@ def config_key(cfg) -> str:
     prefix = f"{train.preset}/{source}/bs{train.batch_size}/img{train.image_size}/amp{int(train.amp)}"
     added = [getattr(train, n.split(".", 1)[1]) for n, d in CONFIG_KEY_ADDED.items() if _differs(train, n, d)]
     prefix += "".join(f"/{value}" for value in added)
-    return f"{prefix}/{cfg.launcher}#{digest}"
+    return f"{prefix}/{cfg.where.launcher}#{digest}"
+
+
+def _key_doc(cfg) -> dict:
+    """The values the key digests, in the shape every stored key was made from (the config's flat JSON of
+    before the settings were grouped: hosts as {host, slots, port, user}, the checkpoint as its spec), so
+    a series keeps its key, and its history, across that change."""
+    where, checkpoint = cfg.where, cfg.checkpointing.spec
+    return {
+        "launcher": where.launcher,
+        "dataset_path": str(cfg.data.dataset_path),
+        # a host entry once held a port and a user too (never set: always 22 and none), and kept them in the key
+        "hosts": [{"host": h.host, "slots": h.slots, "port": 22, "user": None} for h in where.hosts],
+        **{name: getattr(where, name) for name in ("partition", "account", "gpus_per_node", "ranks_per_node")},
+        **{name: getattr(where, name) for name in ("cpus_per_rank", "oversubscribe")},
+        "train": cfg.train.model_dump(mode="json"),
+        "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
+        "checkpoint_every_steps": cfg.checkpointing.checkpoint_every_steps,
+    }
 
 
 def _differs(train, name: str, default: str) -> bool:

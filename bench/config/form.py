@@ -8,11 +8,23 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     Field,
+    PlainSerializer,
     WithJsonSchema,
 )
 
-from bench.config.types import CONN_ID_RE, EMAIL_RE, INTERFACE_RE, NAME_RE, PATH_RE, GpuCount, matching, safe_path
+from bench.config.types import (
+    CONN_ID_RE,
+    EMAIL_RE,
+    INTERFACE_RE,
+    NAME_RE,
+    PATH_RE,
+    GpuCount,
+    HostSlots,
+    matching,
+    safe_path,
+)
 
 # --- The suite's settings: the one definition behind the Airflow form, suite files and `bench sweep` ---
 
@@ -41,11 +53,35 @@ HOST_SLOTS_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1
 STORAGE_CACHE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?\s*([KMGTP]i?B|B)?$")
 GPU_COUNT_KEY_RE = re.compile(r"^[1-9][0-9]{0,3}$")
 
-FormHost = Annotated[str, matching(HOST_SLOTS_RE, "host[:slots]"), FormPattern(HOST_SLOTS_RE)]
+
+def _host_slots(value):
+    """A `host[:slots]` string (the form's, a suite file's, the model's own JSON) as a HostSlots; a HostSlots
+    as is. Nothing else: a host is written one way wherever a user writes it."""
+    if isinstance(value, HostSlots):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected host[:slots] (a string), got {value!r}")
+    if not HOST_SLOTS_RE.fullmatch(value):
+        raise ValueError(f"host[:slots] {value!r} does not match {HOST_SLOTS_RE.pattern}")
+    host, _, slots = value.partition(":")
+    return {"host": host, "slots": int(slots) if slots else 1}
+
+
+# A node and its slots: a HostSlots in the model (what the launchers take), `host[:slots]` in JSON and the
+# form. Port and user are not settings (the ssh config or the connection gives them): never written.
+FormHost = Annotated[
+    HostSlots,
+    BeforeValidator(_host_slots),
+    PlainSerializer(HostSlots.text),
+    WithJsonSchema({"pattern": form_pattern(HOST_SLOTS_RE), "type": "string"}),
+]
 FormName = Annotated[str, matching(NAME_RE, "name"), FormPattern(NAME_RE)]
 FormInterface = Annotated[str, matching(INTERFACE_RE, "interface name"), FormPattern(INTERFACE_RE)]
 FormConnId = Annotated[str, matching(CONN_ID_RE, "connection id"), FormPattern(CONN_ID_RE)]
-FormPath = Annotated[str, AfterValidator(lambda v: str(safe_path(Path(v)))), FormPattern(PATH_RE)]
+# A path: a Path in the model, a string in JSON and the form
+FormPath = Annotated[
+    Path, AfterValidator(safe_path), WithJsonSchema({"pattern": form_pattern(PATH_RE), "type": "string"})
+]
 FormEmail = Annotated[str, matching(EMAIL_RE, "e-mail address"), FormPattern(EMAIL_RE)]
 FormStorageCache = Annotated[str, matching(STORAGE_CACHE_RE, "storage cache size"), FormPattern(STORAGE_CACHE_RE)]
 # A per-GPU-count table's key: a GPU count in the model (the verdict compares it with a scale's), a string

@@ -8,6 +8,7 @@ the others' defaults and limits are read from their group (`suite_default`, `lim
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from pydantic import (
     BaseModel,
     ByteSize,
     Field,
+    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -62,13 +64,12 @@ from bench.config.types import (
     Backend,
     Bind,
     CompileMode,
-    ConnId,
     Efficiency,
     Frozen,
     GpuCount,
     Host,
+    HostSlots,
     Ideal,
-    InterfaceName,
     LauncherKind,
     LoaderKind,
     Precision,
@@ -76,7 +77,6 @@ from bench.config.types import (
     RecordFormat,
     RunId,
     SafePath,
-    SlurmName,
     StageOn,
     WorkloadRef,
     matching,
@@ -230,6 +230,11 @@ class WhereSettings(Frozen):
     def _ranks_per_node(cls, value: int | None) -> int | None:
         return value or None  # 0, the form's old "all on one", is None's spelling
 
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
+        return unique_hosts(hosts)
+
 
 class DataSettings(Frozen):
     """The `data` group of the settings. The dataset on the storage under test: where, how big, how staged, how cold."""
@@ -279,6 +284,11 @@ class DataSettings(Frozen):
         "(the worker need not mount the store); worker: on the Airflow worker. Empty: node for ssh and "
         "Slurm, worker for local.",
     )
+
+    @property
+    def storage_cache_bytes(self) -> ByteSize | None:
+        """The declared storage cache in bytes (the setting keeps the size as written, e.g. 512GiB)."""
+        return None if self.storage_cache is None else TypeAdapter(ByteSize).validate_python(self.storage_cache)
 
 
 class ProbingSettings(Frozen):
@@ -359,10 +369,15 @@ class CheckpointSettings(Frozen):
         le=1_000_000,
     )
 
+    @property
+    def spec(self) -> CheckpointSpec | None:
+        """The checkpoint phase as a CheckpointSpec (None: off); the setting keeps its JSON form."""
+        return parse_setting(self.checkpoint)
+
 
 class Thresholds(Frozen):
     """The `bounds` group of the settings. The bounds a scale is judged by: this group is the verdict's own view
-    (SweepConfig.thresholds), and a stored run's thresholds are read back as it (bench.results.stored)."""
+    (SweepConfig.bounds), and a stored run's thresholds are read back as it (bench.results.stored)."""
 
     min_scaling_efficiency: Efficiency = form_field(
         DEFAULT_MIN_SCALING_EFFICIENCY,
@@ -489,12 +504,10 @@ SETTING_FIELDS: dict[str, FieldInfo] = dict(
 )
 
 
-class SuiteSettings(Frozen):
-    """Every setting a user gives a suite run, nested by group (SETTING_GROUPS), each with its one default:
-    the DAG's Params are generated from these fields, suite files and `bench sweep --config` hold their
-    flat names (routed to their group here), and `to_sweep` is the one mapping to the internal SweepConfig,
-    whose `thresholds` and `alerts` are the `bounds` and `alerts` groups themselves. Unknown names are
-    refused (extra="forbid")."""
+class SettingGroups(Frozen):
+    """The seven groups of settings (SETTING_GROUPS), each the one definition of its settings' types,
+    defaults and limits: what a user gives (SuiteSettings) and what a run works from (SweepConfig) hold
+    the same group objects. Flat names (the form's, suite files', a conf's) are routed to their group."""
 
     training: TrainingSettings = TrainingSettings()
     where: WhereSettings = WhereSettings()
@@ -507,23 +520,35 @@ class SuiteSettings(Frozen):
     @model_validator(mode="before")
     @classmethod
     def _by_group(cls, values):
-        """Flat names go to their group (a group may also be given whole, as model_dump writes it, or both);
-        a name no group has stays where it is and is refused by name."""
-        if not isinstance(values, dict):
-            return values
-        out = {key: value for key, value in values.items() if key not in GROUP_OF}
-        for key, value in values.items():
-            group = GROUP_OF.get(key)
-            if group is None:
-                continue
-            whole = out.get(group, {})
-            whole = whole.model_dump() if isinstance(whole, BaseModel) else whole
-            if not isinstance(whole, dict):
-                continue  # a group given as something else: pydantic refuses it, naming the group
-            if key in whole:
-                raise ValueError(f"{key}: given twice (by its name and in its group {group!r}); give it once")
-            out[group] = whole | {key: value}
-        return out
+        return by_group(values, SETTING_GROUPS)
+
+
+def by_group(values, groups: Collection[str]):
+    """`values` with each flat setting name of one of `groups` moved into its group (a group may also be
+    given whole, as model_dump writes it, or both); a name of no such group stays where it is, for the
+    model to take or refuse by name. What lets every user write a setting by its own name."""
+    if not isinstance(values, dict):
+        return values
+    out = {key: value for key, value in values.items() if GROUP_OF.get(key) not in groups}
+    for key, value in values.items():
+        group = GROUP_OF.get(key)
+        if group not in groups:
+            continue
+        whole = out.get(group, {})
+        whole = whole.model_dump() if isinstance(whole, BaseModel) else whole
+        if not isinstance(whole, dict):
+            continue  # a group given as something else: pydantic refuses it, naming the group
+        if key in whole:
+            raise ValueError(f"{key}: given twice (by its name and in its group {group!r}); give it once")
+        out[group] = whole | {key: value}
+    return out
+
+
+class SuiteSettings(SettingGroups):
+    """Every setting a user gives a suite run, nested by group (SETTING_GROUPS), each with its one default:
+    the DAG's Params are generated from these fields, suite files and `bench sweep --config` hold their
+    flat names (routed to their group), and `sweep_config` turns them into the run's SweepConfig, which
+    holds these very groups. Unknown names are refused (extra="forbid")."""
 
     @classmethod
     def defaults(cls) -> dict:
@@ -547,69 +572,37 @@ class SuiteSettings(Frozen):
         return {name: props[name] for name in SETTING_FIELDS}
 
     def sweep_config(self, home: Path | str, output_dir: Path | str) -> SweepConfig:
-        """The internal config, with the cross-field rules (hosts' slots, launcher needs) checked."""
-        return parse(SweepConfig, self.to_sweep(home, output_dir))
+        """The run's config: these groups (the dataset placed under `home` where none is given), the rank
+        template (rank_template) and the output folder, with the cross-field rules (hosts' slots, launcher
+        needs) checked."""
+        dataset = self.data.dataset_path or Path(home) / "data"
+        groups = {name: getattr(self, name) for name in SETTING_GROUPS}
+        groups["data"] = self.data.model_dump() | {"dataset_path": dataset}
+        run = {"train": self.rank_template(dataset), "output_dir": str(output_dir)}
+        return parse(SweepConfig, groups | run, groups=tuple(SETTING_GROUPS))
 
-    def to_sweep(self, home: Path | str, output_dir: Path | str) -> dict:
-        """SweepConfig fields (validated by the caller with `parse`); `home` places the default dataset.
-        The `bounds` and `alerts` groups go as they are: SweepConfig's thresholds and alerts are those
-        models. The other groups' values are parsed on their way (a host[:slots] string into HostSlots, a
-        path string into a Path, a size into bytes), and the rank template is built from `training`."""
-        where, data, training, probe = self.where, self.data, self.training, self.probe
-        dataset = data.dataset_path or str(Path(home) / "data")
+    def rank_template(self, dataset: Path | str) -> dict:
+        """TrainConfig's fields for every rank of the run, from the `training` group (each scale's launch
+        sets its own workload and dataset folder: bench.suite.plan.run_spec). A TrainConfig default that is
+        not the suite's is never left to stand: each field is passed (test_defaults_once holds it)."""
+        training, where = self.training, self.where
         return {
-            "workloads": training.workloads,
-            "gpus": training.gpus,
-            "launcher": where.launcher,
-            "conn_id": where.conn_id,
-            "hosts": [HostSlots.parse(h).model_dump() for h in where.hosts],
-            "ssh_config": where.ssh_config,
-            "rendezvous_interface": where.rendezvous_interface,
-            "partition": where.partition,
-            "account": where.account,
-            "gpus_per_node": where.gpus_per_node,
-            "cpus_per_rank": where.cpus_per_rank,
-            "oversubscribe": where.oversubscribe,
-            "ranks_per_node": where.ranks_per_node,
-            "dataset_path": dataset,
-            "dataset_images": data.dataset_images,
-            "stage_from": data.stage_from,
-            "stage_on": data.stage_on,
-            "time_limit_s": where.time_limit_s,
-            "train": {
-                # a template: each scale's launch sets its own workload (bench.suite.plan.run_spec)
-                "workload": training.workloads[0] if training.workloads[0] in WORKLOADS else WORKLOADS[0],
-                "steps": None if training.epochs else training.steps,
-                "epochs": training.epochs,
-                "warmup_steps": training.warmup_steps,
-                "min_measure_s": training.min_measure_s,
-                "loader_threads": where.cpus_per_rank,
-                "batch_size": training.batch_size,
-                "image_size": training.image_size,
-                "loader": training.loader,
-                "preset": training.preset,
-                "data": dataset,
-                "sample_interval_s": SUITE_SAMPLE_INTERVAL_S,
-                "drop_caches": data.evict_dataset,
-                "precision": training.precision,
-                "compile": training.compile,
-                "backend": training.backend,
-            },
-            "thresholds": self.bounds,
-            "alerts": self.alerts,
-            "output_dir": str(output_dir),
-            "cluster": where.cluster,
-            "storage_cache_bytes": data.storage_cache,
-            "probe_storage": probe.probe_storage,
-            "probe_max_jobs": probe.probe_max_jobs,
-            "probe_seconds": probe.probe_seconds,
-            "au_search_max_ranks": probe.au_search_max_ranks,
-            "confirm_causes": probe.confirm_causes,
-            "confirm_regressions": probe.confirm_regressions,
-            "ceilings": probe.ceilings,
-            "ideal": probe.ideal,
-            "checkpoint": self.checkpointing.checkpoint,
-            "checkpoint_every_steps": self.checkpointing.checkpoint_every_steps,
+            "workload": training.workloads[0] if training.workloads[0] in WORKLOADS else WORKLOADS[0],
+            "steps": None if training.epochs else training.steps,
+            "epochs": training.epochs,
+            "warmup_steps": training.warmup_steps,
+            "min_measure_s": training.min_measure_s,
+            "loader_threads": where.cpus_per_rank,
+            "batch_size": training.batch_size,
+            "image_size": training.image_size,
+            "loader": training.loader,
+            "preset": training.preset,
+            "data": dataset,
+            "sample_interval_s": SUITE_SAMPLE_INTERVAL_S,
+            "drop_caches": self.data.evict_dataset,
+            "precision": training.precision,
+            "compile": training.compile,
+            "backend": training.backend,
         }
 
 
@@ -644,7 +637,7 @@ class TrainConfig(Frozen):
 
     A setting the suite also has takes the suite's default (suite_default). Three keep a default of
     their own, for `bench train` run by hand and the tests' single ranks; the suite passes its value
-    for each explicitly (SuiteSettings.to_sweep), so a suite run never sees these:
+    for each explicitly (SuiteSettings.rank_template), so a suite run never sees these:
     - steps: None, since a rank is given steps or epochs and a default step count would clash with
       --epochs (the suite's 20 is its own measured-steps floor);
     - image_size: 64, a quick rank on a CPU core (the suite's 128 is the size its history is kept at);
@@ -762,49 +755,26 @@ class TrainConfig(Frozen):
         return self
 
 
-class HostSlots(Frozen):
-    host: Host
-    slots: int = Field(1, ge=1, le=64)
-    port: int = Field(22, ge=1, le=65535)
-    user: SlurmName | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> HostSlots:
-        """`host[:slots]`, as horovodrun's -H takes it."""
-        host, _, slots = text.partition(":")
-        return cls(host=host, slots=int(slots) if slots else 1)
-
-
 class RunSpec(Frozen):
-    """What a launcher needs for one multi-rank run."""
+    """What a launcher needs for one multi-rank run: the rank's TrainConfig, the rank count, the run folder,
+    and the suite's `where` group itself (nodes, slots, Slurm's partition and account, limits). Where-names
+    given flat (`RunSpec(hosts=...)`) go to the group, as a user's settings do."""
 
     run_id: RunId
     train: TrainConfig
     ranks: GpuCount
     output_dir: SafePath
-    hosts: tuple[HostSlots, ...] = suite_default("hosts")
-    # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
-    # Airflow connection, reaches the hosts; none: the user's own ssh config.
-    ssh_config: SafePath | None = suite_default("ssh_config")
-    partition: SlurmName | None = suite_default("partition")
-    account: SlurmName | None = suite_default("account")
-    gpus_per_node: int = suite_default("gpus_per_node")
-    # ge=1: a launcher is given a count or None, never the settings' old 0 ("all on one", None there)
-    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1)
-    time_limit_s: int = suite_default("time_limit_s")
-    cpus_per_rank: int = suite_default("cpus_per_rank")
-    oversubscribe: bool = suite_default("oversubscribe")
+    where: WhereSettings = WhereSettings()
     env: dict[str, str] = Field(default_factory=dict)
     sbatch_directives: tuple[str, ...] = ()
     rendezvous_addr: Host | None = None  # Slurm: the first node's address to listen on (default its NodeAddr)
-    rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")  # this interface's address
     python: SafePath | None = None
     nonce: Annotated[str, matching(re.compile(r"^[0-9a-f]{0,64}$"), "nonce")] = ""
 
-    @field_validator("hosts")
+    @model_validator(mode="before")
     @classmethod
-    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
-        return unique_hosts(hosts)
+    def _by_group(cls, values):
+        return by_group(values, ("where",))
 
     @field_validator("env")
     @classmethod
@@ -825,106 +795,50 @@ class RunSpec(Frozen):
         return items
 
 
-class SweepConfig(Frozen):
-    """One suite run: the DAG's Params and `bench sweep` flags both become this."""
+class SweepConfig(SettingGroups):
+    """One suite run: the settings' groups themselves (`cfg.where.hosts`, `cfg.bounds`, `cfg.probe.ceilings`),
+    the dataset's place always given (`data.dataset_path`), the rank template (`train`, which each scale's
+    launch completes) and the run's output folder. The DAG's first task and `bench sweep` make it
+    (SuiteSettings.sweep_config); each later task validates the plan's dump of it with this model."""
 
-    workloads: tuple[WorkloadRef, ...] = suite_default("workloads")
-    gpus: tuple[GpuCount, ...] = suite_default("gpus")
-    launcher: LauncherKind = suite_default("launcher")
-    conn_id: ConnId | None = suite_default("conn_id")
-    hosts: tuple[HostSlots, ...] = suite_default("hosts")
-    # ssh -F for every ssh the suite runs (ssh hosts, the Slurm login node): how the CLI, which has no
-    # Airflow connection, reaches the hosts; none: the user's own ssh config.
-    ssh_config: SafePath | None = suite_default("ssh_config")
-    rendezvous_interface: InterfaceName | None = suite_default("rendezvous_interface")
-    partition: SlurmName | None = suite_default("partition")
-    account: SlurmName | None = suite_default("account")
-    gpus_per_node: int = suite_default("gpus_per_node")
-    # ge=1: a launcher is given a count or None, never the settings' old 0 ("all on one", None there)
-    ranks_per_node: int | None = suite_default("ranks_per_node", ge=1)
-    dataset_path: SafePath
-    dataset_images: int = suite_default("dataset_images")
-    stage_from: SafePath | None = suite_default("stage_from")
-    # Where generation, staging and the manifest check run; empty: by launcher (resolved_stage_on).
-    stage_on: StageOn | None = suite_default("stage_on")
     generate: bool = True
     train: TrainConfig
-    thresholds: Thresholds = Thresholds()
-    alerts: AlertTargets = AlertTargets()
     output_dir: SafePath
-    cluster: SlurmName = suite_default("cluster")
-    time_limit_s: int = suite_default("time_limit_s")
-    cpus_per_rank: int = suite_default("cpus_per_rank")
-    oversubscribe: bool = suite_default("oversubscribe")
-    # Declared cache of the storage system (a NAS's RAM/flash tier): a client cannot drop it, so a
-    # dataset it could hold makes epoch-1 bandwidth a cache figure, labelled as such.
-    storage_cache_bytes: ByteSize | None = suite_default("storage_cache")
-    # fio's cold-read ceiling of the staged dataset, after the last scale (never beside training).
-    probe_storage: bool = suite_default("probe_storage")
-    probe_max_jobs: int = suite_default("probe_max_jobs")
-    probe_seconds: float = suite_default("probe_seconds")
-    # An emulated workload's extra rank counts, doubling up to its nodes' slots and this cap (0: none):
-    # bench.suite.plan.scales_of; accelerators-at-AU is then measured where AU falls.
-    au_search_max_ranks: int = suite_default("au_search_max_ranks")
-    # Rerun each scale that fails its scaling bound with a warm cache and with synthetic data, and the
-    # baseline likewise (DS-Analyzer's differential), to confirm or correct the named cause. Costs four
-    # extra runs per failing workload.
-    confirm_causes: bool = suite_default("confirm_causes")
-    # Run a scale under its series' regression floor once more, after the last scale; a regression is
-    # called only when both runs fall under it (bench.analysis.history.regression).
-    confirm_regressions: bool = suite_default("confirm_regressions")
-    # Each scale above one rank is followed by its node ceiling: the same ranks as independent copies.
-    ceilings: bool = suite_default("ceilings")
-    # What a scale's efficiency is judged against: linear (each rank owns an accelerator), independent
-    # (the node ceiling: ranks share cores, memory bandwidth, sibling threads), auto (linear on GPU nodes).
-    ideal: Ideal = suite_default("ideal")
-    # The checkpoint phase after each scale's training, on its ranks (None: off), and the saves during
-    # the measured steps (0: none): bench.train.checkpointing.
-    checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
-    checkpoint_every_steps: int = suite_default("checkpoint_every_steps")
 
-    @field_validator("checkpoint", mode="before")
-    @classmethod
-    def _checkpoint(cls, value) -> CheckpointSpec | None:
-        return parse_setting(value)
+    @model_validator(mode="after")
+    def _dataset_placed(self) -> SweepConfig:
+        if self.data.dataset_path is None:  # the group's default, so an after-model check, not a field's
+            raise ValueError("dataset_path: a run's dataset must have a place (SuiteSettings puts it under home)")
+        return self
 
-    @field_validator("ranks_per_node", mode="before")
+    @field_validator("training")
     @classmethod
-    def _all_on_one(cls, value):
-        return value or None  # 0 is SuiteSettings' old spelling of "all on one node"
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts(cls, hosts: tuple[HostSlots, ...]) -> tuple[HostSlots, ...]:
-        return unique_hosts(hosts)
+    def _non_empty(cls, training: TrainingSettings) -> TrainingSettings:
+        for name in ("workloads", "gpus"):
+            if not getattr(training, name):
+                raise ValueError(f"{name}: must list at least one value")
+        return training
 
     def resolved_stage_on(self) -> StageOn:
         """stage_on, an empty one resolved by launcher: node for ssh and Slurm (where the store is mounted
         on the compute nodes, perhaps not on the worker), worker for local (the worker is the node)."""
-        return self.stage_on or ("worker" if self.launcher == "local" else "node")
+        return self.data.stage_on or ("worker" if self.where.launcher == "local" else "node")
 
     def resolved_ideal(self) -> str:
         """The ideal this suite's verdicts use: `auto` is linear on GPU slots, independent on CPU slots
         (linear too where no node ceiling is measured)."""
-        if self.ideal != "auto":
-            return self.ideal
-        return "linear" if self.gpus_per_node > 0 or not self.ceilings else "independent"
-
-    @field_validator("workloads", "gpus")
-    @classmethod
-    def _non_empty_unique(cls, items: tuple) -> tuple:
-        if not items:
-            raise ValueError("must list at least one value")
-        return unique_items(items)
+        if self.probe.ideal != "auto":
+            return self.probe.ideal
+        return "linear" if self.where.gpus_per_node > 0 or not self.probe.ceilings else "independent"
 
     @model_validator(mode="after")
     def _gpu_only_settings(self) -> SweepConfig:
-        if self.gpus_per_node == 0 and self.train.precision == "fp16":
+        if self.where.gpus_per_node == 0 and self.train.precision == "fp16":
             raise ValueError(
                 "precision: fp16 needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
                 "allowed here: fp32, bf16"
             )
-        if self.gpus_per_node == 0 and self.train.compile == "cuda_graphs":
+        if self.where.gpus_per_node == 0 and self.train.compile == "cuda_graphs":
             raise ValueError(
                 "compile: cuda_graphs needs CUDA GPUs and this suite's nodes have none (gpus_per_node 0); "
                 "allowed here: none, torch_compile"
@@ -933,24 +847,27 @@ class SweepConfig(Frozen):
 
     @model_validator(mode="after")
     def _ideal_needs_ceilings(self) -> SweepConfig:
-        if self.ideal == "independent" and not self.ceilings:
+        if self.probe.ideal == "independent" and not self.probe.ceilings:
             raise ValueError("ideal: 'independent' judges each scale against its node ceiling; set ceilings true")
         return self
 
     @model_validator(mode="after")
     def _launcher_needs(self) -> SweepConfig:
-        if self.ssh_config is not None and not (self.launcher == "ssh" or (self.launcher == "slurm" and self.conn_id)):
+        where, gpus = self.where, self.training.gpus
+        if where.ssh_config is not None and not (
+            where.launcher == "ssh" or (where.launcher == "slurm" and where.conn_id)
+        ):
             raise ValueError(
-                f"ssh_config: launcher {self.launcher}{' without conn_id' if self.launcher == 'slurm' else ''} "
+                f"ssh_config: launcher {where.launcher}{' without conn_id' if where.launcher == 'slurm' else ''} "
                 "runs no ssh; allowed with launcher ssh, or slurm with conn_id (its login node)"
             )
-        if self.launcher == "ssh" and not self.hosts:
+        if where.launcher == "ssh" and not where.hosts:
             raise ValueError("hosts: the ssh launcher needs at least one host[:slots]")
-        if self.launcher == "ssh":
-            capacity = sum(h.slots for h in self.hosts)
-            if max(self.gpus) > capacity and not self.oversubscribe:
+        if where.launcher == "ssh":
+            capacity = sum(h.slots for h in where.hosts)
+            if max(gpus) > capacity and not where.oversubscribe:
                 raise ValueError(
-                    f"gpus: {max(self.gpus)} ranks exceed the {capacity} slots of hosts "
-                    f"({', '.join(f'{h.host}:{h.slots}' for h in self.hosts)}); set oversubscribe to allow it"
+                    f"gpus: {max(gpus)} ranks exceed the {capacity} slots of hosts "
+                    f"({', '.join(f'{h.host}:{h.slots}' for h in where.hosts)}); set oversubscribe to allow it"
                 )
         return self

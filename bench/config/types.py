@@ -66,11 +66,11 @@ def unique_items(items: tuple) -> tuple:
 
 def unique_hosts(hosts: tuple) -> tuple:
     """Two entries for one host would give two ranks the same local rank (the same GPU and cores)."""
-    seen: set[tuple[str, int]] = set()
+    seen: set[str] = set()
     for h in hosts:
-        if (h.host, h.port) in seen:
+        if h.host in seen:
             raise ValueError(f"host {h.host} is listed twice; give it once with its total slots ({h.host}:N)")
-        seen.add((h.host, h.port))
+        seen.add(h.host)
     return hosts
 
 
@@ -147,6 +147,25 @@ Efficiency = Annotated[float, Field(ge=0, le=1.5)]
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostSlots(Frozen):
+    """One node and its slots (ranks it takes), as a launcher holds it; the `where` group's `hosts` hold
+    these, written `host[:slots]` in the form and suite files. Port and user are the ssh config's or the
+    connection's (bench.launch.sshopts), never a host entry's."""
+
+    host: Host
+    slots: int = Field(1, ge=1, le=64)
+
+    @classmethod
+    def parse(cls, text: str) -> HostSlots:
+        """`host[:slots]`, as horovodrun's -H takes it."""
+        host, _, slots = text.partition(":")
+        return cls(host=host, slots=int(slots) if slots else 1)
+
+    def text(self) -> str:
+        """`host[:slots]` again (`:slots` left out at one slot, as the form shows it)."""
+        return self.host if self.slots == 1 else f"{self.host}:{self.slots}"
 
 
 def default_of(model: type[BaseModel], name: str):

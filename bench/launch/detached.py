@@ -60,7 +60,7 @@ class DetachedLauncher:
         """Every rank runs here: as many slots as this machine's usable cores allow."""
         from bench.train.slots import check_capacity, usable_cpus
 
-        check_capacity("localhost", spec.ranks, spec.cpus_per_rank, spec.oversubscribe, usable_cpus())
+        check_capacity("localhost", spec.ranks, spec.where.cpus_per_rank, spec.where.oversubscribe, usable_cpus())
         _check_memory(spec)
 
     def submit(self, spec: RunSpec) -> Handle:

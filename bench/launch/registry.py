@@ -38,4 +38,4 @@ def build_launcher(
 
 def suite_launcher(cfg):
     """The launcher a suite config names, with its ssh config file (no Airflow connection: the CLI)."""
-    return build_launcher(cfg.launcher, ssh_config=cfg.ssh_config)
+    return build_launcher(cfg.where.launcher, ssh_config=cfg.where.ssh_config)

@@ -66,7 +66,7 @@ def job_name(run_id: str) -> str:
 
 def batch_script(spec: RunSpec, python: str) -> str:
     """The sbatch script; every interpolated value is validated by RunSpec and shlex-quoted here."""
-    nodes = len(spec.hosts) or max(1, math.ceil(spec.ranks / (spec.ranks_per_node or spec.ranks)))
+    nodes = len(spec.where.hosts) or max(1, math.ceil(spec.ranks / (spec.where.ranks_per_node or spec.ranks)))
     per_node = spec.ranks // nodes
     if per_node * nodes != spec.ranks:
         raise LaunchError(f"ranks: {spec.ranks} do not divide evenly over {nodes} nodes")
@@ -77,25 +77,25 @@ def batch_script(spec: RunSpec, python: str) -> str:
         f"#SBATCH --job-name={q(job_name(spec.run_id))}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={per_node}",
-        f"#SBATCH --cpus-per-task={spec.cpus_per_rank}",
-        f"#SBATCH --time={_time_limit(spec.time_limit_s)}",
+        f"#SBATCH --cpus-per-task={spec.where.cpus_per_rank}",
+        f"#SBATCH --time={_time_limit(spec.where.time_limit_s)}",
         f"#SBATCH --output={q(str(out / 'logs' / 'slurm-%j.out'))}",
         "#SBATCH --kill-on-invalid-dep=yes",
     ]
-    if spec.gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
+    if spec.where.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={spec.where.gpus_per_node}")
         lines.append("#SBATCH --gpus-per-task=1")  # one GPU per rank, as a slot
-    if spec.oversubscribe:
+    if spec.where.oversubscribe:
         lines += ["#SBATCH --overcommit", "#SBATCH --oversubscribe"]
-    if spec.partition:
-        lines.append(f"#SBATCH --partition={q(spec.partition)}")
-    if spec.account:
-        lines.append(f"#SBATCH --account={q(spec.account)}")
+    if spec.where.partition:
+        lines.append(f"#SBATCH --partition={q(spec.where.partition)}")
+    if spec.where.account:
+        lines.append(f"#SBATCH --account={q(spec.where.account)}")
     lines += [f"#SBATCH {d}" for d in spec.sbatch_directives]
     addr_file = out / "rendezvous.addr"
     addr_flag = f" --addr {q(spec.rendezvous_addr)}" if spec.rendezvous_addr else ""
-    if spec.rendezvous_interface:
-        addr_flag += f" --interface {q(spec.rendezvous_interface)}"
+    if spec.where.rendezvous_interface:
+        addr_flag += f" --interface {q(spec.where.rendezvous_interface)}"
     lines += [
         "set -u",
         *(f"export {k}={q(v)}" for k, v in spec.env.items()),
@@ -125,19 +125,19 @@ class SlurmLauncher:
         self.runner = runner or CommandRunner()
 
     def check(self, spec: RunSpec) -> None:
-        if spec.partition:
-            done = self.runner.run(["sinfo", "-h", "-p", spec.partition, "-o", "%P"], check=False)
+        if spec.where.partition:
+            done = self.runner.run(["sinfo", "-h", "-p", spec.where.partition, "-o", "%P"], check=False)
             if done.returncode != 0 or not done.stdout.strip():
-                raise LaunchError(f"partition {spec.partition}: not found by sinfo ({done.stderr.strip()})")
+                raise LaunchError(f"partition {spec.where.partition}: not found by sinfo ({done.stderr.strip()})")
         self._check_slots(spec)
 
     def _check_slots(self, spec: RunSpec) -> None:
         """Ranks per node x cpus_per_rank must fit the partition's nodes, named, before sbatch."""
-        if spec.oversubscribe:
+        if spec.where.oversubscribe:
             return
-        nodes = len(spec.hosts) or max(1, math.ceil(spec.ranks / (spec.ranks_per_node or spec.ranks)))
+        nodes = len(spec.where.hosts) or max(1, math.ceil(spec.ranks / (spec.where.ranks_per_node or spec.ranks)))
         per_node = math.ceil(spec.ranks / nodes)
-        argv = ["sinfo", "-h", "-N", "-o", "%N %c"] + (["-p", spec.partition] if spec.partition else [])
+        argv = ["sinfo", "-h", "-N", "-o", "%N %c"] + (["-p", spec.where.partition] if spec.where.partition else [])
         done = self.runner.run(argv, check=False)
         cpus = {}
         for line in done.stdout.splitlines() if done.returncode == 0 else []:
@@ -147,11 +147,11 @@ class SlurmLauncher:
         if not cpus:
             return  # sinfo gave nothing to check against: sbatch itself refuses what cannot fit
         largest = max(cpus, key=cpus.get)
-        slots = cpus[largest] // spec.cpus_per_rank
+        slots = cpus[largest] // spec.where.cpus_per_rank
         if per_node > slots:
             raise LaunchError(
                 f"node {largest}: {per_node} ranks per node asked, but it has {slots} slot(s) "
-                f"({cpus[largest]} CPUs / cpus_per_rank {spec.cpus_per_rank}); set oversubscribe to allow it"
+                f"({cpus[largest]} CPUs / cpus_per_rank {spec.where.cpus_per_rank}); set oversubscribe to allow it"
             )
 
     def submit(self, spec: RunSpec) -> Handle:

@@ -19,7 +19,7 @@ class SshLauncher(DetachedLauncher):
 
     def check(self, spec: RunSpec) -> None:
         assert self.ssh is not None
-        self.ssh.check_reachable(spec.hosts)
+        self.ssh.check_reachable(spec.where.hosts)
 
 
 def build(options: LauncherOptions) -> SshLauncher:

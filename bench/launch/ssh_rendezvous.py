@@ -40,12 +40,12 @@ class RemoteRendezvous:
 
     def __init__(self, ssh: SshOptions, spec: RunSpec, backend: str, secret: str, python: str, log: Path) -> None:
         self.backend = backend
-        hosts = [(h.host, h.slots) for h in spec.hosts]
+        hosts = [(h.host, h.slots) for h in spec.where.hosts]
         self.plan = rank_plan(backend, hosts, spec.ranks)
-        self.host = next(h for h in spec.hosts if h.host == self.plan[0].hostname)
+        self.host = next(h for h in spec.where.hosts if h.host == self.plan[0].hostname)
         argv = [python, "-m", "bench.launch.rendezvous", "--tag", spec.run_id, "--stdio", json.dumps(hosts)]
-        argv += ["--ranks", str(spec.ranks), "--backend", backend, "--lifetime-s", str(spec.time_limit_s + 120)]
-        argv += ["--interface", spec.rendezvous_interface] if spec.rendezvous_interface else []
+        argv += ["--ranks", str(spec.ranks), "--backend", backend, "--lifetime-s", str(spec.where.time_limit_s + 120)]
+        argv += ["--interface", spec.where.rendezvous_interface] if spec.where.rendezvous_interface else []
         self._log = log
         with open_append(log) as err:
             self._proc = subprocess.Popen(
@@ -90,7 +90,7 @@ class RemoteRendezvous:
         probe = f"import socket; socket.create_connection(({self.listen_addr!r}, {self.port}), {REACH_S}).close()"
         procs: dict[str, subprocess.Popen] = {}
         for name in others:
-            host: HostSlots = next(h for h in spec.hosts if h.host == name)
+            host: HostSlots = next(h for h in spec.where.hosts if h.host == name)
             procs[name] = subprocess.Popen(
                 ssh.argv(host, remote_command(dict(spec.env), [python, "-c", probe])),
                 stdin=subprocess.DEVNULL,

@@ -28,8 +28,6 @@ class SshOptions(BaseModel):
 
     def argv(self, host: HostSlots | str, command: str) -> list[str]:
         name = host.host if isinstance(host, HostSlots) else host
-        port = host.port if isinstance(host, HostSlots) and host.port != 22 else self.port
-        user = (host.user if isinstance(host, HostSlots) else None) or self.user
         args = [
             "ssh",
             "-o",
@@ -47,10 +45,10 @@ class SshOptions(BaseModel):
             args += ["-o", f"UserKnownHostsFile={self.known_hosts_file}"]
         if self.key_file:
             args += ["-i", str(self.key_file), "-o", "IdentitiesOnly=yes"]
-        if port:
-            args += ["-p", str(port)]
-        if user:
-            args += ["-l", user]
+        if self.port:
+            args += ["-p", str(self.port)]
+        if self.user:
+            args += ["-l", self.user]
         return [*args, "--", name, command]
 
     def check_reachable(self, hosts: tuple[HostSlots, ...]) -> None:

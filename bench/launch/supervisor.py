@@ -56,8 +56,8 @@ def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None
         "--out",
         str(spec.output_dir),
         "--cpus-per-rank",
-        str(spec.cpus_per_rank),
-        *(["--oversubscribe"] if spec.oversubscribe else []),
+        str(spec.where.cpus_per_rank),
+        *(["--oversubscribe"] if spec.where.oversubscribe else []),
         *(wrapper_flags or []),
         "--",
         "--spec",
@@ -80,7 +80,7 @@ class Supervisor:
     def _hosts(self) -> list[tuple[str, int]]:
         if self.backend == "local":
             return [("localhost", self.spec.ranks)]
-        return [(h.host, h.slots) for h in self.spec.hosts]
+        return [(h.host, h.slots) for h in self.spec.where.hosts]
 
     def _start_rendezvous(self, backend: str):
         """Local: on this host, loopback only. ssh: on the first rank's host (bench.launch.ssh_rendezvous),
@@ -116,7 +116,7 @@ class Supervisor:
             )
         assert self.ssh is not None
         argv = rank_argv(self.spec, python, ["--stdin-lifeline", "--secret-from-stdin", *backend])
-        host = next(h for h in self.spec.hosts if h.host == slot.hostname)
+        host = next(h for h in self.spec.where.hosts if h.host == slot.hostname)
         # stdin carries the secret's one line, then nothing: when this supervisor dies, it closes, ssh
         # sends EOF, and the remote rank wrapper (--stdin-lifeline) stops its training process.
         proc = subprocess.Popen(
@@ -135,7 +135,7 @@ class Supervisor:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
         if self.backend == "ssh" and self.ssh is not None:
-            for host in self.spec.hosts:  # the remote side outlives a killed ssh client: end it there
+            for host in self.spec.where.hosts:  # the remote side outlives a killed ssh client: end it there
                 patterns = [rank_pattern(self.spec.run_id, m) for m in ("rank", "rendezvous")]
                 command = " ; ".join(f"pkill -TERM -f -- {shlex.quote(p)}" for p in patterns) + " ; true"
                 subprocess.run(
@@ -166,7 +166,7 @@ class Supervisor:
         except (LaunchError, OSError) as error:  # nothing started: the run fails naming the host, before any rank
             write_state(self.out, state="FAILED", pid=os.getpid(), reason=str(error), exit_codes={}, hosts={})
             return 1
-        deadline = time.monotonic() + self.spec.time_limit_s
+        deadline = time.monotonic() + self.spec.where.time_limit_s
         state, reason = "RUNNING", ""
         write_state(self.out, state=state, pid=os.getpid(), reason="")
         beat = time.monotonic()
@@ -194,7 +194,7 @@ class Supervisor:
                     state = "COMPLETED"
                     break
                 if time.monotonic() > deadline:
-                    state, reason = "TIMEOUT", f"time limit {self.spec.time_limit_s}s reached"
+                    state, reason = "TIMEOUT", f"time limit {self.spec.where.time_limit_s}s reached"
                     break
                 time.sleep(0.2)
         finally:

@@ -553,7 +553,7 @@ def write_report(
 
     frame = ev.frame
     records = frame.to_dict("records")
-    th = cfg.thresholds
+    th = cfg.bounds
     charts = _scaling_charts(frame) + _breakdown_charts(frame) + _checkpoint_charts(frame) + _timeline_charts(runs)
     charts += _history_chart(history, frame)
     checkpoints = checkpoint_table(records, checkpoint_intervals(runs))
@@ -564,7 +564,7 @@ def write_report(
         verdict_class={"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn"),
         cfg=cfg,
         th=th,
-        gpus=sorted(cfg.gpus),
+        gpus=sorted(cfg.training.gpus),
         by_gpus=", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())),
         generated=datetime.now().isoformat(timespec="seconds"),
         failures=_failures(ev.failures),

@@ -1,7 +1,8 @@
 """A stored suite run's config read back typed: the one reader of `suite_runs.config` (issue 52).
 
 A run stores its SweepConfig as JSON. What its readers need from it (the history dashboard, the overview,
-the run comparison's API) is the thresholds the run was judged with; each of them used to read the raw
+the run comparison's API) is the thresholds the run was judged with: its `bounds` group (`thresholds` in
+the runs stored before the settings were grouped, with the same fields); each of them used to read the raw
 dict and fill in the defaults again (`th.get("regression_tolerance", DEFAULT_REGRESSION_TOLERANCE)`),
 a second definition of every default it named. Here the thresholds come back as `bench.config.Thresholds`:
 a key the run did not store takes the model's default, the settings' own, never a reader's.
@@ -39,7 +40,8 @@ def stored_config(value: str | Mapping | None) -> dict:
 def stored_thresholds(value: str | Mapping | None) -> Thresholds | None:
     """The thresholds the run's stored config held (the model's defaults for keys it lacks); None where
     it held none (a run stored before thresholds were kept: nothing to draw its bound from)."""
-    held = stored_config(value).get("thresholds")
+    doc = stored_config(value)
+    held = doc.get("bounds", doc.get("thresholds"))
     if not isinstance(held, Mapping) or not held:
         return None
     known = {k: v for k, v in held.items() if k in Thresholds.model_fields}

@@ -49,7 +49,7 @@ from bench.config.types import NAME_RE
 from bench.errors import DatasetError
 from bench.launch.python import node_python
 from bench.storage.fio_probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
-from bench.suite.plan import dataset_dir, workload_names
+from bench.suite.plan import suite_dataset_dir, workload_names
 
 LATE_SHARE = 0.1  # a node starting later than this share of a level did not read beside the others
 MIN_LEAD_S = 1.0
@@ -220,8 +220,8 @@ class SlurmNodes:
 
     def run(self, count: int, argv_for, timeout: float) -> list[NodeOutput]:
         srun = ["srun", "--label", "--kill-on-bad-exit=0", "-N", str(count), "--ntasks-per-node=1", "-n", str(count)]
-        srun += [f"--partition={self.cfg.partition}"] if self.cfg.partition else []
-        srun += [f"--account={self.cfg.account}"] if self.cfg.account else []
+        srun += [f"--partition={self.cfg.where.partition}"] if self.cfg.where.partition else []
+        srun += [f"--account={self.cfg.where.account}"] if self.cfg.where.account else []
         done = self.runner.run([*srun, *argv_for("slurm")], check=False, timeout=timeout)  # type: ignore[attr-defined]
         received = time.time()
         outs = {i: NodeOutput(f"slurm task {i}", 0, "", "", received) for i in range(count)}
@@ -260,11 +260,13 @@ def _communicate(procs: dict[str, subprocess.Popen], timeout: float) -> list[Nod
 
 def suite_nodes(cfg: SweepConfig, launcher, env: dict[str, str] | None = None):
     """The nodes the suite trains on, as its launcher reaches them."""
-    if cfg.launcher == "ssh":
-        hosts = list({h.host: h for h in cfg.hosts}.values())
+    if cfg.where.launcher == "ssh":
+        hosts = list({h.host: h for h in cfg.where.hosts}.values())
         return SshNodes(launcher.ssh, hosts, dict(env or {}))
-    if cfg.launcher == "slurm":
-        total = nodes_for("slurm", [], cfg.ranks_per_node or cfg.gpus_per_node or None, max(cfg.gpus))
+    if cfg.where.launcher == "slurm":
+        total = nodes_for(
+            "slurm", [], cfg.where.ranks_per_node or cfg.where.gpus_per_node or None, max(cfg.training.gpus)
+        )
         return SlurmNodes(launcher.runner, cfg, total)
     return LocalNodes()
 
@@ -275,11 +277,11 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     `slow_nodes` ([{host, mb_s, peers_median_mb_s}], empty when none stands out). Raises DatasetError or ProbeError
     naming the node that could not read or sent a malformed result."""
     python = python or getattr(nodes, "python", None) or node_python()
-    base = [python, "-m", "bench.storage.fio_probe", "--max-jobs", str(cfg.probe_max_jobs)]
-    base += ["--seconds", str(cfg.probe_seconds)]
-    for d in dict.fromkeys(dataset_dir(cfg, w) for w in workload_names(cfg)):
+    base = [python, "-m", "bench.storage.fio_probe", "--max-jobs", str(cfg.probe.probe_max_jobs)]
+    base += ["--seconds", str(cfg.probe.probe_seconds)]
+    for d in dict.fromkeys(suite_dataset_dir(cfg, w) for w in workload_names(cfg.training.workloads)):
         base += ["--path", str(d)]
-    limit = max(120.0, cfg.probe_seconds * 40)
+    limit = max(120.0, cfg.probe.probe_seconds * 40)
     launched = time.time()
     out = nodes.run(1, lambda share: base, limit)[0]
     climb = node_doc(out, model=ClimbDoc)
@@ -303,9 +305,9 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         shares = sorted(int(d["share"]) for d in docs)
         if shares != list(range(count)):  # each node reports the share it was launched with, once
             raise ProbeError(f"storage probe at {count} nodes: the nodes reported shares {shares}, not 0-{count - 1}")
-        if cfg.launcher != "slurm":  # ssh: share i ran on the suite's i-th host (Slurm: its own hostname)
+        if cfg.where.launcher != "slurm":  # ssh: share i ran on the suite's i-th host (Slurm: its own hostname)
             labels |= {str(d["host"]): nodes.names[int(d["share"])] for d in docs}
-        level = judge_level(count, docs, level_launched, [o.received_at for o in outs], cfg.probe_seconds)
+        level = judge_level(count, docs, level_launched, [o.received_at for o in outs], cfg.probe.probe_seconds)
         levels.append(level)
         if level["conclusive"]:
             aggregate.append({k: level[k] for k in ("nodes", "mb_s", "min_node_mb_s")})
@@ -323,7 +325,9 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
         "node_levels": levels,
         "left_out": left_out,
         # as the launcher names them (ssh: the suite's hosts); Slurm's node names, as its tasks reported
-        "nodes": nodes.names if cfg.launcher != "slurm" or not levels else [p["host"] for p in levels[-1]["per_node"]],
+        "nodes": nodes.names
+        if cfg.where.launcher != "slurm" or not levels
+        else [p["host"] for p in levels[-1]["per_node"]],
         "start": "start-at timestamp",
         "conclusive": not reasons,
         "reason": "; ".join(r for r in reasons if r),

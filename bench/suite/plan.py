@@ -4,47 +4,40 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 from bench.config.models import RunSpec, SweepConfig, TrainConfig
 from bench.results.schema import INDEPENDENT, REPEAT, SYNTHETIC, WARM
 from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name
 
-
-class Datasets(Protocol):
-    """What the dataset helpers below read: a SweepConfig, or staging's own StagingSpec."""
-
-    @property
-    def workloads(self) -> tuple[str, ...]: ...
-
-    @property
-    def dataset_path(self) -> Path: ...
+# The dataset helpers take a suite's workload refs (a built-in's name or a workload file) and its dataset
+# folder as values: a SweepConfig's (training.workloads, data.dataset_path) or staging's own StagingSpec's.
 
 
-def workload_names(cfg: Datasets) -> list[str]:
-    return [workload_name(ref) for ref in cfg.workloads]
+def workload_names(refs: Iterable[str]) -> list[str]:
+    return [workload_name(ref) for ref in refs]
 
 
-def workload_of(cfg: Datasets, name: str):
+def workload_of(refs: Iterable[str], name: str):
     """The named workload of this suite, resolved (bench.workloads.spec): its dataset, reader and
     compute; ConfigError naming the file and field where it is invalid."""
     from bench.workloads.spec import load
 
-    refs = {workload_name(ref): ref for ref in cfg.workloads}
-    return load(refs.get(name, name))
+    by_name = {workload_name(ref): ref for ref in refs}
+    return load(by_name.get(name, name))
 
 
 def run_matrix(cfg: SweepConfig) -> list[dict]:
     """Each scale, each above one rank followed at once by its node ceiling (so drift hits both alike).
     An emulated workload's scales include its AU search's counts (scales_of)."""
     out = []
-    for w in workload_names(cfg):
+    for w in workload_names(cfg.training.workloads):
         for g in scales_of(cfg, w):
             out.append({"workload": w, "gpus": g})
-            if cfg.ceilings and g > 1:
+            if cfg.probe.ceilings and g > 1:
                 out.append({"workload": w, "gpus": g, "variant": INDEPENDENT})
     return out
 
@@ -54,12 +47,12 @@ def node_slots(cfg: SweepConfig) -> int | None:
     listed, this node's cores / cpus_per_rank for the local launcher (the plan runs on the worker,
     which is the local launcher's node), None for Slurm without hosts (its nodes are not known
     before a job is granted)."""
-    if cfg.hosts:
-        return sum(h.slots for h in cfg.hosts)
-    if cfg.launcher == "local":
+    if cfg.where.hosts:
+        return sum(h.slots for h in cfg.where.hosts)
+    if cfg.where.launcher == "local":
         from bench.train.slots import cpu_slots
 
-        return max(1, cpu_slots(cfg.cpus_per_rank))
+        return max(1, cpu_slots(cfg.where.cpus_per_rank))
     return None
 
 
@@ -81,30 +74,37 @@ def scales_of(cfg: SweepConfig, workload: str) -> list[int]:
     suite's `gpus`, and for an emulated workload also the AU search's counts within the nodes' slots
     (au_search_max_ranks), so its accelerators-at-AU is measured up to where AU falls. A real model
     runs the suite's counts only."""
-    counts = set(cfg.gpus)
-    if cfg.au_search_max_ranks and workload_of(cfg, workload).seconds_per_batch is not None:
-        counts |= set(au_search_counts(node_slots(cfg), cfg.au_search_max_ranks))
+    counts = set(cfg.training.gpus)
+    if cfg.probe.au_search_max_ranks and workload_of(cfg.training.workloads, workload).seconds_per_batch is not None:
+        counts |= set(au_search_counts(node_slots(cfg), cfg.probe.au_search_max_ranks))
     return sorted(counts)
 
 
-def dataset_dir(cfg: Datasets, workload: str) -> Path:
+def dataset_dir(refs: Iterable[str], dataset_path: Path, workload: str) -> Path:
     """A real model's generated tree; an emulated workload's records (generated beside them, or the
     user's own folder read where it is)."""
     if workload in DATASET_KIND:
-        return cfg.dataset_path / DATASET_KIND[workload]
-    spec = workload_of(cfg, workload).spec
+        return dataset_path / DATASET_KIND[workload]
+    spec = workload_of(refs, workload).spec
     if spec.dataset.layout != "records":
-        return cfg.dataset_path / spec.dataset.layout
+        return dataset_path / spec.dataset.layout
     if spec.dataset.path is not None:
         return spec.dataset.path
-    return cfg.dataset_path / f"records-{workload}"
+    return dataset_path / f"records-{workload}"
+
+
+def suite_dataset_dir(cfg: SweepConfig, workload: str) -> Path:
+    """dataset_dir of a suite's workload."""
+    return dataset_dir(cfg.training.workloads, cfg.data.dataset_path, workload)
 
 
 def workload_update(cfg: SweepConfig, workload: str) -> dict:
     """TrainConfig fields the workload sets: an emulated one's accelerator time, records and reader."""
-    if workload in DATASET_KIND and not any(r.startswith("/") and workload_name(r) == workload for r in cfg.workloads):
+    if workload in DATASET_KIND and not any(
+        r.startswith("/") and workload_name(r) == workload for r in cfg.training.workloads
+    ):
         return {"workload": workload}
-    w = workload_of(cfg, workload)
+    w = workload_of(cfg.training.workloads, workload)
     reader = w.spec.reader
     update: dict = {"workload": w.spec.compute.model or workload}
     if reader.batch is not None or w.batch_size is not None:
@@ -118,7 +118,7 @@ def workload_update(cfg: SweepConfig, workload: str) -> dict:
             "accelerator_s": w.seconds_per_batch,
             "accelerator": w.accelerator,
             "gradient_bytes": w.gradient_bytes,
-            "record_format": w.spec.dataset.format or _detected_format(dataset_dir(cfg, workload)),
+            "record_format": w.spec.dataset.format or _detected_format(suite_dataset_dir(cfg, workload)),
             "decode": reader.decode,
             "shuffle": reader.shuffle,
             "prefetch": reader.prefetch,
@@ -149,7 +149,7 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     synthetic = cfg.train.synthetic or variant == SYNTHETIC
     update = workload_update(cfg, workload) | {
         "synthetic": synthetic,
-        "data": None if synthetic else dataset_dir(cfg, workload),
+        "data": None if synthetic else suite_dataset_dir(cfg, workload),
     }
     if variant in (WARM, INDEPENDENT) and not synthetic:
         update |= {"warm_cache": True, "drop_caches": False}
@@ -170,27 +170,19 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
         train=train,
         ranks=gpus,
         output_dir=suite_dir(cfg.output_dir, suite_run_id) / name,
-        hosts=cfg.hosts,
-        rendezvous_interface=cfg.rendezvous_interface,
-        partition=cfg.partition,
-        account=cfg.account,
-        gpus_per_node=cfg.gpus_per_node,
-        ranks_per_node=cfg.ranks_per_node,
-        time_limit_s=cfg.time_limit_s,
-        cpus_per_rank=cfg.cpus_per_rank,
-        oversubscribe=cfg.oversubscribe,
+        where=cfg.where,
     )
 
 
 def checkpointing(cfg: SweepConfig) -> dict:
     """The TrainConfig fields of the suite's checkpoint settings (none when both are off): the phase and
     the saves write under the dataset path, the storage under test (each in a fresh folder it removes)."""
-    if cfg.checkpoint is None and not cfg.checkpoint_every_steps:
+    if cfg.checkpointing.spec is None and not cfg.checkpointing.checkpoint_every_steps:
         return {}
     return {
-        "checkpoint": cfg.checkpoint.model_dump() if cfg.checkpoint is not None else None,
-        "checkpoint_every_steps": cfg.checkpoint_every_steps,
-        "checkpoint_dir": cfg.dataset_path,
+        "checkpoint": cfg.checkpointing.spec.model_dump() if cfg.checkpointing.spec is not None else None,
+        "checkpoint_every_steps": cfg.checkpointing.checkpoint_every_steps,
+        "checkpoint_dir": cfg.data.dataset_path,
     }
 
 

@@ -117,7 +117,7 @@ def record(
     out = suite_dir(cfg.output_dir, suite_run_id)
     out.mkdir(parents=True, exist_ok=True)
     # The history the report draws is the one this run was judged against: read before the run is stored.
-    history, probes = store.frame(), store.probes(cfg.cluster)
+    history, probes = store.frame(), store.probes(cfg.where.cluster)
     report = out / "report.html"
     files = RunFiles(out)
     try:
@@ -152,7 +152,7 @@ def record(
 
     named = {str(h) for h in ev.frame.get("slow_node", pd.Series(dtype=object)) if h}
     named |= {str(s["host"]) for s in ((ev.probe or {}).get("slow_nodes") or [])}
-    nodes = this_run_node_lines(ev) + slow_node_lines(store, cfg.cluster, named)
+    nodes = this_run_node_lines(ev) + slow_node_lines(store, cfg.where.cluster, named)
     return {
         "passed": ev.passed,
         "verdict": ev.verdict,
@@ -185,7 +185,7 @@ def store_run(
     suite = {
         "suite_run_id": suite_run_id,
         "started_at": started,
-        "cluster": cfg.cluster,
+        "cluster": cfg.where.cluster,
         "passed": ev.passed,
         "report_path": str(report),
         "config": cfg.model_dump_json(),
@@ -198,7 +198,7 @@ def store_run(
             {k: ev.probe[k] for k in ("ceiling_mb_s", "conclusive", "reason", "method", "block_size", "sample_bytes")}
             | {
                 "suite_run_id": suite_run_id,
-                "cluster": cfg.cluster,
+                "cluster": cfg.where.cluster,
                 "probed_at": ev.probe["probed_at"],
                 "paths": ev.probe["paths"],
                 "levels": ev.probe["levels"],

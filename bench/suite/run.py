@@ -16,7 +16,7 @@ def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None =
     not mount the store; `env` as for probe_storage."""
     from bench.workloads.spec import check_refs
 
-    check_refs(cfg.workloads)  # every workload file valid before any dataset is written
+    check_refs(cfg.training.workloads)  # every workload file valid before any dataset is written
     if cfg.resolved_stage_on() == "node":
         from bench.suite.stage_node import stage_on_node
 
@@ -52,7 +52,7 @@ def run_one(cfg: SweepConfig, launcher, suite_run_id: str, workload: str, gpus: 
         handle = submit_recorded(launcher, spec)
     except BenchError as error:
         return launch_failed(spec, launcher.name, error)
-    state, reason = wait(launcher, handle, cfg.time_limit_s + 60)
+    state, reason = wait(launcher, handle, cfg.where.time_limit_s + 60)
     return fetch_and_collect(launcher, handle, state, reason)
 
 
@@ -66,8 +66,8 @@ def confirmation_runs(
     from bench.analysis.verdict.evaluate import scale_frame
     from bench.errors import ResultsInputError
 
-    differential = cfg.confirm_causes and not cfg.train.synthetic
-    if not (cfg.confirm_regressions or differential):
+    differential = cfg.probe.confirm_causes and not cfg.train.synthetic
+    if not (cfg.probe.confirm_regressions or differential):
         return []
     try:
         frame = scale_frame(cfg, suite_run_id, runs, started_at)
@@ -75,7 +75,7 @@ def confirmation_runs(
         return []
     plan = [("under its regression floor", i) for i in regression_repeats(cfg, frame, store_url, suite_run_id)]
     if differential:  # the warm-cache and synthetic reruns (bench.analysis.verdict.differential)
-        plan += [("confirming the cause", i) for i in rerun_plan(frame, cfg.thresholds.scaling_bound)]
+        plan += [("confirming the cause", i) for i in rerun_plan(frame, cfg.bounds.scaling_bound)]
     return [_rerun(cfg, launcher, suite_run_id, item, why, log) for why, item in plan]
 
 
@@ -87,7 +87,7 @@ def regression_repeats(cfg: SweepConfig, frame, store_url: str, suite_run_id: st
     from bench.results.schema import REPEAT
     from bench.store.db import ResultsStore
 
-    if not cfg.confirm_regressions:
+    if not cfg.probe.confirm_regressions:
         return []
     suspects = suspected_regressions(cfg, frame, ResultsStore(store_url), suite_run_id)
     return [{"workload": w, "gpus": g, "variant": REPEAT} for w, g in suspects]

@@ -57,9 +57,9 @@ def stage_on_node(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = 
 
     nodes = suite_nodes(cfg, launcher or suite_launcher(cfg), env)
     argv = node_argv(StagingSpec.of(cfg), nodes.python)
-    out = nodes.run(1, lambda share: argv, float(cfg.time_limit_s))[0]
+    out = nodes.run(1, lambda share: argv, float(cfg.where.time_limit_s))[0]
     staged = node_doc(out, "staging", StagingDoc)
-    expected = set(workload_names(cfg))
+    expected = set(workload_names(cfg.training.workloads))
     if set(staged) != expected:
         raise ProbeError(
             f"staging on node {out.node}: result names workloads {sorted(staged)}, the suite staged {sorted(expected)}"

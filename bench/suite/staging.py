@@ -35,11 +35,11 @@ class StagingSpec(Frozen):
     def of(cls, cfg: SweepConfig) -> StagingSpec:
         """The suite's datasets' settings (its seed is its ranks')."""
         return cls(
-            workloads=cfg.workloads,
-            dataset_path=cfg.dataset_path,
-            dataset_images=cfg.dataset_images,
+            workloads=cfg.training.workloads,
+            dataset_path=cfg.data.dataset_path,
+            dataset_images=cfg.data.dataset_images,
             seed=cfg.train.seed,
-            stage_from=cfg.stage_from,
+            stage_from=cfg.data.stage_from,
         )
 
 
@@ -48,8 +48,8 @@ def stage_records(spec: StagingSpec, workload: str) -> dict:
     the same ones), or the user's folder listed once (bench.data.records)."""
     from bench.data.records import RecordsSpec, generate_records, load_records
 
-    data = workload_of(spec, workload).spec.dataset
-    target = dataset_dir(spec, workload)
+    data = workload_of(spec.workloads, workload).spec.dataset
+    target = dataset_dir(spec.workloads, spec.dataset_path, workload)
     if data.path is not None:
         manifest = load_records(target, data.format)
     else:
@@ -76,12 +76,12 @@ def stage_here(spec: StagingSpec) -> dict:
     """Each workload's dataset staged from this process (the worker, or the node `stage_node` runs on): a
     real model's generated tree, or a workload file's records."""
     out = {}
-    for workload in workload_names(spec):
-        kind = DATASET_KIND.get(workload) or workload_of(spec, workload).spec.dataset.layout
+    for workload in workload_names(spec.workloads):
+        kind = DATASET_KIND.get(workload) or workload_of(spec.workloads, workload).spec.dataset.layout
         if kind == "records":
             out[workload] = stage_records(spec, workload)
         else:
-            target = dataset_dir(spec, workload)
+            target = dataset_dir(spec.workloads, spec.dataset_path, workload)
             out[workload] = stage_one(kind, target, spec.stage_from, spec.dataset_images, spec.seed)
     return out
 

@@ -25,19 +25,19 @@ def sweep(
 
     suite_run_id = suite_run_id or new_suite_run_id()
     started = datetime.now(UTC).isoformat()
-    log(f"suite run {suite_run_id}: staging datasets under {cfg.dataset_path} on the {cfg.resolved_stage_on()}")
+    log(f"suite run {suite_run_id}: staging datasets under {cfg.data.dataset_path} on the {cfg.resolved_stage_on()}")
     launcher = launcher or suite_launcher(cfg)
     if not cfg.train.synthetic:
         stage_datasets(cfg, launcher, node_env)
     runs = []
     for item in run_matrix(cfg):
         what = " as independent copies (node ceiling)" if item.get("variant") else ""
-        log(f"  {item['workload']} on {item['gpus']} rank(s){what} via {cfg.launcher} ...")
+        log(f"  {item['workload']} on {item['gpus']} rank(s){what} via {cfg.where.launcher} ...")
         result = run_one(cfg, launcher, suite_run_id, item["workload"], item["gpus"], item.get("variant", ""))
         log(f"    {result.state} {result.reason}".rstrip())
         runs.append({**item, "result": result.as_dict()})
     runs += confirmation_runs(cfg, launcher, suite_run_id, runs, started, store_url, log)
-    if cfg.probe_storage and not cfg.train.synthetic:
+    if cfg.probe.probe_storage and not cfg.train.synthetic:
         from bench.errors import BenchError
 
         try:

@@ -43,18 +43,18 @@ class TrainScaleOperator(BaseOperator):
         spec = run_spec(
             cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]), self.run.get("variant", "")
         )
-        self._launcher_kwargs = launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.ssh_config)
+        self._launcher_kwargs = launcher_kwargs(cfg.where.launcher, cfg.where.conn_id, cfg.where.ssh_config)
         launcher = from_kwargs(self._launcher_kwargs)
         try:
             handle = submit_recorded(launcher, spec)
         except BenchError as error:
             self.log.error("launch failed for %s: %s", spec.run_id, error)
-            return launch_failed(spec, cfg.launcher, error).as_dict()
+            return launch_failed(spec, cfg.where.launcher, error).as_dict()
         self._handle = handle
         self.log.info(
             "submitted %s as %s job %s; output in %s",
             spec.run_id,
-            cfg.launcher,
+            cfg.where.launcher,
             handle["job_id"],
             spec.output_dir,
         )
@@ -64,7 +64,7 @@ class TrainScaleOperator(BaseOperator):
             trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s, time.time() + settle),
             method_name="execute_complete",
             kwargs={"handle": handle, "launcher": self._launcher_kwargs},
-            timeout=timedelta(seconds=cfg.time_limit_s + 300),
+            timeout=timedelta(seconds=cfg.where.time_limit_s + 300),
         )
 
     def execute_complete(

@@ -97,4 +97,4 @@ def check_suite_values(name: str, defaults: dict) -> None:
             defaults[key] = {str(k): v for k, v in value.items()}
     from bench.workloads.spec import check_refs
 
-    check_refs(settings_from(defaults).sweep_config(paths.home(), paths.output_dir()).workloads)
+    check_refs(settings_from(defaults).sweep_config(paths.home(), paths.output_dir()).training.workloads)

@@ -265,7 +265,7 @@ def _compared_as_of_b(results: pd.DataFrame, a: int, b: int) -> list[dict]:
     before = results[results["accepted"].astype(bool) & (results["started_at"] < at)].sort_values("started_at")
     keys = {g: (CLUSTER, "ssd", g, CONFIG_KEY) for g in (1, 2)}
     history = {keys[g]: before[before["gpus"] == g]["throughput_img_s"].tail(8).tolist() for g in keys}
-    tolerance = CONFIG["thresholds"]["regression_tolerance"]
+    tolerance = CONFIG["bounds"]["regression_tolerance"]
     expected = compare_runs(run[a], run[b], None, None, history, dict.fromkeys(keys.values(), tolerance))
     return json.loads(json.dumps(expected["scales"]))
 

@@ -53,7 +53,7 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
 def test_sweep_config_accepts_only_shell_inert_values(hosts, partition, path, gpus, launcher):
     fields = {
         "launcher": launcher,
-        "hosts": [{"host": h, "slots": 4} for h in hosts],
+        "hosts": [f"{h}:4" for h in hosts],
         "partition": partition,
         "gpus": gpus,
         "dataset_path": path,
@@ -65,10 +65,10 @@ def test_sweep_config_accepts_only_shell_inert_values(hosts, partition, path, gp
     except ConfigError as error:
         assert str(error)  # refused with a message naming the field
         return
-    assert all(HOST_RE.fullmatch(h.host) for h in cfg.hosts)
-    assert cfg.partition is None or NAME_RE.fullmatch(cfg.partition)
-    assert PATH_RE.fullmatch(str(cfg.dataset_path))
-    assert all(isinstance(g, int) and g >= 1 for g in cfg.gpus)
+    assert all(HOST_RE.fullmatch(h.host) for h in cfg.where.hosts)
+    assert cfg.where.partition is None or NAME_RE.fullmatch(cfg.where.partition)
+    assert PATH_RE.fullmatch(str(cfg.data.dataset_path))
+    assert all(isinstance(g, int) and g >= 1 for g in cfg.training.gpus)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -45,8 +45,8 @@ def test_bad_gpu_lists_refused(gpus):
 
 @pytest.mark.parametrize("bad", SHELL)
 def test_shell_metacharacters_refused_in_hosts_partitions_paths(bad):
-    with pytest.raises(ConfigError):
-        parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": bad}]))
+    with pytest.raises(ConfigError, match=r"^where\.hosts\.0: "):
+        parse(SweepConfig, sweep(launcher="ssh", hosts=[bad]))
     with pytest.raises(ConfigError):
         parse(SweepConfig, sweep(partition=bad))
     if not bad.startswith("-"):  # a leading dash inside a path is only a name, and always quoted
@@ -86,7 +86,7 @@ def test_a_warm_cache_run_neither_evicts_nor_skips_the_dataset():
 
 def test_ssh_ranks_must_fit_slots():
     with pytest.raises(ConfigError, match="exceed"):
-        parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 1}], gpus=[1, 4]))
+        parse(SweepConfig, sweep(launcher="ssh", hosts=["h1:1"], gpus=[1, 4]))
 
 
 def test_ssh_config_is_an_absolute_path_for_a_launcher_that_runs_ssh_and_a_readable_file(tmp_path):
@@ -101,8 +101,8 @@ def test_ssh_config_is_an_absolute_path_for_a_launcher_that_runs_ssh_and_a_reada
     parse(SweepConfig, sweep(launcher="slurm", conn_id="login", ssh_config=str(tmp_path / "c")))
     for bad in ("relative/config", "/x/$(id)"):
         with pytest.raises(ConfigError, match="ssh_config"):
-            parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 2}], ssh_config=bad))
-    cfg = parse(SweepConfig, sweep(launcher="ssh", hosts=[{"host": "h1", "slots": 2}], ssh_config=str(tmp_path / "c")))
+            parse(SweepConfig, sweep(launcher="ssh", hosts=["h1:2"], ssh_config=bad))
+    cfg = parse(SweepConfig, sweep(launcher="ssh", hosts=["h1:2"], ssh_config=str(tmp_path / "c")))
     with pytest.raises(ConfigError, match=f"ssh_config: {tmp_path / 'c'} is not a readable file"):
         suite_launcher(cfg)
     (tmp_path / "c").write_text("Host h1\n  User alice\n")
@@ -146,7 +146,7 @@ def test_the_checkpoint_setting_reaches_the_scales_own_runs_only(tmp_path):
 
     off = settings_from({}).sweep_config(tmp_path, tmp_path / "out")
     rank = json.loads(spec_text(run_spec(off, "r", "ssd", 2)))  # what the rank reads (train.json)
-    assert off.checkpoint is None and not any(v for k, v in rank.items() if k.startswith("checkpoint")), rank
+    assert off.checkpointing.spec is None and not any(v for k, v in rank.items() if k.startswith("checkpoint")), rank
     values = {"checkpoint": {"bytes_per_rank": "4MiB", "writes": 1, "reads": 1}, "checkpoint_every_steps": 5}
     cfg = settings_from(values).sweep_config(tmp_path, tmp_path / "out")
     for variant, carried in (("", True), ("repeat", True), (INDEPENDENT, False), ("warm", False)):
@@ -154,7 +154,7 @@ def test_the_checkpoint_setting_reaches_the_scales_own_runs_only(tmp_path):
         assert (train.checkpoint is not None, train.checkpoint_every_steps == 5) == (carried, carried)
     rank = json.loads(spec_text(run_spec(cfg, "r", "ssd", 2)))
     assert rank["checkpoint"]["bytes_per_rank"] == 4 << 20, rank
-    assert rank["checkpoint_dir"] == str(cfg.dataset_path) and rank["checkpoint_every_steps"] == 5
+    assert rank["checkpoint_dir"] == str(cfg.data.dataset_path) and rank["checkpoint_every_steps"] == 5
 
 
 def test_every_cpus_per_rank_the_settings_take_reaches_the_rank_as_its_loader_threads(tmp_path):

@@ -40,10 +40,11 @@ def config_trees() -> list[ast.Module]:
 CLI = sorted((ROOT / "bench" / "cli").glob("*.py"))
 
 # The models that hold settings' values internally, and their fields named otherwise there.
-INTERNAL = ("TrainConfig", "SweepConfig", "RunSpec")
-OTHER_NAME = {("TrainConfig", "drop_caches"): "evict_dataset", ("SweepConfig", "storage_cache_bytes"): "storage_cache"}
+# SweepConfig and RunSpec are not among them: they hold the groups themselves (the last test holds both).
+INTERNAL = ("TrainConfig",)
+OTHER_NAME = {("TrainConfig", "drop_caches"): "evict_dataset"}
 # TrainConfig's own defaults for `bench train` by hand (its docstring says why each differs); the suite
-# passes its value for each explicitly (SuiteSettings.to_sweep), checked below.
+# passes its value for each explicitly (SuiteSettings.rank_template), checked below.
 OWN = {("TrainConfig", "steps"), ("TrainConfig", "image_size"), ("TrainConfig", "min_measure_s")}
 
 
@@ -98,7 +99,7 @@ def is_literal(expr: ast.expr | None) -> bool:
 
 def test_the_internal_models_take_every_shared_default_from_the_settings():
     pairs = list(shared_fields())
-    assert len(pairs) > 30  # the check sees the fields (SweepConfig alone shares two dozen)
+    assert len(pairs) > 10  # the check sees the fields (TrainConfig, the rank's own model, shares over a dozen)
     wrong = [
         f"{m}.{n}: {default(getattr(config, m), n)!r}, setting {s}: {setting_default(s)!r}"
         for m, n, s in pairs
@@ -116,12 +117,12 @@ def test_no_shared_default_is_written_as_a_literal_a_second_time():
 
 
 def test_train_configs_own_defaults_differ_and_the_suite_passes_its_own(tmp_path):
-    train = config.SuiteSettings().to_sweep(tmp_path, tmp_path / "runs")["train"]
+    train = config.SuiteSettings().rank_template(tmp_path / "data")
     for model_name, name in sorted(OWN):
         assert default(config.TrainConfig, name) != setting_default(name), (
             f"{model_name}.{name} equals the suite's default now: take it with suite_default instead"
         )
-        assert name in train, f"to_sweep must pass {name} explicitly: TrainConfig's own default is not the suite's"
+        assert name in train, f"rank_template must pass {name} explicitly: TrainConfig's own default is not the suite's"
     assert train["loader_threads"] == config.SuiteSettings().where.cpus_per_rank  # one loader thread per owned core
 
 
@@ -223,9 +224,9 @@ def test_the_example_suite_holds_only_what_differs_from_the_defaults():
     assert not same, f"suites/example.yaml restates the default of {same}: leave them out"
 
 
-# Fields that refuse a value the setting takes, each for its reason: the settings' ranks_per_node takes 0,
-# the form's old spelling of "all on one node" (None), which a launcher is never given.
-OWN_LIMITS = {("SweepConfig", "ranks_per_node"): {"ge": 1}, ("RunSpec", "ranks_per_node"): {"ge": 1}}
+# Fields that refuse a value the setting takes, each for its reason (none now: RunSpec's ranks_per_node,
+# which refused the form's old 0, is the `where` group's own, which reads 0 as None).
+OWN_LIMITS: dict[tuple[str, str], dict] = {}
 
 
 def test_every_shared_field_holds_the_settings_limits():
@@ -286,7 +287,7 @@ def test_the_hidden_defaults_are_named_once():
                 for key, value in zip(node.keys, node.values, strict=True):
                     if isinstance(key, ast.Constant) and key.value == "sample_interval_s":
                         assert not is_literal(value), f"{path.name}: sample_interval_s written as a literal"
-    train = config.SuiteSettings().to_sweep("/x", "/x/runs")["train"]
+    train = config.SuiteSettings().rank_template("/x/data")
     assert train["sample_interval_s"] == config.SUITE_SAMPLE_INTERVAL_S
     assert "AU_TARGET = MLPERF_STORAGE_MIN_AU" in sizing.read_text()
     from bench.workloads.accelerators import PROFILES
@@ -296,15 +297,29 @@ def test_the_hidden_defaults_are_named_once():
     assert not restated, f"measured profiles restating MLPerf Storage's AU floor: {restated}"
 
 
-def test_the_bounds_and_alerts_groups_are_the_internal_views_themselves(tmp_path):
+def test_the_runs_config_holds_the_setting_groups_themselves(tmp_path):
     """Issue 52: an internal view is its group, not a restatement. The suite's SweepConfig holds the very
-    Thresholds and AlertTargets objects its settings hold, and no other model of the config package
-    declares a field of theirs again."""
-    settings = config.settings_from({"min_scaling_efficiency": 0.6, "email_to": ["a@example.org"]})
+    group objects its settings hold (the data group with its dataset placed), declares no setting's field
+    of its own, and no other model of the config package declares a bounds or alerts field again."""
+    from bench.suite.plan import run_spec
+
+    settings = config.settings_from(
+        {"min_scaling_efficiency": 0.6, "email_to": ["a@example.org"], "launcher": "ssh", "hosts": ["n1:2"]}
+    )
     cfg = settings.sweep_config(tmp_path, tmp_path / "runs")
-    assert cfg.thresholds is settings.bounds and cfg.alerts is settings.alerts
-    assert cfg.thresholds.min_scaling_efficiency == 0.6 and cfg.alerts.email_to == ("a@example.org",)
-    for group in (config.Thresholds, config.AlertTargets):
+    for name in set(config.SETTING_GROUPS) - {"data"}:
+        assert getattr(cfg, name) is getattr(settings, name), name
+    assert cfg.data == settings.data.model_copy(update={"dataset_path": tmp_path / "data"})
+    assert cfg.bounds.min_scaling_efficiency == 0.6 and cfg.alerts.email_to == ("a@example.org",)
+    assert cfg.where.hosts == (config.HostSlots(host="n1", slots=2),)  # typed in the group, a string in JSON
+    assert settings.flat()["hosts"] == ["n1:2"]
+    own = set(config.SweepConfig.model_fields) - set(config.SETTING_GROUPS)
+    assert own == {"train", "output_dir", "generate"}, own
+    assert not own & set(config.SETTING_FIELDS)
+    # a launcher's spec holds the run's `where` group itself, and no setting beside it
+    spec = run_spec(cfg, "r", "ssd", 2)
+    assert spec.where is cfg.where and not set(config.RunSpec.model_fields) & set(config.SETTING_FIELDS)
+    for group in (config.Thresholds, config.AlertTargets, config.WhereSettings):
         again = [
             f"{model.__name__}.{name}"
             for model in (getattr(config, m) for m in INTERNAL)

@@ -25,7 +25,7 @@ def cfg(tmp_path, ceilings: bool = True, **train) -> SweepConfig:
             "gpus": [1, 2],
             "dataset_path": str(tmp_path / "d"),
             "output_dir": str(tmp_path / "runs"),
-            "thresholds": {"min_scaling_efficiency": 0.0, "max_step_time_spread": 100},
+            "bounds": {"min_scaling_efficiency": 0.0, "max_step_time_spread": 100},
             "ceilings": ceilings,
             "train": {"workload": "ssd", "synthetic": True, "batch_size": 4, "sample_interval_s": 0.25} | train,
         },

@@ -5,9 +5,8 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from bench.config.models import SETTING_FIELDS, SuiteSettings, SweepConfig, Thresholds
+from bench.config.models import SETTING_FIELDS, SuiteSettings, Thresholds
 from bench.config.settings import settings_from
-from bench.config.types import parse
 from bench.errors import ConfigError
 
 
@@ -41,8 +40,8 @@ def test_every_param_default_is_the_settings_default(monkeypatch, tmp_path):
 
 def test_the_bounds_the_dag_applies_are_the_configs(tmp_path):
     """The form's defaults, taken through the one mapping, are Thresholds' defaults (they disagreed once)."""
-    cfg = parse(SweepConfig, SuiteSettings().to_sweep(tmp_path, tmp_path / "runs"))
-    assert cfg.thresholds == Thresholds()
+    cfg = SuiteSettings().sweep_config(tmp_path, tmp_path / "runs")
+    assert cfg.bounds == Thresholds()
     form = params()
     assert form["min_scaling_efficiency"].value == Thresholds().min_scaling_efficiency
     assert form["min_bandwidth_efficiency"].value == Thresholds().min_bandwidth_efficiency
@@ -88,7 +87,7 @@ def test_a_gpu_table_keyed_by_numbers_is_accepted_as_yaml_writes_it():
 def test_the_gpu_table_has_the_name_thresholds_and_bench_evaluate_give_it(tmp_path):
     assert "min_scaling_efficiency_by_gpus" in params() and "scaling_efficiency_by_gpus" not in params()
     cfg = settings_from({"min_scaling_efficiency_by_gpus": {16: 0.9}}).sweep_config(tmp_path, tmp_path / "runs")
-    assert cfg.thresholds.min_scaling_efficiency_by_gpus == {16: 0.9}
+    assert cfg.bounds.min_scaling_efficiency_by_gpus == {16: 0.9}
 
 
 def test_the_old_table_name_still_loads_with_a_deprecation_naming_both(caplog):
@@ -128,8 +127,10 @@ def test_ranks_per_node_is_none_for_all_on_one_node_and_zero_still_means_it(tmp_
     assert SuiteSettings().where.ranks_per_node is None and params()["ranks_per_node"].value is None
     assert settings_from({"ranks_per_node": 0}).where.ranks_per_node is None  # the form's old spelling
     cfg = settings_from({"ranks_per_node": 4}).sweep_config(tmp_path, tmp_path / "runs")
-    assert cfg.ranks_per_node == 4
-    assert SuiteSettings().sweep_config(tmp_path, tmp_path / "runs").ranks_per_node is None  # config keys as before
+    assert cfg.where.ranks_per_node == 4
+    assert (
+        SuiteSettings().sweep_config(tmp_path, tmp_path / "runs").where.ranks_per_node is None
+    )  # config keys as before
 
 
 def test_fp16_and_cuda_graphs_on_cpu_nodes_are_refused_before_launch(tmp_path):

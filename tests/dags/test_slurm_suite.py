@@ -12,6 +12,7 @@ import pytest
 from bench.data.generate import GenerateSpec, generate
 from bench.suite.plan import suite_dir, suite_run_identity
 from tests.dags.conftest import ROOT
+from tests.infra.configs import changed
 from tests.infra.suite_files import suite_file
 
 # Not `rates`: the verdicts of a small run and where the probe read are judged, not the probe's figures.
@@ -103,7 +104,7 @@ def test_a_slurm_nodes_cpu_held_by_a_quota_on_its_slurmd_is_named_as_the_scales_
     )
     doc = {k: v for k, v in yaml.safe_load(text).items() if k not in ("schedule", "description")}
     cfg = SuiteSettings(**(doc | {"min_scaling_efficiency": 0.9})).sweep_config(tmp_path, tmp_path / "runs")
-    cfg = cfg.model_copy(update={"probe_storage": False})
+    cfg = changed(cfg, probe_storage=False)
     for key, value in slurm.env.items():
         monkeypatch.setenv(key, value)
     with slurmd_cpu_quota(slurm._slurmd_node2.pid, "node2", CPU_CORES):

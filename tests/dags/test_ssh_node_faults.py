@@ -28,6 +28,7 @@ from bench.suite.node_probe import probe_nodes, suite_nodes
 from bench.suite.plan import suite_dir
 from bench.suite.run import stage_datasets
 from tests.dags.test_ssh_suite import ssh_config_text, suite_text
+from tests.infra.configs import changed
 from tests.infra.faults import store_device
 from tests.infra.node_faults import evict, mount_read_throttle, node_cpu_quota, store_page_cache_cap
 from tests.infra.ssh_hosts import SshHosts, download_rate_limit, sshfs_store
@@ -93,7 +94,7 @@ def test_a_nodes_cpu_held_by_a_quota_is_named_as_the_scales_cause(faulty_cluster
 
     hosts, cfg, _ = faulty_cluster
     slow = hosts.ip(2)
-    cfg = cfg.model_copy(update={"output_dir": tmp_path / "runs", "probe_storage": False})
+    cfg = changed(cfg, output_dir=tmp_path / "runs", probe_storage=False)
     with node_cpu_quota(hosts, 2, CPU_CORES):
         outcome = sweep(cfg, f"sqlite:///{tmp_path / 'results.db'}", log=print, node_env=_env())
     frame = pd.read_csv(suite_dir(cfg.output_dir, outcome["suite_run_id"]) / "results.csv", keep_default_na=False)

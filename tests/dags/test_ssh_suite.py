@@ -128,7 +128,7 @@ def test_the_ssh_suite_file_through_the_dag_gives_verdicts_and_probes_the_nodes_
     # stage_on's default for ssh is node: host1 copied the dataset onto the store through its own mount
     # and checked the manifest there; the worker (this process) never mounted the store
     assert cfg.resolved_stage_on() == "node" and (root / "export" / "coco" / MANIFEST).is_file()
-    assert not any(cfg.dataset_path.iterdir())
+    assert not any(cfg.data.dataset_path.iterdir())
     out = suite_dir(airflow_home / "sw" / "runs", suite_run_identity(dag.dag_id, run.run_id))
     frame = pd.read_csv(out / "results.csv")
     assert sorted(frame["gpus"]) == [1, 2] and set(frame["state"]) == {"COMPLETED"}, frame
@@ -194,7 +194,7 @@ def test_a_node_that_cannot_read_the_dataset_fails_the_probe_naming_it(cluster):
     """Last: it takes host1's mount away."""
     hosts, suite, root = cluster
     opts = SshOptions(config_file=root / "ssh_config")
-    point = _cfg(suite, root).dataset_path
+    point = _cfg(suite, root).data.dataset_path
     subprocess.run(opts.argv(hosts.ip(1), f"fusermount -u -z {shlex.quote(str(point))}"), check=True)
     with pytest.raises(DatasetError, match=rf"storage probe on node {hosts.ip(1)}: .*not a staged dataset"):
         _probe(suite, root, probe_seconds=0.5)

@@ -98,7 +98,7 @@ def test_the_form_sends_the_suites_own_values_and_they_pass(airflow_home):
     dag = load_dag(airflow_home)
     form = form_values(dag)
     settings = settings_from_params(form, dict(form) | {"steps": 3})
-    assert settings.training.steps == 3 and settings.data.dataset_path == form["dataset_path"]
+    assert settings.training.steps == 3 and str(settings.data.dataset_path) == form["dataset_path"]
     for name in DEPLOYMENT_SETTINGS:
         schema = dag.params.get_param(name).schema
         assert schema["enum"] == [form[name]], name  # the form shows the suite's value, read-only

@@ -153,7 +153,7 @@ def test_the_stack_suite_reaches_both_nodes_over_the_keys_volume():
     settings = SuiteSettings(**{k: v for k, v in doc.items() if k not in ("schedule", "description")})
     assert settings.where.launcher == "ssh"
     assert sorted(h.split(":")[0] for h in doc["hosts"]) == ["node1", "node2"]
-    assert settings.where.ssh_config == "/stack-keys/ssh_config"
+    assert str(settings.where.ssh_config) == "/stack-keys/ssh_config"
     airflow = COMPOSE["services"]["scheduler"]
     assert "./suites:/opt/scalewatch/suites:ro" in airflow["volumes"]
     assert airflow["environment"]["SCALEWATCH_SUITES"] == "/opt/scalewatch/suites"

@@ -20,7 +20,7 @@ from bench.suite.record import watch_changes
 WEEKS = 52
 DROP_WEEK, DROP = 36, 0.12
 CONFIG_KEY = "tiny/dali/bs8/img128/amp0"
-CONFIG = {"thresholds": {"min_scaling_efficiency": 0.7, "regression_tolerance": 0.1, "history_runs": 8}}
+CONFIG = {"bounds": {"min_scaling_efficiency": 0.7, "regression_tolerance": 0.1, "history_runs": 8}}
 
 
 def _rows(suite: str, started: str, cluster: str, thr1: float, thr2: float, accepted: bool, verdict: str):

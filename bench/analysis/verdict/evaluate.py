@@ -34,7 +34,9 @@ def result_rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_a
 
     key = config_key(cfg)
     return [
-        row_from_result(suite_run_id, r["workload"], r["gpus"], r["result"], cfg.launcher, cfg.cluster, started_at, key)
+        row_from_result(
+            suite_run_id, r["workload"], r["gpus"], r["result"], cfg.where.launcher, cfg.where.cluster, started_at, key
+        )
         for r in runs
     ]
 
@@ -50,7 +52,7 @@ def scale_frame(
     from bench.analysis.verdict.scaling import derive
 
     frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
-    frame = label_cache_served(frame, cfg.storage_cache_bytes, storage_ceiling)
+    frame = label_cache_served(frame, cfg.data.storage_cache_bytes, storage_ceiling)
     frame = with_node_ceilings(frame, runs)
     return derive(frame, None, cfg.resolved_ideal()).drop(columns=["throughput_boot"])  # the smallest scale
 
@@ -80,7 +82,7 @@ def rerun_frame(cfg: SweepConfig, suite_run_id: str, reruns: list[dict], started
         [build_frame([row]).assign(variant=r["variant"]) for row, r in zip(rows, reruns, strict=True)],
         ignore_index=True,
     )
-    frame["valid"] = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
+    frame["valid"] = frame["valid"].astype(bool) & measurement_problems(frame, cfg.bounds).eq("")
     return frame[["workload", "gpus", "variant", "valid", *RERUN_FIGURES]]
 
 
@@ -92,12 +94,12 @@ def history_for(
     from bench.analysis.history.annotations import baseline_since
     from bench.analysis.history.regression import NOISE_HISTORY_RUNS, history_stats
 
-    notes = store.annotations(cfg.cluster)
+    notes = store.annotations(cfg.where.cluster)
     since = [
         baseline_since(notes, r["cluster"], r["workload"], int(r["gpus"]), r["config_key"])
         for r in frame.to_dict("records")
     ]
-    window = cfg.thresholds.history_runs
+    window = cfg.bounds.history_runs
     newest_first = store.history_values(frame, max(window, NOISE_HISTORY_RUNS), suite_run_id, since, column)
     return history_stats([v[::-1] for v in newest_first], frame.index, window)  # oldest first, as the floor reads
 
@@ -117,8 +119,8 @@ def suspected_regressions(cfg: SweepConfig, frame: pd.DataFrame, store, suite_ru
     from bench.analysis.history.regression import regression_floor
     from bench.analysis.verdict.rules import measurement_problems
 
-    tolerance = cfg.thresholds.regression_tolerance
-    conclusive = frame["valid"].astype(bool) & measurement_problems(frame, cfg.thresholds).eq("")
+    tolerance = cfg.bounds.regression_tolerance
+    conclusive = frame["valid"].astype(bool) & measurement_problems(frame, cfg.bounds).eq("")
     histories = {"throughput_img_s": history_for(cfg, frame, store, suite_run_id)}
     histories |= checkpoint_history(cfg, frame, store, suite_run_id)  # a checkpoint MB/s under its floor, too
     under = pd.Series(False, index=frame.index, dtype=bool)
@@ -171,7 +173,7 @@ def evaluate(
     ceiling = probe["ceiling_mb_s"] if probe and probe.get("conclusive") else None
     curve = probe if ceiling is not None else None
     prepared = judged_frame(cfg, suite_run_id, runs, started_at, store, ceiling, curve)
-    verdict = validate(prepared, cfg.thresholds, data_docs_dir)
+    verdict = validate(prepared, cfg.bounds, data_docs_dir)
     reruns = rerun_frame(cfg, suite_run_id, [r for r in runs if r.get("variant") in DIFFERENTIAL_VARIANTS], started_at)
     slow_in_probe = (probe or {}).get("slow_nodes") if probe and probe.get("conclusive") else None
     prepared = with_verdicts(cfg, prepared, verdict.per_row, reruns, ceiling, slow_in_probe)
@@ -189,7 +191,7 @@ def evaluate(
     from bench.analysis.verdict.accelerators import accelerators_at_au
     from bench.workloads.spec import emulated_workloads
 
-    emulated = emulated_workloads(cfg.workloads, cfg.thresholds.min_au)
+    emulated = emulated_workloads(cfg.training.workloads, cfg.bounds.min_au)
     at_au = accelerators_at_au(prepared, emulated, storage_for(cfg, curve))
     return Evaluation(
         prepared,
@@ -224,10 +226,10 @@ def judged_frame(
     repeats = [r for r in runs if r.get("variant") == REPEAT]
     frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
     frame = add_expected(frame, cfg.train.batch_size, ceiling, storage_for(cfg, curve))
-    problems = measurement_problems(frame, cfg.thresholds)
+    problems = measurement_problems(frame, cfg.bounds)
     problems = node_problems(frame, without_ceiling(frame, problems))  # a node without figures: not judged
     frame["inconclusive_reason"] = with_baseline_problems(frame, problems)
-    frame = add_sizing(frame, *sizing_ceiling(curve), cfg.thresholds.min_supported_gpus)
+    frame = add_sizing(frame, *sizing_ceiling(curve), cfg.bounds.min_supported_gpus)
     history = history_for(cfg, frame, store, suite_run_id) if store is not None else None
     ckpt_history = checkpoint_history(cfg, frame, store, suite_run_id) if store is not None else {}
     second = rerun_frame(cfg, suite_run_id, repeats, started_at)
@@ -235,7 +237,7 @@ def judged_frame(
     for figure in CHECKPOINT_RATES:  # the better of the two runs, as for images/s
         first = frame[figure].astype(float)
         frame[figure.replace("_mb_s", "_checked")] = np.fmax(first, repeat_rates(frame, second, figure))
-    return prepare(frame, cfg.thresholds, history, ckpt_history)
+    return prepare(frame, cfg.bounds, history, ckpt_history)
 
 
 def with_verdicts(
@@ -262,12 +264,12 @@ def with_verdicts(
     prepared = row_verdicts(prepared, critical)
     prepared["passed"] = prepared["verdict"] == PASS
     au_failed = {k for k, found in critical.items() if names.ACCELERATOR_UTILISATION_AT_LEAST in found}
-    prepared = cross_check(add_bottlenecks(prepared, cfg.thresholds.straggler_gap, ceiling, au_failed))
+    prepared = cross_check(add_bottlenecks(prepared, cfg.bounds.straggler_gap, ceiling, au_failed))
     prepared = add_differential(
         prepared,
         reruns,
-        bounds.bound_at(bounds.SCALING_EFFICIENCY, cfg.thresholds),
-        without_input_side(prepared, cfg.thresholds.straggler_gap, ceiling),
+        bounds.bound_at(bounds.SCALING_EFFICIENCY, cfg.bounds),
+        without_input_side(prepared, cfg.bounds.straggler_gap, ceiling),
     )
     prepared = add_slow_nodes(prepared, probe_slow)
     # The expectations the row failed: a figure's own validity rule (a read too short for a rate, cache-
@@ -340,9 +342,9 @@ def storage_for(cfg: SweepConfig, curve: dict | None):
 
     if curve is None:
         return None
-    hosts = [(h.host, h.slots) for h in cfg.hosts]
-    per_node = cfg.ranks_per_node or cfg.gpus_per_node or None
-    return lambda gpus: storage_at(curve, nodes_for(cfg.launcher, hosts, per_node, int(gpus)))
+    hosts = [(h.host, h.slots) for h in cfg.where.hosts]
+    per_node = cfg.where.ranks_per_node or cfg.where.gpus_per_node or None
+    return lambda gpus: storage_at(curve, nodes_for(cfg.where.launcher, hosts, per_node, int(gpus)))
 
 
 def sizing_ceiling(curve: dict | None) -> tuple[float | None, int | None, str | None]:
@@ -414,9 +416,9 @@ def storage_checks(
     judged when the suite asks for a supported GPU count that no conclusive probe backs."""
     failures: list[dict] = []
     inconclusive: list[dict] = []
-    wanted = cfg.thresholds.min_supported_gpus
+    wanted = cfg.bounds.min_supported_gpus
     if probe is None:
-        if wanted is not None and cfg.probe_storage and not cfg.train.synthetic:
+        if wanted is not None and cfg.probe.probe_storage and not cfg.train.synthetic:
             inconclusive.append(
                 {"workload": "storage", "gpus": "*", "reason": "storage probe did not complete: no sizing"}
             )
@@ -424,12 +426,12 @@ def storage_checks(
     probe = dict(probe)
     history = (
         store.probe_history(
-            cfg.cluster, probe["paths"], probe["sample_bytes"], cfg.thresholds.history_runs, suite_run_id
+            cfg.where.cluster, probe["paths"], probe["sample_bytes"], cfg.bounds.history_runs, suite_run_id
         )
         if store
         else []
     )
-    judged = series_floor(history[::-1], cfg.thresholds.regression_tolerance)  # the store gives newest first
+    judged = series_floor(history[::-1], cfg.bounds.regression_tolerance)  # the store gives newest first
     floor, used = judged["regression_floor"], judged["tolerance_used"]
     probe["history_median"], probe["history_n"] = judged["history_median"], judged["history_n"]
     probe["regression_floor_mb_s"], probe["regression_tolerance_used"] = floor, used
@@ -455,7 +457,7 @@ def storage_checks(
     if not probe["conclusive"] and wanted is not None:
         inconclusive.append({"workload": "storage", "gpus": "*", "reason": f"storage probe: {probe['reason']}"})
     elif wanted is not None:
-        for workload in cfg.workloads:
+        for workload in cfg.training.workloads:
             sized = frame[(frame["workload"] == workload) & frame["supported_gpus"].notna()]
             if sized.empty:
                 inconclusive.append(

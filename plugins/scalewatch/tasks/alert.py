@@ -63,11 +63,11 @@ def _messages(cfg: SweepConfig, suite_run_id: str, outcome: dict | None, links_:
         return [(f"scalewatch: scaling check {verdict} ({suite_run_id})", text)]
     if nodes:  # a failing node is news in a passing week too
         text = "\n".join(
-            [f"scalewatch: slow node(s) on cluster {cfg.cluster} (suite run {suite_run_id})"]
+            [f"scalewatch: slow node(s) on cluster {cfg.where.cluster} (suite run {suite_run_id})"]
             + [f"• {line}" for line in nodes]
             + link_lines(report, report_url, run_url)
         )
-        return [(f"scalewatch: slow node(s) on {cfg.cluster} ({suite_run_id})", text)]
+        return [(f"scalewatch: slow node(s) on {cfg.where.cluster} ({suite_run_id})", text)]
     return []
 
 

@@ -33,7 +33,7 @@ def validate_config(**context) -> dict:
         # deployment-only setting the conf changed would look like the suite's own
         settings = settings_from_params(form_values(context["dag"]), conf)
         cfg = settings.sweep_config(paths.home(), paths.output_dir())
-        check_refs(cfg.workloads)  # each workload file's content, before anything runs
+        check_refs(cfg.training.workloads)  # each workload file's content, before anything runs
     except ConfigError as error:
         raise AirflowFailException(f"invalid params: {error}") from None
     return {
@@ -62,6 +62,28 @@ def sweep_config(plan: dict) -> SweepConfig:
     """The config `validate_config` checked, validated again by the same model in this task's process
     (each task is one): what a task works on is what the edge checked, and an XCom changed on its way
     is refused naming the field, as the edge would have refused it."""
+    from bench.config.models import SETTING_GROUPS
     from bench.config.types import parse
 
-    return parse(SweepConfig, plan["sweep"], prefix="plan.sweep.")
+    sweep = from_before_groups(plan["sweep"])
+    return parse(SweepConfig, sweep, prefix="plan.sweep.", groups=tuple(SETTING_GROUPS))
+
+
+def from_before_groups(sweep: dict) -> dict:
+    """A plan written before the run's config held the setting groups (a run in flight across the upgrade,
+    or an old run's task cleared and run again) as today's: its flat names are routed to their groups as
+    a user's are; three keys changed name or form, and are given theirs (the thresholds are the `bounds`
+    group, the declared cache is the setting as written, a host is `host[:slots]`). Anything else is left
+    for the model to take or refuse."""
+    if not isinstance(sweep, dict):
+        return sweep
+    sweep = dict(sweep)
+    if "thresholds" in sweep and "bounds" not in sweep:
+        sweep["bounds"] = sweep.pop("thresholds")
+    if "storage_cache_bytes" in sweep and "storage_cache" not in sweep:
+        held = sweep.pop("storage_cache_bytes")
+        sweep["storage_cache"] = f"{held}B" if isinstance(held, int) else held
+    hosts = sweep.get("hosts")
+    if isinstance(hosts, list):
+        sweep["hosts"] = [f"{h.get('host')}:{h.get('slots', 1)}" if isinstance(h, dict) else h for h in hosts]
+    return sweep

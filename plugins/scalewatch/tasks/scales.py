@@ -89,9 +89,13 @@ def timeout_of_sweep(cfg: SweepConfig, matrix: list[dict] | None = None) -> time
     """The bound of what this run will do (synthetic data has no differential reruns): each scale of
     the plan's matrix (an emulated workload's AU search adds counts to the suite's gpus), else each
     workload at each of the suite's counts."""
-    causes = cfg.confirm_causes and not cfg.train.synthetic
-    scales = len({(m["workload"], m["gpus"]) for m in matrix}) if matrix else len(cfg.workloads) * len(cfg.gpus)
-    return confirm_causes_timeout(1, scales, cfg.time_limit_s, cfg.confirm_regressions, causes)
+    causes = cfg.probe.confirm_causes and not cfg.train.synthetic
+    scales = (
+        len({(m["workload"], m["gpus"]) for m in matrix})
+        if matrix
+        else len(cfg.training.workloads) * len(cfg.training.gpus)
+    )
+    return confirm_causes_timeout(1, scales, cfg.where.time_limit_s, cfg.probe.confirm_regressions, causes)
 
 
 def bound_to_this_run(context) -> None:
@@ -117,7 +121,7 @@ def launcher(cfg: SweepConfig):
     """The suite's launcher as this task's process builds it (key material resolved here)."""
     from scalewatch.launchers import from_kwargs, launcher_kwargs
 
-    return from_kwargs(launcher_kwargs(cfg.launcher, cfg.conn_id, cfg.ssh_config))
+    return from_kwargs(launcher_kwargs(cfg.where.launcher, cfg.where.conn_id, cfg.where.ssh_config))
 
 
 def with_summary(result: dict) -> dict:

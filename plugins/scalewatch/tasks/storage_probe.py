@@ -20,7 +20,7 @@ def probe_storage(plan: dict | None) -> dict:
     if not plan:
         raise AirflowSkipException("no plan: nothing was staged")
     cfg = sweep_config(plan)
-    if not cfg.probe_storage or cfg.train.synthetic:
+    if not cfg.probe.probe_storage or cfg.train.synthetic:
         raise AirflowSkipException("storage probe off (probe_storage false or synthetic data)")
     try:
         return probe_storage(cfg, plan["suite_run_id"], launcher(cfg))

@@ -6,6 +6,7 @@ from bench.config.models import RunSpec, TrainConfig
 from bench.launch.base import RunState, collect, wait
 from bench.launch.registry import build_launcher
 from tests.bench.launch.conftest import idle
+from tests.infra.configs import changed
 from tests.infra.faults import any_pids, kill_rank_when_training, slots_while_training, train_pids, wait_for
 
 pytestmark = pytest.mark.slow
@@ -187,7 +188,7 @@ def test_oversubscription_is_refused_unless_asked_and_then_marked(tmp_path, data
     too_many = spec(tmp_path, datasets, ranks=cores + 1, run_id="over")
     with pytest.raises(LaunchError, match=rf"host localhost: {cores + 1} ranks asked, but it has {cores} slot"):
         launcher.submit(too_many)
-    allowed = too_many.model_copy(update={"oversubscribe": True})
+    allowed = changed(too_many, oversubscribe=True)
     handle = launcher.submit(allowed)
     state, reason = wait(launcher, handle, 240, 0.3)
     result = collect(handle, state, reason, cores + 1)

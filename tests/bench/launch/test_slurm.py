@@ -15,6 +15,7 @@ from bench.launch.leftovers import cancel_unfinished, record_handle
 from bench.launch.registry import build_launcher
 from bench.launch.slurm import batch_script
 from tests.bench.launch.conftest import idle
+from tests.infra.configs import changed
 from tests.infra.faults import any_pids, kill_rank_when_training, train_pids, wait_for
 from tests.infra.slurm_cluster import SlurmCluster
 
@@ -194,7 +195,7 @@ def test_a_one_node_job_meets_on_loopback(cluster, tmp_path, datasets, backend):
     """Every rank on the allocation's one node: the rendezvous listens on 127.0.0.1, not the node's address."""
     launcher = build_launcher("slurm", slurm_env=cluster.env)
     s = spec(tmp_path, datasets, steps=4, backend=backend)
-    s = s.model_copy(update={"ranks_per_node": 2, "oversubscribe": True})  # 2 ranks on a 1-core test node
+    s = changed(s, ranks_per_node=2, oversubscribe=True)  # 2 ranks on a 1-core test node
     handle = launcher.submit(s)
     state, reason = wait(launcher, handle, 240, 0.5)
     result = collect(handle, state, reason, 2)

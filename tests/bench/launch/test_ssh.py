@@ -144,7 +144,7 @@ def test_duplicate_hosts_are_refused(hosts):
             SweepConfig,
             {
                 "launcher": "ssh",
-                "hosts": [{"host": "n1", "slots": 2}, {"host": "n1", "slots": 2}],
+                "hosts": ["n1:2", "n1:2"],
                 "dataset_path": "/d",
                 "output_dir": "/o",
                 "train": {"workload": "ssd", "steps": 2, "data": "/d"},

@@ -83,7 +83,7 @@ def test_the_dashboards_bound_is_the_one_the_verdict_used():
     from bench.report.history import _bound
 
     thresholds = Thresholds(min_scaling_efficiency=0.7, min_scaling_efficiency_by_gpus={16: 0.9, 32: 0.8})
-    config = {"thresholds": thresholds.model_dump(mode="json")}  # as a run's config is stored
+    config = {"bounds": thresholds.model_dump(mode="json")}  # as a run's config is stored (its bounds group)
     for gpus in (1, 8, 16, 24, 32, 64):
         assert _bound(config, gpus) == thresholds.scaling_bound(gpus)
     assert _bound(config, 8) == 0.9 and _bound(config, 64) == 0.8

@@ -28,9 +28,7 @@ def test_config_key_separates_what_changes_the_figure():
     assert config_key(cfg(train={"workload": "ssd", "steps": 200, "data": "/nfs/data"})) != base
     assert config_key(cfg(train={"workload": "ssd", "steps": 20, "warmup_steps": 9, "data": "/nfs/data"})) != base
     assert config_key(cfg(launcher="slurm", partition="gpu")) != base
-    assert config_key(cfg(launcher="ssh", hosts=[{"host": "n1", "slots": 2}])) != config_key(
-        cfg(launcher="ssh", hosts=[{"host": "n2", "slots": 2}])
-    )
+    assert config_key(cfg(launcher="ssh", hosts=["n1:2"])) != config_key(cfg(launcher="ssh", hosts=["n2:2"]))
 
 
 def test_history_chart_draws_only_matching_series_labelled_by_run():

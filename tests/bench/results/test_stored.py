@@ -28,6 +28,16 @@ def test_stored_thresholds_are_typed_and_take_the_models_defaults_for_what_the_r
     assert stored_thresholds({"thresholds": {"history_runs": 3}}).history_runs == 3  # a dict is read alike
 
 
+def test_a_runs_config_as_stored_gives_its_bounds_back_and_so_do_runs_stored_before_the_groups(tmp_path):
+    """A run stores its SweepConfig's JSON (bench.suite.record), whose `bounds` group is the thresholds it was
+    judged with; runs stored before the settings were grouped held the same fields as `thresholds`."""
+    from bench.config.settings import settings_from
+
+    cfg = settings_from({"regression_tolerance": 0.25, "history_runs": 5}).sweep_config(tmp_path, tmp_path / "r")
+    assert stored_thresholds(cfg.model_dump_json()) == cfg.bounds
+    assert stored_thresholds({"thresholds": cfg.bounds.model_dump(mode="json")}) == cfg.bounds
+
+
 def test_the_reader_is_lenient_with_what_old_runs_stored(caplog):
     for nothing in (None, "", "not json", "[1, 2]", json.dumps({"train": {}}), json.dumps({"thresholds": []})):
         assert stored_thresholds(nothing) is None, nothing

@@ -23,6 +23,7 @@ from bench.suite.plan import run_matrix
 from bench.suite.record import finish
 from bench.suite.run import run_one
 from tests.bench.store.conftest import url  # noqa: F401  (a store of its own: SQLite, and PostgreSQL where one runs)
+from tests.infra.configs import changed
 
 pytestmark = pytest.mark.slow  # it launches ranks: 1 and 2, then 1 again
 
@@ -54,11 +55,11 @@ def suite(root: Path, gpus: list[int], **over) -> SweepConfig:
         **over,
     }
     cfg = settings_from(values).sweep_config(root / "home", root / "runs")
-    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"synthetic": True})})
+    return changed(cfg, train=cfg.train.model_copy(update={"synthetic": True}))
 
 
 def run(cfg: SweepConfig, suite_run_id: str) -> list[dict]:
-    launcher = build_launcher(cfg.launcher)
+    launcher = build_launcher(cfg.where.launcher)
     return [
         {**m, "result": run_one(cfg, launcher, suite_run_id, m["workload"], m["gpus"]).as_dict()}
         for m in run_matrix(cfg)
@@ -92,7 +93,7 @@ def test_each_scale_reports_its_checkpoint_in_the_summary_the_columns_and_the_re
     assert (frame["ckpt_write_mb_s"] > 0).all() and (frame["ckpt_read_mb_s"] > 0).all()
     assert frame["ckpt_stall_share"].between(0, 1, inclusive="neither").all()
     assert frame["throughput_img_s"].notna().all()  # the saves are kept out of images/s, not instead of it
-    assert sorted(p.name for p in Path(cfg.dataset_path).iterdir()) == []  # every shard and save removed
+    assert sorted(p.name for p in Path(cfg.data.dataset_path).iterdir()) == []  # every shard and save removed
     html = Path(outcome["report"]).read_text()
     assert "write GB/s [95% CI]" in html and "checkpoint GB/s vs GPUs" in html
     stored = ResultsStore(recorded).frame().sort_values("gpus")
@@ -120,8 +121,7 @@ def test_checkpoint_efficiency_under_its_bound_fails_the_scale_and_at_it_passes(
     efficiency = float(judged.loc[judged["gpus"] == 2, "ckpt_write_efficiency"].iloc[0])
     assert efficiency > 0
     for bound, fails in ((efficiency + 0.01, True), (max(efficiency - 0.01, 0.0), False)):
-        th = cfg.thresholds.model_copy(update={"min_checkpoint_efficiency": bound})
-        ev = evaluate(cfg.model_copy(update={"thresholds": th}), "ckpt", runs, started)
+        ev = evaluate(changed(cfg, min_checkpoint_efficiency=bound), "ckpt", runs, started)
         named = [f for f in ev.failures if f["expectation"] == WRITE_EFFICIENCY]
         assert bool(named) == fails, ev.failures
         if fails:
@@ -144,7 +144,7 @@ def test_a_phase_that_cannot_run_fails_the_scale_naming_why_and_keeps_its_traini
     (failure,) = [f for f in ev.failures if f["expectation"] == PHASE_COMPLETED]
     assert failure["reason"].startswith("checkpoint phase failed: ") and "free space" in failure["reason"]
     assert ev.verdict == "FAILED" and not row["accepted"]
-    assert not list(Path(cfg.dataset_path).iterdir())
+    assert not list(Path(cfg.data.dataset_path).iterdir())
 
 
 def test_without_the_phase_no_checkpoint_check_runs(measured):

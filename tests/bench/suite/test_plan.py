@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.config.models import SweepConfig, TrainConfig
 from bench.suite.plan import INDEPENDENT, run_matrix, run_spec
+from tests.infra.configs import changed
 
 
 def cfg(tmp_path: Path, **over) -> SweepConfig:
@@ -27,7 +28,7 @@ def test_each_scale_above_one_rank_is_followed_by_its_node_ceiling(tmp_path):
         {"workload": "ssd", "gpus": 4},
         {"workload": "ssd", "gpus": 4, "variant": INDEPENDENT},
     ]
-    assert all("variant" not in m for m in run_matrix(cfg(tmp_path).model_copy(update={"ceilings": False})))
+    assert all("variant" not in m for m in run_matrix(changed(cfg(tmp_path), ceilings=False)))
 
 
 def test_the_node_ceiling_reads_the_page_cache_and_runs_no_collective(tmp_path):
@@ -51,11 +52,8 @@ def test_an_emulated_workload_searches_doubling_counts_within_the_slots_and_a_re
     from bench.config.models import HostSlots
 
     def scales(workload: str, hosts: tuple[str, ...], **over) -> list[int]:
-        base = cfg(tmp_path).model_copy(
-            update={"workloads": ("ssd", "retinanet-b200"), "gpus": (1, 2), "ceilings": False} | over
-        )
-        if hosts:
-            base = base.model_copy(update={"launcher": "ssh", "hosts": tuple(HostSlots.parse(h) for h in hosts)})
+        ssh = {"launcher": "ssh", "hosts": tuple(HostSlots.parse(h) for h in hosts)} if hosts else {}
+        base = changed(cfg(tmp_path), workloads=("ssd", "retinanet-b200"), gpus=(1, 2), ceilings=False, **over, **ssh)
         return [m["gpus"] for m in run_matrix(base) if m["workload"] == workload]
 
     assert scales("retinanet-b200", ("a:1", "b:1")) == [1, 2]  # two slots: nothing beyond the suite's counts

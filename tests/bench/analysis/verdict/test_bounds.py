@@ -123,7 +123,7 @@ def test_the_callers_agree_with_bounds_passes(thresholds, monkeypatch):
     assert held == {g: bounds.scaling_bound(g, thresholds) for _, g, _, _ in expected}
 
     # 5. the dashboard draws the same bound from the run's stored thresholds
-    stored = {"thresholds": thresholds.model_dump(mode="json")}
+    stored = {"bounds": thresholds.model_dump(mode="json")}  # as a run stores its bounds group
     assert all(dashboard_bound(stored, g) == bounds.scaling_bound(g, thresholds) for _, g, _, _ in expected)
 
 

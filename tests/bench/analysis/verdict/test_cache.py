@@ -47,10 +47,10 @@ def test_a_rate_above_the_cold_ceiling_per_node_is_labelled():
 
 @pytest.mark.parametrize("bad", ["lots", "-5GiB", "12 parsecs"])
 def test_a_declared_cache_that_is_not_a_size_is_refused_naming_the_field(tmp_path, bad):
+    from bench.config.models import SETTING_GROUPS
     from bench.config.types import parse
 
     train = TrainConfig(workload="ssd", data=tmp_path, steps=2).model_dump()
-    with pytest.raises(ConfigError, match="storage_cache_bytes"):
-        parse(
-            SweepConfig, {"dataset_path": tmp_path, "output_dir": tmp_path, "train": train, "storage_cache_bytes": bad}
-        )
+    values = {"dataset_path": tmp_path, "output_dir": tmp_path, "train": train, "storage_cache": bad}
+    with pytest.raises(ConfigError, match=rf"^storage_cache: storage cache size '{bad}' does not match"):
+        parse(SweepConfig, values, groups=tuple(SETTING_GROUPS))
