@@ -38,6 +38,8 @@ CONFIG_KEY_FIELDS = (
 # before them keep their key (and their history) and a bf16 or compiled run never shares it.
 CONFIG_KEY_ADDED = {"train.precision": "fp32", "train.compile": "none", "train.backend": "auto"}
 CONFIG_KEY_CHECKPOINT = {"checkpoint": None, "checkpoint_every_steps": 0}
+# The `where` settings among CONFIG_KEY_FIELDS that the key takes as they are (launcher and hosts aside)
+KEY_WHERE = ("partition", "account", "gpus_per_node", "ranks_per_node", "cpus_per_rank", "oversubscribe")
 
 
 def config_key(cfg) -> str:
@@ -89,8 +91,7 @@ def _key_doc(cfg) -> dict:
         "dataset_path": str(cfg.data.dataset_path),
         # a host entry once held a port and a user too (never set: always 22 and none), and kept them in the key
         "hosts": [{"host": h.host, "slots": h.slots, "port": 22, "user": None} for h in where.hosts],
-        **{name: getattr(where, name) for name in ("partition", "account", "gpus_per_node", "ranks_per_node")},
-        **{name: getattr(where, name) for name in ("cpus_per_rank", "oversubscribe")},
+        **{name: getattr(where, name) for name in KEY_WHERE},
         "train": cfg.train.model_dump(mode="json"),
         "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
         "checkpoint_every_steps": cfg.checkpointing.checkpoint_every_steps,

@@ -1,8 +1,8 @@
-"""The models: `SuiteSettings` (every setting a user gives a suite run, defined once, nested by group:
-training, where, data, probe, checkpointing, bounds, alerts) and the internal views the worker, the
-launchers and the ranks take from it (`SweepConfig`, `TrainConfig`, `RunSpec`). The `bounds` and
-`alerts` groups are themselves the verdict's and the notifiers' views (`Thresholds`, `AlertTargets`);
-the others' defaults and limits are read from their group (`suite_default`, `limits_of`).
+"""The models: the setting groups (training, where, data, probe, checkpointing, bounds, alerts), each
+setting defined once in its group; `SuiteSettings` (every setting a user gives a suite run) and the run's
+`SweepConfig`, which hold the same group objects (`SettingGroups`); a launcher's `RunSpec`, which holds the
+`where` group; and the rank's own `TrainConfig`, whose defaults and limits are read from the groups
+(`suite_default`, `limits_of`).
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ from bench.config.types import (
     unique_hosts,
     unique_items,
 )
+
+_BYTE_SIZE = TypeAdapter(ByteSize)  # a size as written (512GiB) in bytes
 
 
 class TrainingSettings(Frozen):
@@ -288,7 +290,7 @@ class DataSettings(Frozen):
     @property
     def storage_cache_bytes(self) -> ByteSize | None:
         """The declared storage cache in bytes (the setting keeps the size as written, e.g. 512GiB)."""
-        return None if self.storage_cache is None else TypeAdapter(ByteSize).validate_python(self.storage_cache)
+        return None if self.storage_cache is None else _BYTE_SIZE.validate_python(self.storage_cache)
 
 
 class ProbingSettings(Frozen):

@@ -157,12 +157,6 @@ class HostSlots(Frozen):
     host: Host
     slots: int = Field(1, ge=1, le=64)
 
-    @classmethod
-    def parse(cls, text: str) -> HostSlots:
-        """`host[:slots]`, as horovodrun's -H takes it."""
-        host, _, slots = text.partition(":")
-        return cls(host=host, slots=int(slots) if slots else 1)
-
     def text(self) -> str:
         """`host[:slots]` again (`:slots` left out at one slot, as the form shows it)."""
         return self.host if self.slots == 1 else f"{self.host}:{self.slots}"

@@ -177,11 +177,12 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
 def checkpointing(cfg: SweepConfig) -> dict:
     """The TrainConfig fields of the suite's checkpoint settings (none when both are off): the phase and
     the saves write under the dataset path, the storage under test (each in a fresh folder it removes)."""
-    if cfg.checkpointing.spec is None and not cfg.checkpointing.checkpoint_every_steps:
+    spec, every = cfg.checkpointing.spec, cfg.checkpointing.checkpoint_every_steps
+    if spec is None and not every:
         return {}
     return {
-        "checkpoint": cfg.checkpointing.spec.model_dump() if cfg.checkpointing.spec is not None else None,
-        "checkpoint_every_steps": cfg.checkpointing.checkpoint_every_steps,
+        "checkpoint": spec.model_dump() if spec is not None else None,
+        "checkpoint_every_steps": every,
         "checkpoint_dir": cfg.data.dataset_path,
     }
 

@@ -49,10 +49,9 @@ def test_an_emulated_workload_searches_doubling_counts_within_the_slots_and_a_re
     """The AU search's counts are fixed at plan time (the DAG expands one task per scale): the suite's
     gpus plus 1, 2, 4, ... up to the nodes' slots (and the slots themselves), capped by
     au_search_max_ranks, off at 0; a real model keeps the suite's counts."""
-    from bench.config.models import HostSlots
 
     def scales(workload: str, hosts: tuple[str, ...], **over) -> list[int]:
-        ssh = {"launcher": "ssh", "hosts": tuple(HostSlots.parse(h) for h in hosts)} if hosts else {}
+        ssh = {"launcher": "ssh", "hosts": hosts} if hosts else {}
         base = changed(cfg(tmp_path), workloads=("ssd", "retinanet-b200"), gpus=(1, 2), ceilings=False, **over, **ssh)
         return [m["gpus"] for m in run_matrix(base) if m["workload"] == workload]
 

@@ -160,11 +160,11 @@ def test_accelerators_at_au_is_measured_up_to_the_first_fall_then_projected_from
 
     from bench.analysis.verdict.accelerators import accelerators_at_au
     from bench.analysis.verdict.evaluate import storage_for
-    from bench.config.models import HostSlots, SweepConfig
+    from bench.config.models import SweepConfig
 
     def storage(probe: dict, launcher: str = "local", hosts: tuple[str, ...] = ()):
         suite = {"workloads": ("retinanet-b200",), "gpus": (1, 2), "dataset_path": tmp_path, "launcher": launcher}
-        suite |= {"hosts": tuple(HostSlots.parse(h) for h in hosts), "output_dir": tmp_path / "out"}
+        suite |= {"hosts": tuple(hosts), "output_dir": tmp_path / "out"}
         return storage_for(SweepConfig(**suite, train=TrainConfig(workload="ssd", steps=1, data=tmp_path)), probe)
 
     w = {"accelerator": "retinanet-b200", "min_au": 0.85, "batch": 24, "seconds_per_batch": 0.04755}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config.models import AlertTargets, HostSlots, SweepConfig, Thresholds, TrainConfig
+from bench.config.models import AlertTargets, SweepConfig, Thresholds, TrainConfig
 
 
 def _every_kind_of_field(tmp_path: Path) -> SweepConfig:
@@ -18,7 +18,7 @@ def _every_kind_of_field(tmp_path: Path) -> SweepConfig:
         workloads=("ssd", "deeplabv3plus"),
         gpus=(1, 2, 4),
         launcher="ssh",
-        hosts=(HostSlots.parse("node-a:2"), HostSlots.parse("node-b:2")),
+        hosts=("node-a:2", "node-b:2"),
         dataset_path=data,
         stage_from="/srv/images",
         output_dir=str(tmp_path / "runs"),
