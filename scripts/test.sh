@@ -14,6 +14,10 @@
 #   2. the tests marked `rates` (they judge a measured rate, a throttle, a cause read from timings), alone,
 #      so that nothing of this suite runs beside them.
 # The lanes fill each other's waits; the measured tests keep the quiet machine they were written for.
+# Where the time goes (issue 51, measured on 95c30fb with scripts/cpu-cost.sh, one cpuacct group per lane):
+# phase 1's lanes cost 965 (Airflow), 879 (DAG/launcher) and 821 (other) core-s, 2,665 in all, so on 2
+# cores it cannot end before ~1,330 s; what they pay for is real components: a rank process ~4 core-s
+# before its first step (torch alone ~1.9), an Airflow task process ~5 core-s. Phase 2 ran 1,642 s alone.
 # With arguments, one plain pytest run with them (`scripts/test.sh -m "not slow"`, a file, `-k ...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
