@@ -1,3 +1,9 @@
-from bench.cli import main
+import sys
 
-raise SystemExit(main())
+from bench.cli import main
+from bench.train.runner import leave_rank_process
+
+code = main()
+if sys.argv[1:2] == ["train"]:  # a rank (the launchers start `python -m bench train`): its results are written
+    leave_rank_process(code)
+raise SystemExit(code)

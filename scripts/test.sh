@@ -16,8 +16,9 @@
 # The lanes fill each other's waits; the measured tests keep the quiet machine they were written for.
 # Where the time goes (issue 51, measured on 95c30fb with scripts/cpu-cost.sh, one cpuacct group per lane):
 # phase 1's lanes cost 965 (Airflow), 879 (DAG/launcher) and 821 (other) core-s, 2,665 in all, so on 2
-# cores it cannot end before ~1,330 s; what they pay for is real components: a rank process ~4 core-s
-# before its first step (torch alone ~1.9), an Airflow task process ~5 core-s. Phase 2 ran 1,642 s alone.
+# cores it cannot end before ~1,330 s; what they pay for is real components: a short rank process 3.4
+# core-s (torch's import alone ~1.9; the interpreter's teardown, 0.65 of it, is skipped since: ranks leave
+# with os._exit), an Airflow task process ~5 core-s. Phase 2 ran 1,642 s alone.
 # With arguments, one plain pytest run with them (`scripts/test.sh -m "not slow"`, a file, `-k ...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -97,6 +97,9 @@ Handle = dict  # {"backend", "run_id", "output_dir", "job_id", ...}: JSON-serial
 
 class Launcher(Protocol):
     name: str
+    # Seconds between a waiting sweep's polls: what one poll costs decides it (a state-file read, or a
+    # scheduler query), since the wait adds half of it, on average, to every run of every scale.
+    poll_s: float
 
     def check(self, spec: RunSpec) -> None:
         """Fail fast (LaunchError naming the host/partition) before anything launches."""
@@ -209,8 +212,10 @@ def log_tail(output_dir: str | Path, path: str | Path, lines: int = TAIL_LINES) 
     return "\n".join(text.splitlines()[-lines:])
 
 
-def wait(launcher: Launcher, handle: Handle, timeout_s: float, poll_s: float = 1.0) -> tuple[RunState, str]:
-    """Block until the run finishes; on timeout cancel it and report TIMEOUT."""
+def wait(launcher: Launcher, handle: Handle, timeout_s: float, poll_s: float | None = None) -> tuple[RunState, str]:
+    """Block until the run finishes, polling every `poll_s` (the launcher's own by default); on timeout cancel
+    it and report TIMEOUT."""
+    poll_s = launcher.poll_s if poll_s is None else poll_s
     deadline = time.monotonic() + timeout_s
     patience = PollPatience()
     while True:

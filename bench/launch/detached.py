@@ -52,6 +52,7 @@ def _supervisor_log(path: Path):
 
 class DetachedLauncher:
     name = "local"
+    poll_s = 0.25  # a poll reads the state file on the output folder (and a pid): cheap
 
     def __init__(self, ssh: SshOptions | None = None) -> None:
         self.ssh = ssh

@@ -120,6 +120,7 @@ def batch_script(spec: RunSpec, python: str) -> str:
 
 class SlurmLauncher:
     name = "slurm"
+    poll_s = 1.0  # a poll asks the controller (scontrol, then sacct; over ssh from a login node)
 
     def __init__(self, runner: CommandRunner | None = None) -> None:
         self.runner = runner or CommandRunner()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
+import sys
 import traceback
+from typing import NoReturn
 
 from bench.config.models import TrainConfig
 from bench.safe_fs import write_file
@@ -39,3 +43,19 @@ def run_rank(cfg: TrainConfig) -> dict | None:
                 ),
             )
         raise
+
+
+def leave_rank_process(code: int) -> NoReturn:
+    """End a rank's process once `bench train` has returned, without the interpreter's teardown.
+
+    By then the rank's files are written and closed and its process group is closed (the loop's last
+    collective). What is left is freeing torch's, DALI's and Horovod's objects one at a time: measured here,
+    0.7 s and 0.65 core-s of a 3.4 core-s short CPU rank, paid by every rank of every scale before the
+    launcher sees it end (on a GPU node, CUDA and NCCL teardown add to it; the driver frees a context at
+    exit anyway). The atexit handlers still run (Horovod's shutdown, multiprocessing's finalizers), and the
+    log handlers and standard streams are flushed, so nothing the rank printed or registered is lost."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

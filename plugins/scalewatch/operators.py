@@ -21,7 +21,9 @@ class TrainScaleOperator(BaseOperator):
 
     template_fields = ("sweep", "run", "suite_run_id")
 
-    def __init__(self, *, sweep: dict, run: dict, suite_run_id: str, poll_s: float = 2.0, **kwargs: Any) -> None:
+    def __init__(
+        self, *, sweep: dict, run: dict, suite_run_id: str, poll_s: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.sweep, self.run, self.suite_run_id, self.poll_s = sweep, run, suite_run_id, poll_s
         self._handle: dict | None = None
@@ -59,9 +61,10 @@ class TrainScaleOperator(BaseOperator):
             spec.output_dir,
         )
         settle = settle_seconds()
-        self.log.info("polling every %.0f s; no completion event before %.0f s after deferral", self.poll_s, settle)
+        poll_s = launcher.poll_s if self.poll_s is None else self.poll_s  # what one poll costs (bench.launch)
+        self.log.info("polling every %g s; no completion event before %.0f s after deferral", poll_s, settle)
         self.defer(
-            trigger=RunStateTrigger(handle, self._launcher_kwargs, self.poll_s, time.time() + settle),
+            trigger=RunStateTrigger(handle, self._launcher_kwargs, poll_s, time.time() + settle),
             method_name="execute_complete",
             kwargs={"handle": handle, "launcher": self._launcher_kwargs},
             timeout=timedelta(seconds=cfg.where.time_limit_s + 300),
