@@ -95,8 +95,10 @@ class RunningAirflow:
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+                # the bundle's file list every 5 s; a listed file is parsed again every [dag_processor]
+                # min_file_process_interval, Airflow's default 30 s, which the suite-file waits allow for
+                # (the [scheduler] name of that setting, set here before, is not read by Airflow 3)
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-                "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 **self.metadata.env(),
                 "SCALEWATCH_SCHEDULE": "none",  # the embedded default runs only when a test triggers it
