@@ -21,11 +21,9 @@ class TrainScaleOperator(BaseOperator):
 
     template_fields = ("sweep", "run", "suite_run_id")
 
-    def __init__(
-        self, *, sweep: dict, run: dict, suite_run_id: str, poll_s: float | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, *, sweep: dict, run: dict, suite_run_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.sweep, self.run, self.suite_run_id, self.poll_s = sweep, run, suite_run_id, poll_s
+        self.sweep, self.run, self.suite_run_id = sweep, run, suite_run_id
         self._handle: dict | None = None
         self._launcher_kwargs: dict | None = None
 
@@ -61,7 +59,7 @@ class TrainScaleOperator(BaseOperator):
             spec.output_dir,
         )
         settle = settle_seconds()
-        poll_s = launcher.poll_s if self.poll_s is None else self.poll_s  # what one poll costs (bench.launch)
+        poll_s = launcher.poll_s  # what one poll costs decides how often (bench.launch)
         self.log.info("polling every %g s; no completion event before %.0f s after deferral", poll_s, settle)
         self.defer(
             trigger=RunStateTrigger(handle, self._launcher_kwargs, poll_s, time.time() + settle),

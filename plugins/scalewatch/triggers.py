@@ -35,7 +35,7 @@ def settle_seconds() -> float:
 
 
 class RunStateTrigger(BaseTrigger):
-    def __init__(self, handle: dict, launcher: dict, poll_s: float = 2.0, settle_until: float = 0.0) -> None:
+    def __init__(self, handle: dict, launcher: dict, poll_s: float, settle_until: float = 0.0) -> None:
         super().__init__()
         self.handle, self.launcher, self.poll_s = handle, launcher, poll_s
         self.settle_until = settle_until  # epoch seconds: no event before (the deferral + SETTLE_S)
