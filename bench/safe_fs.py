@@ -6,15 +6,22 @@ given is opened normally (a link in that path is the user's choice, e.g. a mount
 it is opened relative to its parent's descriptor with O_NOFOLLOW, so a planted link, or one swapped in
 while the work runs, can redirect neither a write, a rename or a deletion, nor make a read return
 another file or block on a device or FIFO.
+
+What is read back from such a tree is input from whoever wrote it: `read_json` is the one reader of a
+run folder's JSON (a rank record, a summary, a state file, a probe result), bounded, regular files
+only, a JSON object with the keys and types its caller expects; `reason_text` bounds what of it (or
+of a log) may reach a failure reason, which travels into state files, task logs, results rows and
+alert e-mails.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import NoReturn
@@ -24,6 +31,9 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CL
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # How much of a log's end is read to show its tail: a log of any size (or a runaway one) costs this much.
 TAIL_BYTES = 64 << 10
+# What of a text read back (a log line, a rank's error, a state file's reason) a failure reason may hold:
+# enough to say why, too little to carry a file or an environment (issue 61, item 1).
+REASON_CHARS = 400
 
 
 class RefusedFile(OSError):
@@ -243,3 +253,53 @@ def regular_files(root: Path, rel: str) -> list[str]:
         return sorted(n for n in os.listdir(fd) if (st := lstat_at(fd, n)) and stat.S_ISREG(st.st_mode))
     finally:
         os.close(fd)
+
+
+class MalformedFile(ValueError):
+    """A file read back is not the JSON object its reader expects: not JSON, not an object, a key missing
+    or of the wrong type. Its message names the file and the key, never the file's content."""
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a value a result may hold")
+
+
+def _check_key(doc: dict, key: str, kind: type | tuple[type, ...], where: Path) -> None:
+    """MalformedFile unless doc[key] is a `kind` (a bool is never taken for an int or a float)."""
+    if key not in doc:
+        raise MalformedFile(f"{where}: no {key!r} field")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    value = doc[key]
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise MalformedFile(f"{where}: field {key!r} is {type(value).__name__}, not {names}")
+
+
+def read_json(root: Path, rel: str, limit: int, required: Mapping[str, type | tuple[type, ...]] | None = None) -> dict:
+    """The JSON object in the regular file `rel` under `root`, read as `read_bounded` reads (no link
+    followed, no FIFO or device opened for reading, at most `limit` bytes), with each key of `required`
+    present and of its type. NaN and Infinity are refused, as strict JSON has neither.
+
+    Raises FileNotFoundError (absent), RefusedFile (a link, not a regular file, over `limit`) or
+    MalformedFile (the content), each naming the file.
+    """
+    where = root / rel
+    data = read_bounded(root, rel, limit)
+    try:
+        doc = json.loads(data, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+        raise MalformedFile(f"{where}: not JSON ({reason_text(error, 80)})") from None
+    if not isinstance(doc, dict):
+        raise MalformedFile(f"{where}: holds a JSON {type(doc).__name__}, not an object")
+    for key, kind in (required or {}).items():
+        _check_key(doc, key, kind, where)
+    return doc
+
+
+def reason_text(text: object, limit: int = REASON_CHARS) -> str:
+    """`text` as a failure reason may carry it: printable characters only (a line break, an escape
+    sequence or any other control character becomes a space), runs of spaces folded, at most `limit`
+    characters (a cut one ends in "...")."""
+    printable = "".join(c if c.isprintable() else " " for c in str(text))
+    folded = " ".join(printable.split())
+    return folded if len(folded) <= limit else folded[: max(0, limit - 3)] + "..."

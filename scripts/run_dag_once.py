@@ -253,7 +253,20 @@ def main() -> int:
     suite = json.loads((report.parent / "suite.json").read_text())
     terminal.write("\n".join(summary_table(report.parent / "results.csv")) + "\n\n")
     terminal.write(f"verdict: {suite['verdict']}\nreport: {report}\nlog: {log_path}\n")
+    if interfered(report.parent / "results.csv"):
+        terminal.write(
+            "other processes took the ranks' cores (named above): stop them, or run where they do not run, "
+            "then run scripts/run-once.sh again\n"
+        )
     return EXIT.get(suite["verdict"], 1)
+
+
+def interfered(csv: Path) -> bool:
+    """Whether a row of the run is INCONCLUSIVE for interference (issue 62): the reader is told how to rerun."""
+    import pandas as pd
+
+    reasons = pd.read_csv(csv).get("inconclusive_reason", pd.Series(dtype=object))
+    return bool(reasons.fillna("").astype(str).str.startswith("interference:").any())
 
 
 if __name__ == "__main__":

@@ -337,16 +337,56 @@ def build_frame(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["workload", "gpus"]).reset_index(drop=True)
 
 
+# A text cell a spreadsheet would run as a formula starts with one of these (OWASP, "CSV Injection"): a
+# host name or reason written into results.csv is one. Such a cell is written with a leading quote, which
+# a spreadsheet shows as text and drops; so is a cell that starts with the quote itself, so that reading
+# drops exactly the quote writing added and every text reads back as it was.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+TEXT_QUOTE = "'"
+
+
+def _quoted_on_write(text: str) -> bool:
+    return text.startswith(FORMULA_STARTS) or text.startswith(TEXT_QUOTE)
+
+
+def spreadsheet_text(value):
+    """`value` as a CSV cell a spreadsheet shows and never runs: a text that could start a formula gets
+    a leading quote; numbers (a negative one included) and other values are left as they are."""
+    return TEXT_QUOTE + value if isinstance(value, str) and _quoted_on_write(value) else value
+
+
+def plain_text(value):
+    """The inverse of `spreadsheet_text`, for a cell read back: the quote it added is dropped."""
+    if isinstance(value, str) and value.startswith(TEXT_QUOTE) and _quoted_on_write(value[1:]):
+        return value[1:]
+    return value
+
+
+def to_spreadsheet_csv(frame: pd.DataFrame) -> str:
+    """`frame` as CSV text whose text cells a spreadsheet opening it shows rather than runs. Its lines end
+    in CR LF (RFC 4180's): the csv writer then quotes a cell holding a CR, which with pandas' "\n" it left
+    bare, and a bare CR starts a new row in every reader, a spreadsheet's included (a row, and a first
+    cell, of the host's choosing)."""
+    safe = frame.copy()
+    for col in safe.select_dtypes(include=["object", "string"]).columns:
+        safe[col] = safe[col].map(spreadsheet_text)
+    return safe.to_csv(index=False, lineterminator="\r\n")
+
+
 def read_csv(path) -> pd.DataFrame:
-    """A user's CSV, or a ResultsInputError naming the file and what is wrong with it."""
+    """A user's CSV (or one this project wrote: the quote `spreadsheet_text` put before a text cell is
+    dropped), or a ResultsInputError naming the file and what is wrong with it."""
     try:
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
     except FileNotFoundError:
         raise ResultsInputError(f"{path}: no such file") from None
     except pd.errors.EmptyDataError:
         raise ResultsInputError(f"{path}: empty file") from None
     except pd.errors.ParserError as error:
         raise ResultsInputError(f"{path}: not valid CSV ({error})") from None
+    for col in frame.select_dtypes(include=["object", "string"]).columns:
+        frame[col] = frame[col].map(plain_text)
+    return frame
 
 
 def read_results_csv(path) -> pd.DataFrame:

@@ -148,14 +148,17 @@ def _project(args: argparse.Namespace) -> int:
 
 def with_probe_curve(inputs: list, run_dir: Path) -> list:
     """The run's probe.json (bench/suite/node_probe.py), where it has one: one node's ceiling and the bound, so
-    a projected scale reads at most its nodes x one node, and says whether the client or the store binds."""
+    a projected scale reads at most its nodes x one node, and says whether the client or the store binds.
+    Read as the suite reads it (bench.suite.plan.read_probe: no link followed, no FIFO opened, bounded)."""
     from dataclasses import replace
 
+    from bench.suite.plan import read_probe
+
+    probe = read_probe(Path(run_dir))
     try:
-        probe = json.loads((Path(run_dir) / "probe.json").read_text())
-        per_node = float(probe["per_node_mb_s"]) * 1e6
-        bound = str(probe["bound"])
-    except (OSError, ValueError, KeyError, TypeError):
+        per_node = float(probe["per_node_mb_s"]) * 1e6  # type: ignore[index]
+        bound = str(probe["bound"])  # type: ignore[index]
+    except (ValueError, KeyError, TypeError):  # no probe (None), or one without the node curve
         return inputs
     return [
         replace(i, machine=replace(i.machine, storage_per_node_bytes_s=per_node, storage_bound=bound))

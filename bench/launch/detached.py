@@ -1,5 +1,10 @@
 """The detached supervisor the local and ssh launchers share (bench.launch.local, bench.launch.ssh): the run
-is handed to a supervisor process and its state file polled."""
+is handed to a supervisor process and its state file polled.
+
+The supervisor starts from `/` with `python -P` and the allow-listed environment (bench.launch.environment),
+so neither a planted `bench/` package nor the worker's secrets reach it or its ranks. Its state file is
+read back as any run-folder file is (bench.safe_fs.read_json): a link, FIFO or device there, or a
+document without a valid state, is an UNKNOWN poll naming it, never a hang or a read of another file."""
 
 from __future__ import annotations
 
@@ -15,15 +20,17 @@ from pathlib import Path
 
 from bench.config.models import RunSpec
 from bench.launch.base import Handle, RunState
+from bench.launch.environment import SAFE_CWD, python_module, tool_environment
 from bench.launch.sshopts import SshOptions
 from bench.launch.supervisor import CANCEL_REQUEST, HEARTBEAT_S, STATE
-from bench.safe_fs import open_append, write_file
+from bench.safe_fs import MalformedFile, open_append, read_json, reason_text, write_file
 
 SPEC = "spec.json"
 # The supervisor rewrites state.json every HEARTBEAT_S; a RUNNING state older than this is a dead supervisor.
 STALE_AFTER_S = 20 * HEARTBEAT_S
 # A poll that cannot see the supervisor's pid waits this long for its first state file.
 START_GRACE_S = 120.0
+STATE_MAX_BYTES = 64 << 10  # a state file is a few hundred bytes: its reason is bounded where written
 
 
 def _here() -> dict[str, str]:
@@ -79,7 +86,8 @@ class DetachedLauncher:
         # interpreter it starts and the ssh config it passes (`ssh -F`). The file is a record for people.
         write_file(spec_file, doc)
         (out / "logs").mkdir(exist_ok=True)
-        argv = [sys.executable, "-m", "bench.launch.supervisor", "--spec", str(spec_file), "--backend", self.name]
+        flags = ["--spec", str(spec_file), "--backend", self.name]
+        argv = python_module(sys.executable, "bench.launch.supervisor", *flags)
         # Started by a shell that exits at once, so the supervisor is reparented away from whoever
         # launched it: an Airflow worker's (or scheduler's) teardown kills its process tree, and
         # must not take a running training job with it. Its log is opened here, never through a link
@@ -95,6 +103,8 @@ class DetachedLauncher:
                 text=True,
                 check=True,
                 start_new_session=True,
+                env=tool_environment(),
+                cwd=SAFE_CWD,
             )
         pid = int(starter.stdout.strip())
         return {
@@ -113,17 +123,14 @@ class DetachedLauncher:
         The supervisor's pid is consulted only by a poller in the pid namespace that started it (a
         triggerer in another container sees other pids); elsewhere the state file's heartbeat decides.
         """
-        state_file = Path(handle["output_dir"]) / STATE
         pid = int(handle["job_id"])
         local = _same_pid_namespace(handle)
         if local:
             _reap(pid)
         try:
-            doc = json.loads(state_file.read_text())
-        except FileNotFoundError:
-            doc = None
-        except (OSError, json.JSONDecodeError) as error:
-            return RunState.UNKNOWN, f"state file {state_file} unreadable: {error}"
+            doc = read_state(Path(handle["output_dir"]))
+        except (OSError, MalformedFile) as error:  # RefusedFile (a link, a FIFO) is an OSError
+            return RunState.UNKNOWN, f"state file unreadable: {reason_text(error)}"
         if doc is None:
             if local:
                 if _alive(handle):
@@ -132,15 +139,15 @@ class DetachedLauncher:
             if time.time() - float(handle.get("submitted", 0)) < START_GRACE_S:
                 return RunState.PENDING, ""
             return RunState.FAILED, f"no state file {START_GRACE_S:.0f}s after submit (see logs/supervisor.log)"
-        state = RunState(doc["state"])
+        state, reason = RunState(doc["state"]), reason_text(doc["reason"])
         if state.finished:
-            return state, doc.get("reason", "")
+            return state, reason
         if local and not _alive(handle):
             return RunState.FAILED, f"supervisor {pid} died while the run was {state}"
-        age = time.time() - float(doc.get("updated", 0))
+        age = time.time() - float(doc["updated"])
         if age > STALE_AFTER_S:
             return RunState.FAILED, f"supervisor {pid} stopped updating {STATE} {age:.0f}s ago while {state}"
-        return state, doc.get("reason", "")
+        return state, reason
 
     def cancel(self, handle: Handle) -> None:
         """Ask the supervisor through the output folder (works from any container); signal it too where we can."""
@@ -160,6 +167,19 @@ class DetachedLauncher:
             elif self.poll(handle)[0].finished:
                 return
             time.sleep(0.2)
+
+
+def read_state(out: Path) -> dict | None:
+    """The supervisor's state file in `out`, None while there is none: a JSON object with a known `state`,
+    a string `reason` and a number `updated`. MalformedFile for any other content; RefusedFile for a link,
+    a FIFO, a device or a file over STATE_MAX_BYTES (never followed, never blocking)."""
+    try:
+        doc = read_json(out, STATE, STATE_MAX_BYTES, {"state": str, "reason": str, "updated": (int, float)})
+    except FileNotFoundError:
+        return None
+    if doc["state"] not in RunState.__members__:
+        raise MalformedFile(f"{out / STATE}: state {reason_text(repr(doc['state']), 40)} is not a run state")
+    return doc
 
 
 # A rank's resident memory: the framework's base plus activations, rounded up from the input batch.

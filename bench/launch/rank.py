@@ -1,7 +1,9 @@
 """Rank wrapper: sets the backend's slot env, runs `bench train` as a child, records its exit.
 
 Every backend starts ranks through this, so per-rank exit codes land in the same place
-(`ranks/rank<N>.json`) whether the rank ran locally, over ssh or under srun.
+(`ranks/rank<N>.json`) whether the rank ran locally, over ssh or under srun. The training process
+starts from `/` with `python -P` (bench.launch.environment): never from a folder a planted `bench/`
+package could be imported from.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.launch.environment import SAFE_CWD, python_module
 from bench.launch.lifetime import die_with_parent, read_line, watch_stdin
 from bench.launch.rendezvous import listen_addr_towards
 from bench.safe_fs import read_bounded, write_file
@@ -132,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     bind(slot)  # before the child starts: it and all its threads inherit the affinity
     env[SLOT_ENV] = slot.to_env(args.oversubscribe)
     child = subprocess.Popen(
-        [sys.executable, "-m", "bench", "train", *train_argv],
+        python_module(sys.executable, "bench", "train", *train_argv),
         env=env,
+        cwd=SAFE_CWD,
         stdin=subprocess.DEVNULL,
         preexec_fn=die_with_parent,  # a SIGKILLed wrapper takes its training process with it
     )

@@ -333,18 +333,22 @@ def serve_stdio(
 
 def slurm_hosts() -> list[tuple[str, int]]:
     """Node names of this allocation with their task counts (block distribution, as srun uses)."""
-    names = subprocess.run(
-        ["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    names = _scontrol(["show", "hostnames", os.environ["SLURM_JOB_NODELIST"]]).split()
     per_node = int(os.environ["SLURM_NTASKS"]) // len(names)
     return [(n, per_node) for n in names]
 
 
+def _scontrol(args: list[str]) -> str:
+    """scontrol's output, run with the allow-listed environment from `/` (bench.launch.environment)."""
+    from bench.launch.environment import SAFE_CWD, tool_environment
+
+    return subprocess.run(
+        ["scontrol", *args], check=True, capture_output=True, text=True, env=tool_environment(), cwd=SAFE_CWD
+    ).stdout
+
+
 def node_addr(node: str) -> str:
-    out = subprocess.run(["scontrol", "show", "node", node], check=True, capture_output=True, text=True).stdout
+    out = _scontrol(["show", "node", node])
     for token in out.split():
         if token.startswith("NodeAddr="):
             return token.split("=", 1)[1]

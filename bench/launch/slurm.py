@@ -5,6 +5,13 @@ the archive is the cluster's word, not ours, so only regular files and folders u
 metrics/ and logs/ are accepted, within FETCH_MAX_BYTES and FETCH_MAX_MEMBERS. A link, hard link,
 device or FIFO, an absolute name or one with '..' fails the fetch naming the member: a cluster-side
 `logs/rank1.log -> /etc/...` never becomes a link on the worker for collecting to follow.
+
+The job's environment is the batch script's own (bench.launch.environment): `--export=NONE` keeps the
+submitter's out of the job record, the script exports the allow-listed names (this worker's values when
+it submits, a system PATH when a login node does), and srun hands the ranks only those names. The job
+and its steps start in `/` (`--chdir=/`), never in the submitter's folder or slurmstepd's /tmp fallback.
+A job id is digits only, checked before it reaches scontrol, sacct or scancel (a handle read back from a
+run folder may carry anything).
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ from bench.config.models import RunSpec
 from bench.errors import LaunchError
 from bench.launch.base import Handle, RunState
 from bench.launch.commands import CommandRunner
+from bench.launch.environment import SAFE_CWD, kept, python_module, srun_export, tool_environment
 from bench.launch.options import LauncherOptions
 from bench.launch.python import node_python
 from bench.launch.supervisor import rank_argv
 from bench.launch.train_spec import heredoc
-from bench.safe_fs import write_file
+from bench.safe_fs import reason_text, write_file
 
 RESULT_PARTS = ("ranks", "metrics", "logs")
 # A results archive larger than this (summed member sizes) or with more members is refused, not unpacked:
@@ -64,8 +72,44 @@ def job_name(run_id: str) -> str:
     return f"sw-{run_id}"
 
 
-def batch_script(spec: RunSpec, python: str) -> str:
-    """The sbatch script; every interpolated value is validated by RunSpec and shlex-quoted here."""
+# The batch script's PATH when a login node submits it: the worker's PATH means nothing there, and
+# `--export=NONE` gives the job none of the login session's.
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# sbatch directives the suite sets itself: a suite's own would give the job the submitter's environment
+# or folder back.
+OWN_DIRECTIVES = ("--export", "--export-file", "--chdir", "--get-user-env")
+
+
+def job_id_of(handle: Handle) -> str:
+    """The handle's Slurm job id, digits only: anything else (`--user=...`, a list) is refused, naming it."""
+    job = str(handle.get("job_id", ""))
+    if not job.isascii() or not job.isdigit():
+        raise LaunchError(f"job id {reason_text(repr(job), 40)}: not a Slurm job id (digits only); refused")
+    return job
+
+
+def batch_environment(spec: RunSpec, remote: bool) -> dict[str, str]:
+    """What the batch script exports before anything runs: the allow-listed part of this worker's
+    environment (a login node's submit: a system PATH alone), then the run's own `env` setting."""
+    base = {"PATH": NODE_PATH} if remote else kept()
+    # SLURM_* travel from sbatch's own environment, and the job's own (its id, its nodes) must win
+    return {k: v for k, v in base.items() if not k.startswith("SLURM_")} | dict(spec.env)
+
+
+def _directives(spec: RunSpec) -> list[str]:
+    """The suite's `sbatch_directives`, refused where they would undo the job's environment or folder."""
+    for directive in spec.sbatch_directives:
+        if directive.split("=", 1)[0] in OWN_DIRECTIVES:
+            raise LaunchError(
+                f"sbatch directive {directive!r}: the suite sets the job's environment and folder itself "
+                "(--export=NONE, --chdir=/); refused"
+            )
+    return [f"#SBATCH {d}" for d in spec.sbatch_directives]
+
+
+def batch_script(spec: RunSpec, python: str, remote: bool = False) -> str:
+    """The sbatch script; every interpolated value is validated by RunSpec and shlex-quoted here.
+    `remote`: a login node submits it (its environment is a system PATH, not this worker's)."""
     nodes = len(spec.where.hosts) or max(1, math.ceil(spec.ranks / (spec.where.ranks_per_node or spec.ranks)))
     per_node = spec.ranks // nodes
     if per_node * nodes != spec.ranks:
@@ -91,26 +135,28 @@ def batch_script(spec: RunSpec, python: str) -> str:
         lines.append(f"#SBATCH --partition={q(spec.where.partition)}")
     if spec.where.account:
         lines.append(f"#SBATCH --account={q(spec.where.account)}")
-    lines += [f"#SBATCH {d}" for d in spec.sbatch_directives]
+    lines += [*_directives(spec), "#SBATCH --export=NONE", "#SBATCH --chdir=/"]
     addr_file = out / "rendezvous.addr"
     addr_flag = f" --addr {q(spec.rendezvous_addr)}" if spec.rendezvous_addr else ""
     if spec.where.rendezvous_interface:
         addr_flag += f" --interface {q(spec.where.rendezvous_interface)}"
+    environment = batch_environment(spec, remote)
+    rendezvous = python_module(python, "bench.launch.rendezvous", "--port-file", str(addr_file))
     lines += [
         "set -u",
-        *(f"export {k}={q(v)}" for k, v in spec.env.items()),
+        f"cd {SAFE_CWD} || exit 71",
+        *(f"export {k}={q(v)}" for k, v in environment.items()),
         f"mkdir -p {q(str(out / 'logs'))} {q(str(out / 'ranks'))}",
         f"rm -f {q(str(addr_file))}",
         heredoc(spec),  # the ranks' settings, written where they run (bench.launch.train_spec)
-        f"{q(python)} -m bench.launch.rendezvous --port-file {q(str(addr_file))}{addr_flag}"
-        f" --backend {q(spec.train.backend)} &",
+        f"{shlex.join(rendezvous)}{addr_flag} --backend {q(spec.train.backend)} &",
         "RDV=$!",
         "trap 'kill -TERM $RDV 2>/dev/null' EXIT",
         # a rendezvous that exits (an interface this node lacks: its error is in the job's log) ends the wait
         f"for _ in $(seq 600); do [ -s {q(str(addr_file))} ] && break; "
         "kill -0 $RDV 2>/dev/null || break; sleep 0.1; done",
         f"[ -s {q(str(addr_file))} ] || {{ echo 'rendezvous did not start' >&2; exit 70; }}",
-        "srun --kill-on-bad-exit=1 --cpu-bind=cores --output="
+        f"srun {q(srun_export(environment))} --chdir={SAFE_CWD} --kill-on-bad-exit=1 --cpu-bind=cores --output="
         + q(str(out / "logs" / "rank%t.log"))
         + " "
         + shlex.join(rank_argv(spec, python, ["--slot-from", "slurm", "--rendezvous-file", str(addr_file)])),
@@ -162,7 +208,7 @@ class SlurmLauncher:
         # slurmd opens --output before the script runs: the folders must exist where the job runs.
         folders = [str(spec.output_dir / "logs"), str(spec.output_dir / "ranks")]
         self.runner.run(["mkdir", "-p", *folders])
-        script = batch_script(spec, python)
+        script = batch_script(spec, python, self.runner.remote)
         if not self.runner.remote:
             write_file(spec.output_dir / "job.sbatch", script)
         done = self.runner.run(["sbatch", "--parsable"], stdin=script)
@@ -179,7 +225,15 @@ class SlurmLauncher:
 
     def poll(self, handle: Handle) -> tuple[RunState, str]:
         """The job's state; a failure to ask (controller down, login node unreachable) is UNKNOWN, never FAILED."""
-        job = handle["job_id"]
+        try:
+            job = job_id_of(handle)
+        except LaunchError as error:
+            return RunState.FAILED, str(error)
+        state, reason = self._state(handle, job)
+        return state, reason_text(reason)
+
+    def _state(self, handle: Handle, job: str) -> tuple[RunState, str]:
+        """poll's answer for the valid job id `job`, its reason as scontrol or sacct gave it."""
         try:
             done = self.runner.run(["scontrol", "-o", "show", "job", job], check=False)
         except LaunchError as error:
@@ -218,7 +272,8 @@ class SlurmLauncher:
         return state, reason
 
     def cancel(self, handle: Handle) -> None:
-        self.runner.run(["scancel", handle["job_id"]], check=False)
+        """scancel of the handle's job alone: its id checked digits-only, after `--` (never an option)."""
+        self.runner.run(["scancel", "--", job_id_of(handle)], check=False)
 
     def fetch(self, handle: Handle, local_dir: Path) -> None:
         """Bring ranks/, metrics/ and logs/ back from a remote cluster's output folder, or fail loudly.
@@ -261,6 +316,8 @@ class SlurmLauncher:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
+            env=tool_environment(),
+            cwd=SAFE_CWD,
         ) as src:
             try:
                 extract_results(src.stdout, staging)
@@ -274,7 +331,7 @@ class SlurmLauncher:
             why = "; ".join(x for x in (problem, err) if x)
             raise LaunchError(
                 f"fetching {handle['output_dir']} from {self.runner.login_host} failed "
-                f"(ssh/tar exit {src.returncode}): {why[:500]}"
+                f"(ssh/tar exit {src.returncode}): {reason_text(why)}"
             )
 
 

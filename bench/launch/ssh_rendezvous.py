@@ -6,6 +6,11 @@ peers reach (or loopback when every rank is on it, or a named `rendezvous_interf
 run's secret from the ssh pipe and ends when that pipe closes. Before any rank starts, every other
 host is asked to open a connection to it, so a host that cannot reach the first one is named up
 front instead of after a collective's timeout.
+
+Its log (`logs/rendezvous.log`, in a run folder others may write) is opened without following a link,
+and read back for the failure's reason the same way (bench.safe_fs.read_tail): a link swapped in while
+the rendezvous fails (to /proc/self/environ, to a worker's secret) is named, never read, and what is
+read is bounded printable text.
 """
 
 from __future__ import annotations
@@ -21,18 +26,21 @@ from pathlib import Path
 
 from bench.config.models import HostSlots, RunSpec
 from bench.errors import LaunchError
+from bench.launch.environment import SAFE_CWD, python_module
 from bench.launch.lifetime import die_with_parent, send_line
 from bench.launch.rendezvous import rank_env, rank_plan
 from bench.launch.sshopts import SshOptions
-from bench.safe_fs import open_append
+from bench.safe_fs import open_append, read_tail, reason_text
 
 START_S = 60.0
 REACH_S = 10
+LOG_TAIL_BYTES = 4096  # the rendezvous's last words: its error line
 
 
 def remote_command(env: dict[str, str], argv: list[str]) -> str:
     """`argv` run on a host by its login shell, with `env` (sshd passes none of ours), every word quoted."""
-    return "cd / && exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
+    assigned = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+    return f"cd {SAFE_CWD} && exec env {assigned} {shlex.join(argv)}"
 
 
 class RemoteRendezvous:
@@ -43,7 +51,7 @@ class RemoteRendezvous:
         hosts = [(h.host, h.slots) for h in spec.where.hosts]
         self.plan = rank_plan(backend, hosts, spec.ranks)
         self.host = next(h for h in spec.where.hosts if h.host == self.plan[0].hostname)
-        argv = [python, "-m", "bench.launch.rendezvous", "--tag", spec.run_id, "--stdio", json.dumps(hosts)]
+        argv = python_module(python, "bench.launch.rendezvous", "--tag", spec.run_id, "--stdio", json.dumps(hosts))
         argv += ["--ranks", str(spec.ranks), "--backend", backend, "--lifetime-s", str(spec.where.time_limit_s + 120)]
         argv += ["--interface", spec.where.rendezvous_interface] if spec.where.rendezvous_interface else []
         self._log = log
@@ -78,8 +86,14 @@ class RemoteRendezvous:
         return data.decode(errors="replace").strip()
 
     def _log_tail(self) -> str:
-        lines = [x for x in self._log.read_text(errors="replace").splitlines() if x.strip()]
-        return lines[-1] if lines else f"ssh exited with code {self._proc.poll()}"
+        """The log's last line, bounded: read from the file itself, never through a link swapped in at its name."""
+        exited = f"ssh exited with code {self._proc.poll()}"
+        try:
+            text = read_tail(self._log.parent, self._log.name, LOG_TAIL_BYTES).decode(errors="replace")
+        except OSError as error:  # RefusedFile (a link, a FIFO) too: named, never followed
+            return f"{exited}; its log not read ({reason_text(error)})"
+        lines = [x for x in text.splitlines() if x.strip()]
+        return reason_text(lines[-1]) if lines else exited
 
     def env(self, slot, addr: str) -> dict[str, str]:
         return rank_env(self.backend, slot, addr, self.port)
@@ -92,7 +106,7 @@ class RemoteRendezvous:
         for name in others:
             host: HostSlots = next(h for h in spec.where.hosts if h.host == name)
             procs[name] = subprocess.Popen(
-                ssh.argv(host, remote_command(dict(spec.env), [python, "-c", probe])),
+                ssh.argv(host, remote_command(dict(spec.env), [python, "-P", "-c", probe])),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -108,7 +122,7 @@ class RemoteRendezvous:
                 err = "timed out"
             if proc.returncode != 0:
                 reason = (err or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-                failed.append(f"{name} ({reason[0]})")
+                failed.append(f"{name} ({reason_text(reason[0], 200)})")
         if failed:
             raise LaunchError(
                 f"hosts cannot reach the rendezvous at {self.listen_addr}:{self.port} on {self.host.host}: "

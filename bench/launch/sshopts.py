@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench.config.models import HostSlots
 from bench.config.types import SafePath, SlurmName
 from bench.errors import LaunchError
+from bench.launch.environment import SAFE_CWD, tool_environment
+from bench.safe_fs import reason_text
 
 
 class SshOptions(BaseModel):
@@ -62,13 +64,15 @@ class SshOptions(BaseModel):
                     stdin=subprocess.DEVNULL,
                     timeout=self.connect_timeout_s + 15,
                     check=False,
+                    env=tool_environment(),
+                    cwd=SAFE_CWD,
                 )
             except subprocess.TimeoutExpired:
                 raise LaunchError(
                     f"host {host.host}: ssh did not answer within {self.connect_timeout_s + 15}s"
                 ) from None
             if done.returncode != 0:
-                detail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+                detail = reason_text((done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1], 200)
                 raise LaunchError(f"host {host.host}: ssh check failed: {detail}")
 
 

@@ -2,6 +2,10 @@
 
 Detached from whoever launched it, so an Airflow worker can defer and a restarted triggerer can
 poll `state.json`. Any rank failing stops the others; SIGTERM cancels; the time limit times out.
+
+Ranks start from `/` with `python -P` and the allow-listed environment (bench.launch.environment), and
+a reason written to the state file is bounded printable text (bench.safe_fs.reason_text): it travels
+into task logs, results rows and alert e-mails.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from pathlib import Path
 
 from bench.config.models import RunSpec
 from bench.errors import LaunchError
+from bench.launch.environment import SAFE_CWD, python_module, rank_environment
 from bench.launch.lifetime import die_with_parent, send_line
 from bench.launch.python import node_python
 from bench.launch.rendezvous import start_rendezvous
 from bench.launch.ssh_rendezvous import RemoteRendezvous, remote_command
 from bench.launch.sshopts import SshOptions
 from bench.launch.train_spec import spec_path, spec_sha256, write_train_spec
-from bench.safe_fs import open_append, write_file
+from bench.safe_fs import open_append, reason_text, write_file
 from bench.train.dist.store import SECRET_ENV, new_secret
 
 STATE = "state.json"
@@ -40,17 +45,16 @@ def rank_pattern(run_id: str, module: str = "rank") -> str:
     return rf"bench[.]launch[.]{module} --tag {literal}( |$)"
 
 
-def write_state(out: Path, **fields) -> None:
-    write_file(out / STATE, json.dumps({**fields, "updated": time.time()}))
+def write_state(out: Path, reason: str = "", **fields) -> None:
+    """The state file pollers read (bench.launch.detached), its reason bounded printable text."""
+    write_file(out / STATE, json.dumps({**fields, "reason": reason_text(reason), "updated": time.time()}))
 
 
 def rank_argv(spec: RunSpec, python: str, wrapper_flags: list[str] | None = None) -> list[str]:
     """A rank wrapper's command: its own flags, then `bench train --spec` on the run's `train.json`
     (bench.launch.train_spec: the worker's TrainConfig as JSON, validated again by the same model)."""
     return [
-        python,
-        "-m",
-        "bench.launch.rank",
+        *python_module(python, "bench.launch.rank"),
         "--tag",
         spec.run_id,
         "--out",
@@ -107,7 +111,8 @@ class Supervisor:
         if self.backend == "local":
             return subprocess.Popen(
                 argv,
-                env=os.environ | env | {SECRET_ENV: self.secret},
+                env=rank_environment(env, {SECRET_ENV: self.secret}),
+                cwd=SAFE_CWD,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -312,8 +312,18 @@ KEY: tuple[str, ...] = _names("key")
 STORE_KEY: tuple[str, ...] = ("dag_id", *KEY)
 # A series: the runs whose figures are compared over time (history, change points, annotations).
 SERIES_KEY: tuple[str, ...] = ("cluster", "workload", "gpus", "config_key")
-# A scale's node line on the overview: which run named which node, newest first per series.
-NODE_LINE: tuple[str, ...] = ("suite_run_id", "cluster", "workload", "gpus", "started_at", "slow_node")
+# A scale's node line on the overview: which run named which node, newest first per series; and its worst
+# rank's foreign share and process (a node that loses its cores to one process run after run, issue 62).
+NODE_LINE: tuple[str, ...] = (
+    "suite_run_id",
+    "cluster",
+    "workload",
+    "gpus",
+    "started_at",
+    "slow_node",
+    "foreign_cpu_share",
+    "foreign_top",
+)
 # What names one stored row of a run and whether history takes it: the history readers' first columns.
 RUN_ROW: tuple[str, ...] = ("dag_id", "suite_run_id", *SERIES_KEY, "started_at", "accepted", "verdict")
 # The checkpoint figures from the run's summary (floats; NaN where the phase or the saves did not run).
@@ -370,7 +380,10 @@ VERDICT_BOUNDS: dict[str, Bound] = _verdict_bounds()
 # A scale's extra runs, as a run record's `variant` names them ("" is the scale's own run): written once
 # here, below both the suite that runs them (bench.suite.plan) and the verdict that reads them.
 INDEPENDENT = "independent"  # the scale's ranks as independent copies: its node ceiling
-REPEAT = "repeat"  # the scale run once more before a regression is called
+REPEAT = "repeat"  # the scale run once more before a regression or a bound miss is called
+# A scale (and its node ceiling) measured under interference, measured once more after the last scale
+# (bench.analysis.verdict.interference): the later run is the one judged.
+REMEASURE, REMEASURE_INDEPENDENT = "remeasure", "remeasure-independent"
 WARM, SYNTHETIC = "warm", "synthetic"  # the differential reruns that take storage, then input, out
 
 # Change points (the store's `change_alerts` table, bench.analysis.history.changes): the key of one and

@@ -205,6 +205,14 @@ def _jobfile(
     return "\n".join(lines) + "\n"
 
 
+def _fio_process() -> dict:
+    """Where fio runs and with what: from `/`, with the allow-listed environment (bench.launch.environment),
+    as everything the suite starts on a node (its job file and the files it reads are absolute paths)."""
+    from bench.launch.environment import SAFE_CWD, rank_environment
+
+    return {"env": rank_environment(), "cwd": SAFE_CWD}
+
+
 def _run_fio(settings: ProbeSettings, jobfile: str):
     with tempfile.TemporaryDirectory(prefix="scalewatch-probe-") as tmp:
         job = Path(tmp) / "probe.fio"
@@ -215,6 +223,7 @@ def _run_fio(settings: ProbeSettings, jobfile: str):
                 capture_output=True,
                 text=True,
                 timeout=max(120, settings.seconds * 20),
+                **_fio_process(),
             )
         except subprocess.TimeoutExpired:
             raise ProbeError(f"fio did not finish a {settings.seconds:.0f} s level within its time limit") from None
@@ -297,7 +306,9 @@ def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeR
         raise ProbeError(f"fio not found ({settings.fio!r}): scripts/install.sh installs it (apt package fio)")
     files = sample_files(dirs, settings.max_files)
     bs = fitted_block_size([s for _, s in files])
-    version = subprocess.run([settings.fio, "--version"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [settings.fio, "--version"], capture_output=True, text=True, **_fio_process()
+    ).stdout.strip()
     direct = bs >= MIN_DIRECT_BLOCK
     sample = _Sample(files)
     levels: list[dict] = []

@@ -30,6 +30,10 @@ bench.storage.fio_probe.BOUND_RULE ('client' or 'store'). A level that
 re-read files (`fresh` false on any node), read for less than MIN_LEVEL_S, started late or came from a
 node whose clock is out of step is left out of `aggregate` (kept in `node_levels` with its reason and
 listed in `left_out`), so neither `bound` nor sizing rests on it.
+
+What a node runs starts as a rank does (bench.launch.environment): `python -P` from `/`, with the
+allow-listed environment (a local process, srun's `--export`), never the worker's secrets; over ssh the
+host's own environment and the suite's `env` setting (bench.launch.ssh_rendezvous.remote_command).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from bench.analysis.verdict.nodes import NODE_RULE, probe_bound, probe_slow_node
 from bench.config.models import SweepConfig
 from bench.config.types import NAME_RE
 from bench.errors import DatasetError
+from bench.launch.environment import SAFE_CWD, kept, python_module, rank_environment, srun_export, tool_environment
 from bench.launch.python import node_python
 from bench.storage.fio_probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
 from bench.suite.plan import suite_dataset_dir, workload_names
@@ -171,8 +176,8 @@ class LocalNodes:
     python: str = field(default_factory=node_python)  # the interpreter the launcher's ranks run
 
     def run(self, count: int, argv_for, timeout: float) -> list[NodeOutput]:
-        done = _communicate({"localhost": subprocess.Popen(argv_for("0/1"), **_PIPES)}, timeout)
-        return done
+        proc = subprocess.Popen(argv_for("0/1"), env=rank_environment(), cwd=SAFE_CWD, **_PIPES)
+        return _communicate({"localhost": proc}, timeout)
 
 
 @dataclass
@@ -197,7 +202,7 @@ class SshNodes:
         procs = {}
         for i, host in enumerate(self.hosts[:count]):
             argv = self.ssh.argv(host, remote_command(self.env, argv_for(f"{i}/{count}")))  # type: ignore[attr-defined]
-            procs[host.host] = subprocess.Popen(argv, **_PIPES)
+            procs[host.host] = subprocess.Popen(argv, env=tool_environment(), cwd=SAFE_CWD, **_PIPES)
         return _communicate(procs, timeout)
 
 
@@ -219,7 +224,8 @@ class SlurmNodes:
         return node_python(None, self.runner.remote)  # type: ignore[attr-defined]  # as bench.launch.slurm
 
     def run(self, count: int, argv_for, timeout: float) -> list[NodeOutput]:
-        srun = ["srun", "--label", "--kill-on-bad-exit=0", "-N", str(count), "--ntasks-per-node=1", "-n", str(count)]
+        srun = ["srun", srun_export({"PATH", *kept()}), f"--chdir={SAFE_CWD}", "--label", "--kill-on-bad-exit=0"]
+        srun += ["-N", str(count), "--ntasks-per-node=1", "-n", str(count)]
         srun += [f"--partition={self.cfg.where.partition}"] if self.cfg.where.partition else []
         srun += [f"--account={self.cfg.where.account}"] if self.cfg.where.account else []
         done = self.runner.run([*srun, *argv_for("slurm")], check=False, timeout=timeout)  # type: ignore[attr-defined]
@@ -277,7 +283,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     `slow_nodes` ([{host, mb_s, peers_median_mb_s}], empty when none stands out). Raises DatasetError or ProbeError
     naming the node that could not read or sent a malformed result."""
     python = python or getattr(nodes, "python", None) or node_python()
-    base = [python, "-m", "bench.storage.fio_probe", "--max-jobs", str(cfg.probe.probe_max_jobs)]
+    base = python_module(python, "bench.storage.fio_probe", "--max-jobs", str(cfg.probe.probe_max_jobs))
     base += ["--seconds", str(cfg.probe.probe_seconds)]
     for d in dict.fromkeys(suite_dataset_dir(cfg, w) for w in workload_names(cfg.training.workloads)):
         base += ["--path", str(d)]

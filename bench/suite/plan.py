@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config.models import RunSpec, SweepConfig, TrainConfig
-from bench.results.schema import INDEPENDENT, REPEAT, SYNTHETIC, WARM
+from bench.results.schema import INDEPENDENT, REMEASURE, REMEASURE_INDEPENDENT, REPEAT, SYNTHETIC, WARM
 from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name
 
@@ -135,29 +134,54 @@ def _detected_format(root: Path) -> str:
 PROBE_FILE = "probe.json"
 
 
+PROBE_MAX_BYTES = 16 << 20  # a probe's document is a few kB: levels, nodes, their figures
+# What every probe document holds (bench.storage.fio_probe.probe, bench.suite.node_probe.probe_nodes): the
+# keys the verdict and the report read whatever else a probe of its time carried.
+PROBE_KEYS = {"ceiling_mb_s": (int, float), "conclusive": bool, "reason": str, "levels": list}
+
+
 def read_probe(out: Path) -> dict | None:
-    """The storage probe's result in a run folder, None where it did not complete."""
+    """The storage probe's result in a run folder, None where it did not complete or is not a probe's:
+    read as every run-folder file is (bench.safe_fs.read_json: no link followed, no FIFO or device opened,
+    bounded), a JSON object with PROBE_KEYS, each slow node's host a host name."""
+    from bench.safe_fs import MalformedFile, read_json
+
     try:
-        return json.loads((out / PROBE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        doc = read_json(out, PROBE_FILE, PROBE_MAX_BYTES, PROBE_KEYS)
+        _check_slow_nodes(doc)
+    except (OSError, MalformedFile):  # RefusedFile (a link, a FIFO, too large) is an OSError
         return None
+    return doc
+
+
+def _check_slow_nodes(doc: dict) -> None:
+    """MalformedFile unless the probe's slow_nodes (absent in older probes) is a list of {host: a host name}."""
+    from bench.launch.base import check_host
+    from bench.safe_fs import MalformedFile
+
+    slow = doc.get("slow_nodes", [])
+    if not isinstance(slow, list) or not all(isinstance(s, dict) for s in slow):
+        raise MalformedFile(f"{PROBE_FILE}: slow_nodes is not a list of objects")
+    for i, node in enumerate(slow):
+        check_host(node.get("host"), f"{PROBE_FILE} field 'slow_nodes[{i}].host'")
 
 
 def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, variant: str = "") -> RunSpec:
     """One scale's launch; `variant` is a differential rerun of it ("warm", "synthetic") or its node
-    ceiling ("independent": the same ranks and slots, no collective)."""
+    ceiling ("independent": the same ranks and slots, no collective); a re-measure of either after
+    interference ("remeasure", "remeasure-independent") is launched as the run it stands in for."""
     synthetic = cfg.train.synthetic or variant == SYNTHETIC
     update = workload_update(cfg, workload) | {
         "synthetic": synthetic,
         "data": None if synthetic else suite_dataset_dir(cfg, workload),
     }
-    if variant in (WARM, INDEPENDENT) and not synthetic:
+    if variant in (WARM, INDEPENDENT, REMEASURE_INDEPENDENT) and not synthetic:
         update |= {"warm_cache": True, "drop_caches": False}
-    if variant == INDEPENDENT:
+    if variant in (INDEPENDENT, REMEASURE_INDEPENDENT):
         # The node ceiling reads the page cache, not the storage under test: a throttled store must show
         # as the scale falling short of its node, never as a node ceiling as slow as the store.
         update |= {"independent": True}
-    if variant in ("", REPEAT):
+    if variant in ("", REPEAT, REMEASURE):
         # The checkpoint phase and the saves run on the scale's own run (and its second run, which a
         # checkpoint regression is confirmed by), on the store under test; never on the reruns that
         # take storage out or measure the node.
@@ -166,12 +190,18 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     train = TrainConfig.model_validate(cfg.train.model_dump(exclude_defaults=True) | update)
     name = f"{workload}-{gpus}" + (f"-{variant}" if variant else "")
     return RunSpec(
-        run_id=f"{suite_run_id}-{name}".replace(":", "-").replace("+", "-"),
+        run_id=run_prefix(suite_run_id) + name,
         train=train,
         ranks=gpus,
         output_dir=suite_dir(cfg.output_dir, suite_run_id) / name,
         where=cfg.where,
     )
+
+
+def run_prefix(suite_run_id: str) -> str:
+    """What every run id of a suite run starts with, its run folder's name following (':' and '+' out).
+    The leftover sweep trusts a handle only with the run id its folder gives (bench.launch.leftovers)."""
+    return f"{suite_run_id}-".replace(":", "-").replace("+", "-")
 
 
 def checkpointing(cfg: SweepConfig) -> dict:

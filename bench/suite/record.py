@@ -15,6 +15,7 @@ ones and the alert task sends each only where it is still missing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.frame import to_spreadsheet_csv
+from bench.analysis.verdict.interference import settled
 from bench.config.models import SweepConfig
 from bench.safe_fs import write_file
 from bench.suite.plan import read_probe, suite_dir
@@ -114,6 +117,7 @@ def record(
     from bench.analysis.verdict.recovery import verdict_recoveries
     from bench.report.html import write_report
 
+    ev = history_view(cfg, ev)
     out = suite_dir(cfg.output_dir, suite_run_id)
     out.mkdir(parents=True, exist_ok=True)
     # The history the report draws is the one this run was judged against: read before the run is stored.
@@ -127,7 +131,8 @@ def record(
             changes = run_changes(store, ev.frame, suite_run_id)
             # and each expectation a series failed last time and passes now: one "recovered" note each
             changes += verdict_recoveries(history, ev.frame, suite_run_id)
-            write_file(files.staged("results.csv"), ev.frame.to_csv(index=False))
+            # text cells quoted where a spreadsheet would run them (a host name or reason starting "=")
+            write_file(files.staged("results.csv"), to_spreadsheet_csv(ev.frame))
             # Which DAG's read permission guards this run's web pages (none for a run made outside Airflow).
             write_file(
                 files.staged("suite.json"),
@@ -141,13 +146,15 @@ def record(
                     }
                 ),
             )
-            shown = [r for r in runs if not r.get("variant")]  # the reruns are figures on their scale's row
+            # the reruns are figures on their scale's row; a re-measured scale is shown as it was judged
+            shown = [r for r in settled(runs) if not r.get("variant")]
             write_report(files.staged("report.html"), suite_run_id, ev, shown, history, cfg, probes, changes)
             files.swap_in()
     except BaseException:
         files.restore()
         raise
     files.settle()
+    from bench.analysis.history.interference import interference_node_lines
     from bench.analysis.verdict.evaluate import inconclusive_figures
 
     named = {str(h) for h in ev.frame.get("slow_node", pd.Series(dtype=object)) if h}
@@ -165,8 +172,20 @@ def record(
         "results_csv": str(out / "results.csv"),
         "changes": changes,
         "slow_nodes": nodes,
+        "interfering_nodes": interference_node_lines(store, cfg.where.cluster),
         "accelerators_at_au": ev.accelerators_at_au,
     }
+
+
+def history_view(cfg: SweepConfig, ev: Evaluation) -> Evaluation:
+    """`ev` as the shared history takes it: where a run's conf judged it by bounds other than its suite's
+    (cfg.conf_bounds), its verdict stands but none of its rows and not its probe are accepted, so its
+    bounds never decide what every later run of the series is judged against. The one place a run's rows
+    enter history: everything after this (the store, change points, the report) reads `accepted` from it."""
+    if cfg.enters_history:
+        return ev
+    probe = None if ev.probe is None else {**ev.probe, "accepted": False}
+    return dataclasses.replace(ev, frame=ev.frame.assign(accepted=False), probe=probe)
 
 
 def store_run(

@@ -60,23 +60,50 @@ def confirmation_runs(
     cfg: SweepConfig, launcher, suite_run_id: str, runs: list[dict], started_at: str, store_url: str, log=print
 ) -> list[dict]:
     """The reruns that check a verdict before it is given, one at a time after every scale has ended:
-    each suspected regression's second run, then the differential reruns of each scale below its bound.
-    [] when both are off or nothing was measured (evaluate says why)."""
+    each scale or node ceiling measured under interference once more (bench.analysis.verdict.interference),
+    each suspected regression's and each bound miss's second run, then the differential reruns of each
+    scale below its bound. Scales measured under interference are not confirmed or diagnosed on that
+    figure: their re-measure is what is judged. [] when nothing needs one or nothing was measured."""
     from bench.analysis.verdict.differential import rerun_plan
     from bench.analysis.verdict.evaluate import scale_frame
+    from bench.analysis.verdict.interference import remeasure_plan, share_bound
     from bench.errors import ResultsInputError
 
+    plan = [("measured under interference", i) for i in remeasure_plan(runs, share_bound(cfg.bounds))]
     differential = cfg.probe.confirm_causes and not cfg.train.synthetic
-    if not (cfg.probe.confirm_regressions or differential):
-        return []
     try:
-        frame = scale_frame(cfg, suite_run_id, runs, started_at)
+        frame = judgeable(cfg, scale_frame(cfg, suite_run_id, runs, started_at))
     except ResultsInputError:
-        return []
-    plan = [("under its regression floor", i) for i in regression_repeats(cfg, frame, store_url, suite_run_id)]
-    if differential:  # the warm-cache and synthetic reruns (bench.analysis.verdict.differential)
+        frame = None
+    if frame is not None:
+        plan += [("a second run before a verdict", i) for i in second_runs(cfg, frame, store_url, suite_run_id)]
+    if frame is not None and differential:  # the warm-cache and synthetic reruns (verdict.differential)
         plan += [("confirming the cause", i) for i in rerun_plan(frame, cfg.bounds.scaling_bound)]
     return [_rerun(cfg, launcher, suite_run_id, item, why, log) for why, item in plan]
+
+
+def judgeable(cfg: SweepConfig, frame):
+    """The scales whose own measurement holds (no interference, contention, short window): only these
+    are confirmed or diagnosed by reruns."""
+    from bench.analysis.verdict.rules import measurement_problems
+
+    return frame[measurement_problems(frame, cfg.bounds).eq("")]
+
+
+def second_runs(cfg: SweepConfig, frame, store_url: str, suite_run_id: str) -> list[dict]:
+    """One second run of each scale under its regression floor or below its scaling bound (a bound miss
+    is FAILED only when both runs miss it); [] when confirm_regressions is off."""
+    from bench.analysis.verdict.differential import scales_to_confirm
+    from bench.results.schema import REPEAT
+
+    if not cfg.probe.confirm_regressions or frame.empty:
+        return []
+    items = regression_repeats(cfg, frame, store_url, suite_run_id)
+    for workload, gpus, _ in scales_to_confirm(frame, cfg.bounds.scaling_bound):
+        item = {"workload": workload, "gpus": gpus, "variant": REPEAT}
+        if item not in items:
+            items.append(item)
+    return items
 
 
 def regression_repeats(cfg: SweepConfig, frame, store_url: str, suite_run_id: str) -> list[dict]:

@@ -16,12 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 from bench.config.models import SweepConfig
 from bench.config.types import NAME_RE, PATH_RE
+from bench.launch.environment import python_module
 from bench.suite.staging import StagingSpec
 
 
 def node_argv(spec: StagingSpec, python: str) -> list[str]:
-    """The node's command: the datasets' settings only (no alert targets or keys in a node's argv)."""
-    argv = [python, "-m", "bench.suite.stage_node", "--dataset-path", str(spec.dataset_path)]
+    """The node's command: the datasets' settings only (no alert targets or keys in a node's argv); `python
+    -P`, as every Python the suite starts (bench.launch.environment), started where a node probe is."""
+    argv = python_module(python, "bench.suite.stage_node", "--dataset-path", str(spec.dataset_path))
     argv += ["--images", str(spec.dataset_images), "--seed", str(spec.seed)]
     for workload in spec.workloads:
         argv += ["--workload", workload]

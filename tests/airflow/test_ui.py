@@ -76,6 +76,8 @@ def test_fill_form_and_run_succeeds_and_its_report_is_served(running_airflow, pa
     fill(dialog, "Bounds", "min_scaling_efficiency", "0")  # the form is under test here, not scaling
     # nor step-time stability: 3 steps on a loaded 2-core CI box once spread 1.01 (INCONCLUSIVE, run failed)
     fill(dialog, "Bounds", "max_step_time_spread", "100")
+    # nor the other lanes' work on the ranks' cores (issue 62: over max_foreign_share a scale is INCONCLUSIVE)
+    fill(dialog, "Bounds", "max_foreign_share", "1")
     # the storage probe still runs (levels 1 and 2 and the repeat), for 1 s a level instead of 3
     fill(dialog, "Advanced", "probe_seconds", "1")
     fill(dialog, "Advanced", "probe_max_jobs", "2")
@@ -93,6 +95,7 @@ def test_fill_form_and_run_succeeds_and_its_report_is_served(running_airflow, pa
     assert run["conf"]["steps"] == 3 and run["conf"]["dataset_images"] == 24
     assert run["conf"]["min_scaling_efficiency"] == 0 and run["conf"]["image_size"] == 96
     assert run["conf"]["max_step_time_spread"] == 100 and run["conf"]["min_measure_s"] == 0
+    assert run["conf"]["max_foreign_share"] == 1
     assert run["conf"]["probe_seconds"] == 1 and run["conf"]["probe_max_jobs"] == 2
     run_id = run["dag_run_id"]
     assert running_airflow.wait_run(run_id) == "success", running_airflow.home / "scheduler.log"

@@ -20,6 +20,9 @@ SMALL_SCALES = {
     "ceilings": False,
     "confirm_causes": False,
     "confirm_regressions": False,
+    # beside the other lanes of the suite, foreign work on the ranks' cores is the rule, not a fault under
+    # test: these suites judge the wiring (issue 62: over max_foreign_share a scale is INCONCLUSIVE)
+    "max_foreign_share": 1.0,
 }
 
 

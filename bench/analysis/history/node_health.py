@@ -72,7 +72,8 @@ def slow_nodes(
     results: pd.DataFrame, recent: int = RECENT_RUNS, named_after: int = NAMED_AFTER, min_gap: float = MIN_GAP
 ) -> list[dict]:
     """Nodes slowest (by at least `min_gap`) in `named_after` or more of the last `recent` multi-node runs,
-    per cluster, worst first: {"cluster", "host", "slowest_in", "runs", "behind_min", "behind_max", "line"}."""
+    per cluster, worst first: {"kind": "slow", "cluster", "host", "slowest_in", "runs", "behind_min",
+    "behind_max", "line"} (`kind` tells them from bench.analysis.history.interference's node lines)."""
     out = []
     if results.empty or "rank_breakdown" not in results:
         return out
@@ -98,6 +99,7 @@ def slow_nodes(
                 span = f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo * 100:.0f}-{hi:.0%}"
                 out.append(
                     {
+                        "kind": "slow",
                         "cluster": str(cluster),
                         "host": host,
                         "slowest_in": len(gaps),
@@ -127,6 +129,6 @@ def named_in_newest_run(results: pd.DataFrame, already: set[tuple[str, str]]) ->
                 scales.setdefault(host, []).append(f"{r['workload']} @ {int(r['gpus'])} GPUs")
         for host, where in scales.items():
             line = f"{host} stood out against its peers in the latest run ({', '.join(where)}) (one run)"
-            entry = {"cluster": str(cluster), "host": host, "slowest_in": 1, "runs": 1}
+            entry = {"kind": "slow", "cluster": str(cluster), "host": host, "slowest_in": 1, "runs": 1}
             out.append(entry | {"behind_min": float("nan"), "behind_max": 0.0, "line": line})
     return out

@@ -40,6 +40,7 @@ import pandas as pd
 # read the same work rate.
 from bench.analysis.frame import work_rate
 from bench.analysis.verdict import bounds
+from bench.analysis.verdict.interference import INTERFERENCE_SHARE
 
 CAUSES = (
     "storage",
@@ -52,7 +53,6 @@ CAUSES = (
     "undetermined",
     "node",  # named by bench.analysis.verdict.nodes, after these rules: one node against its peers
 )
-INTERFERENCE_SHARE = 0.10
 DATA_WAIT_GROWTH = 0.10
 COMM_GROWTH = 0.10
 COMPUTE_GROWTH = 0.20

@@ -28,9 +28,12 @@ efficiencies are always computed, and the bound applies to the ideal's.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Literal
+
+from bench.analysis.verdict.interference import result_ranks
 
 # The allreduce probe's columns (the ceilings' own: bench.results.schema.CEILING_FLOATS, CEILING_LABELS).
 from bench.results.schema import INDEPENDENT, PROBE_FIELDS
@@ -120,13 +123,15 @@ def with_node_ceilings(frame, runs: list[dict]):
     f = frame.copy()
     ceilings = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if r.get("variant") == INDEPENDENT}
     own = {(r["workload"], int(r["gpus"])): r["result"] for r in runs if not r.get("variant")}
-    values, notes = [], []
+    values, notes, foreign = [], [], []
     allreduce: dict[str, list] = {c: [] for c in PROBE_FIELDS}
     for row in f.to_dict("records"):
         key = (row["workload"], int(row["gpus"]))
         probe = ((own.get(key) or {}).get("summary") or {}).get("allreduce") or {}
         for column, field in PROBE_FIELDS.items():
             allreduce[column].append(float(probe[field]) if _finite(probe.get(field)) else np.nan)
+        # the ceiling run's ranks, each with its foreign share: an ideal measured under interference
+        foreign.append(json.dumps(result_ranks(ceilings[key])) if key[1] > 1 and key in ceilings else "[]")
         if key[1] == 1:
             values.append(row.get("throughput_img_s", np.nan))
             notes.append("")
@@ -146,6 +151,7 @@ def with_node_ceilings(frame, runs: list[dict]):
     for column, figures in allreduce.items():
         f[column] = figures
     f["ceiling_note"] = notes
+    f["ceiling_foreign_ranks"] = foreign
     return with_interference(f)
 
 
@@ -161,8 +167,6 @@ def _cache_note(result: dict) -> str:
 
 def with_interference(frame):
     """The largest share of a rank's slot cores that foreign processes used while it trained, and who."""
-    import json
-
     import numpy as np
 
     f = frame.copy()

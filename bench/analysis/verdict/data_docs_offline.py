@@ -6,14 +6,30 @@ charts stay empty. After each build this copies the bundled files (`bench/assets
 `scripts/vendor-data-docs-assets.sh` at the versions GX's templates name) into the site's
 `static/vendor/` and points every page at them. A CDN URL this map does not know is left alone and
 reported, so a GX upgrade that adds one shows up in the offline test instead of silently.
+
+GX's store and this copy write wherever a path leads, links included, and a run folder may sit on
+storage the nodes write: a link planted at `<run>/data-docs`, at one of its folders or at a page or
+asset (`static/vendor/jquery/jquery.min.js`) made the evaluate task overwrite the link's target, a
+worker file, with GX's page or jQuery. So the site is built in a private folder (`private_site`:
+`tempfile.mkdtemp`, mode 0700, on the worker, where nobody else can plant anything) and then
+`publish`ed into the run folder through bench.safe_fs: every name below the run folder is opened
+without following a link; a link (or a file) where a folder goes is removed and a folder made in its
+place, and each file is written whole and renamed over its name, replacing a link there, never
+writing through it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+from bench.safe_fs import RESULTS, RefusedFile, open_dir, open_root, write_atomic
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "data_docs"  # vendored files, no module
 VENDOR = Path("static") / "vendor"
@@ -56,6 +72,9 @@ URL = re.compile(r'\b(src|href)="(https?://[^"]+)"')
 CDN_ONLY = re.compile(r'\s(?:integrity|crossorigin)(?:="[^"]*")?', re.I)
 
 
+log = logging.getLogger(__name__)
+
+
 class DataDocsAssetsMissing(RuntimeError):
     """The bundled assets are not installed: Data Docs would depend on the network."""
 
@@ -89,3 +108,48 @@ def make_offline(site: Path) -> list[str]:
         text = page.read_text()
         page.write_text(TAG.sub(local, text))
     return sorted(remote)
+
+
+@contextlib.contextmanager
+def private_site() -> Iterator[Path]:
+    """A fresh folder only this user can enter (mkdtemp makes it 0700) for GX to build the site in: GX
+    follows links, and nobody else can plant one here. Removed afterwards, whatever happened."""
+    site = Path(tempfile.mkdtemp(prefix="scalewatch-data-docs-"))
+    try:
+        yield site
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+def publish(site: Path, docs_dir: Path) -> None:
+    """Copy the built `site` to `docs_dir` (`<run>/data-docs`) without following a link below the run
+    folder (`docs_dir`'s parent, opened as given): planted links are replaced, their targets untouched.
+    A link planted again while this runs is refused (RefusedFile, naming it), never written through."""
+    docs_dir.parent.mkdir(parents=True, exist_ok=True)  # the run folder, as given (a link in it is the user's)
+    with open_root(docs_dir.parent) as run_fd:
+        _copy_tree(site, run_fd, docs_dir.name, docs_dir)
+
+
+def _copy_tree(src: Path, parent_fd: int, name: str, path: Path) -> None:
+    """`src`'s regular files and folders (the private site holds nothing else) into folder `name` of `parent_fd`."""
+    fd = _own_folder(parent_fd, name, path)
+    try:
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                _copy_tree(Path(entry.path), fd, entry.name, path / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                write_atomic(fd, entry.name, Path(entry.path).read_bytes())
+    finally:
+        os.close(fd)
+
+
+def _own_folder(parent_fd: int, name: str, path: Path) -> int:
+    """Descriptor of folder `name` in `parent_fd`, made if missing. A link or a file there is removed (the
+    entry itself, never what a link points at) and a folder made in its place; should one be planted
+    again in between, the second open refuses it."""
+    try:
+        return open_dir(parent_fd, name, path, RESULTS, create=True)
+    except RefusedFile as planted:
+        log.warning("Data Docs: %s; removed, a folder made in its place", planted)
+        os.unlink(name, dir_fd=parent_fd)
+    return open_dir(parent_fd, name, path, RESULTS, create=True)

@@ -14,6 +14,7 @@ from bench.analysis.history.regression import series_floor
 from bench.analysis.verdict import bounds
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
+from bench.analysis.verdict.interference import settled
 from bench.config.models import SweepConfig
 from bench.results.schema import CHECKPOINT_RATES, REPEAT
 
@@ -45,13 +46,18 @@ def scale_frame(
     cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, storage_ceiling: float | None = None
 ) -> pd.DataFrame:
     """One row per scale (the runs without a variant), cache-labelled, with its node ceiling and its
-    efficiency against linear, the ceiling and the suite's ideal (bench.analysis.verdict.ceilings)."""
+    efficiency against linear, the ceiling and the suite's ideal (bench.analysis.verdict.ceilings). A
+    scale or ceiling re-measured after interference is its re-measure (interference.settled)."""
     from bench.analysis.frame import build_frame
     from bench.analysis.verdict.cache import label_cache_served
     from bench.analysis.verdict.ceilings import with_node_ceilings
     from bench.analysis.verdict.scaling import derive
 
-    frame = build_frame(result_rows(cfg, suite_run_id, [r for r in runs if not r.get("variant")], started_at))
+    runs = settled(runs)
+    own = [r for r in runs if not r.get("variant")]
+    frame = build_frame(result_rows(cfg, suite_run_id, own, started_at))
+    again = {(r["workload"], int(r["gpus"])) for r in own if r["result"].get("remeasured")}
+    frame["remeasured"] = [(w, int(g)) in again for w, g in zip(frame["workload"], frame["gpus"], strict=True)]
     frame = label_cache_served(frame, cfg.data.storage_cache_bytes, storage_ceiling)
     frame = with_node_ceilings(frame, runs)
     return derive(frame, None, cfg.resolved_ideal()).drop(columns=["throughput_boot"])  # the smallest scale
@@ -218,6 +224,7 @@ def judged_frame(
     """The scales' frame as the GX suite reads it: expected throughput, what is conclusive and why not,
     storage sizing, history and second runs, and the bound columns (expectations.prepare)."""
     from bench.analysis.verdict.ceilings import add_expected
+    from bench.analysis.verdict.demand import storage_idle
     from bench.analysis.verdict.expectations import prepare
     from bench.analysis.verdict.nodes import node_problems
     from bench.analysis.verdict.rules import measurement_problems, with_baseline_problems
@@ -226,6 +233,7 @@ def judged_frame(
     repeats = [r for r in runs if r.get("variant") == REPEAT]
     frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
     frame = add_expected(frame, cfg.train.batch_size, ceiling, storage_for(cfg, curve))
+    frame["storage_idle"] = storage_idle(frame, store_at(cfg, ceiling, curve))
     problems = measurement_problems(frame, cfg.bounds)
     problems = node_problems(frame, without_ceiling(frame, problems))  # a node without figures: not judged
     frame["inconclusive_reason"] = with_baseline_problems(frame, problems)
@@ -319,6 +327,9 @@ def failure_items(failures: list[dict], prepared: pd.DataFrame) -> list[dict]:
         row = by_key[(f["workload"], int(f["gpus"]))]
         if f["expectation"] == names.SCALING_EFFICIENCY_AT_LEAST_BOUND:
             f = {**f, "metric": f"{f['metric']} (vs {row.get('ideal') or 'linear'})"}
+            f |= {"confirmed_runs": int(row.get("confirmed_runs") or 1), "reason": bound_miss_text(row)}
+        if f["expectation"] == names.THROUGHPUT_NOT_BELOW_SMALLER_SCALE:
+            f = {**f, "reason": slower_than_smaller_text(row)}
         if f["expectation"] == names.STORAGE_FEEDS_PLANNED_GPUS:
             f = {**f, "reason": shortfall_text(row)}
         if f["expectation"] == names.THROUGHPUT_NOT_REGRESSED:
@@ -345,6 +356,15 @@ def storage_for(cfg: SweepConfig, curve: dict | None):
     hosts = [(h.host, h.slots) for h in cfg.where.hosts]
     per_node = cfg.where.ranks_per_node or cfg.where.gpus_per_node or None
     return lambda gpus: storage_at(curve, nodes_for(cfg.where.launcher, hosts, per_node, int(gpus)))
+
+
+def store_at(cfg: SweepConfig, ceiling: float | None, curve: dict | None):
+    """gpus -> the MB/s the store gives a scale of that many ranks (storage_for's figure; one node's
+    ceiling without a curve); None without a conclusive probe."""
+    at = storage_for(cfg, curve)
+    if at is not None:
+        return lambda gpus: at(gpus)[0]
+    return (lambda gpus: ceiling) if ceiling is not None else None
 
 
 def sizing_ceiling(curve: dict | None) -> tuple[float | None, int | None, str | None]:
@@ -376,6 +396,27 @@ def shortfall_text(row) -> str:
         f"storage feeds {fed} GPUs, the cluster plans {planned}: short by {planned - fed} "
         f"(fio ceiling {row['storage_ceiling_mb_s']:.1f} MB/s / {row['per_gpu_read_mb_s']:.2f} MB/s per GPU "
         f"measured at {int(row['gpus'])} GPU(s))"
+    )
+
+
+def bound_miss_text(row) -> str:
+    """A scaling bound miss as the alert states it: both runs' efficiencies where a second one ran."""
+    first, bound = float(row["scaling_efficiency"]), float(row["min_scaling_efficiency"])
+    second = row.get("repeat_img_s")
+    if second is not None and pd.notna(second) and float(row["throughput_img_s"]) > 0:
+        again = first * float(second) / float(row["throughput_img_s"])
+        return (
+            f"both runs under the {bound:.2f} bound: {first:.3f} then {again:.3f} "
+            f"({float(row['throughput_img_s']):.1f} then {float(second):.1f} images/s)"
+        )
+    return f"{first:.3f} under the {bound:.2f} bound in one run (no second run: confirm_regressions off, or it failed)"
+
+
+def slower_than_smaller_text(row) -> str:
+    best = float(row["throughput_vs_smaller_checked"])
+    return (
+        f"{int(row['gpus'])} ranks ran {best:.0%} of the images/s a smaller scale of {row['workload']} ran "
+        "(the better of its runs): more ranks slower than fewer never passes"
     )
 
 

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.verdict import bounds
+from bench.analysis.verdict.interference import PREFIX as INTERFERENCE
+from bench.analysis.verdict.interference import culprits, share_bound
 from bench.config.models import Thresholds
 from bench.slots import contention_summary
 
@@ -36,18 +38,43 @@ def contention_note(slots_json) -> str:
     return contention_summary([s for s in slots if isinstance(s, dict)])
 
 
+def _ranks(raw) -> list[dict]:
+    try:
+        ranks = json.loads(raw) if isinstance(raw, str) and raw else []
+    except json.JSONDecodeError:
+        return []
+    return [x for x in ranks if isinstance(x, dict)] if isinstance(ranks, list) else []
+
+
+def interference_note(row: dict, limit: float) -> str:
+    """'interference: ...' naming the process on each node where the scale's ranks, or the node ceiling's
+    it is judged against, lost more than `limit` of their cores to foreign work; '' where neither did."""
+    own = culprits(_ranks(row.get("rank_breakdown")), limit)
+    judged_by_ceiling = row.get("ideal") == "independent" and int(row.get("gpus") or 0) > 1
+    ceiling = culprits(_ranks(row.get("ceiling_foreign_ranks")), limit) if judged_by_ceiling else ""
+    parts = [own] if own else []
+    parts += [f"node ceiling run: {ceiling}"] if ceiling else []
+    if not parts:
+        return ""
+    return f"{INTERFERENCE} {'; '.join(parts)} (over {limit:.0%} of a rank's cores: max_foreign_share)"
+
+
 def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
     """Why each valid row's own measurement cannot be trusted ("" where it can)."""
     reasons = []
     spread_limit = bounds.bound(bounds.STEP_TIME_SPREAD, 0, thresholds)
+    foreign_limit = share_bound(thresholds)
     for r in frame.to_dict("records"):
         why = ""
         if bool(r.get("valid", False)):
             measured, wanted = r.get("measured_s"), r.get("min_measure_s")
             spread = r.get("step_time_spread")
             shared = contention_note(r.get("slots"))
+            neighbours = interference_note(r, foreign_limit)
             if shared:  # ranks fought over cores: a figure of the contention, not of the infrastructure
                 why = f"ranks shared cores or a GPU: {shared}"
+            elif neighbours:  # somebody else's work took the cores: not the infrastructure's figure
+                why = neighbours
             elif not _finite(r.get("throughput_img_s")) or r["throughput_img_s"] <= 0:
                 why = "no positive measured throughput"
             elif _finite(wanted) and bounds.fails(bounds.MEASURED, measured, WINDOW_SLACK * wanted):
@@ -71,7 +98,9 @@ def with_baseline_problems(frame: pd.DataFrame, reasons: pd.Series) -> pd.Series
         if base.empty or not bool(base["valid"].iloc[0]):
             out[idx] = f"no valid baseline at {r.get('baseline_gpus')} GPU(s) to scale against"
         elif reasons[base.index[0]]:
-            out[idx] = f"baseline at {int(r['baseline_gpus'])} GPU(s) is inconclusive ({reasons[base.index[0]]})"
+            why = reasons[base.index[0]]
+            lead = f"{INTERFERENCE} " if why.startswith(INTERFERENCE) else ""  # the cause stays first
+            out[idx] = f"{lead}baseline at {int(r['baseline_gpus'])} GPU(s) is inconclusive ({why})"
         elif not _finite(r.get("scaling_efficiency")):
             out[idx] = "scaling efficiency could not be computed"
     return out

@@ -13,9 +13,12 @@ def alert_text(
     slow_nodes: list[str] | None = None,
     at_au: dict[str, list[dict]] | None = None,
     figures: list[dict] | None = None,
+    interfering: list[dict] | None = None,
 ) -> str:
     """`figures`: the figures whose own validity rule failed (a read too short for a rate), each stated as
-    an INCONCLUSIVE item of its row (bench.analysis.verdict.evaluate.inconclusive_figures)."""
+    an INCONCLUSIVE item of its row (bench.analysis.verdict.evaluate.inconclusive_figures). `interfering`:
+    the nodes whose ranks lost their cores to one process in several runs
+    (bench.analysis.history.interference), listed under the slow nodes: both are a node to look at."""
     inconclusive, figures = inconclusive or [], figures or []
     verdict = "FAILED" if failures else "INCONCLUSIVE"
     lines = [
@@ -35,8 +38,32 @@ def alert_text(
     for i in figures:
         lines.append(f"• {i['workload']} @ {i['gpus']} GPUs: {i['figure']} INCONCLUSIVE — {i['reason']}")
     lines += [f"• slow node: {line}" for line in slow_nodes or []]
+    lines += interference_lines(interfering or [])
     lines += at_au_lines(at_au or {})
     return "\n".join(lines + link_lines(report, report_url, run_url))
+
+
+def interference_lines(interfering: list[dict]) -> list[str]:
+    """One item per node that lost its ranks' cores to the same process in several recent runs: its line
+    ("node X: `proc` took 30% of the ranks' cores in 3 of the last 5 runs") names the node and process."""
+    return [f"• {n['line']}" for n in interfering]
+
+
+def node_news(
+    cluster: str, suite_run_id: str, slow_nodes: list[str], interfering: list[dict], links: tuple
+) -> list[tuple[str, str]]:
+    """(subject, text) of a passing week's node findings, none without any: a slow node or a node another
+    process keeps taking cores from is news in a passing week too. `links`: (report, report_url, run_url)."""
+    if not slow_nodes and not interfering:
+        return []
+    what = " and ".join(w for w, found in (("slow node(s)", slow_nodes), ("node interference", interfering)) if found)
+    text = "\n".join(
+        [f"scalewatch: {what} on cluster {cluster} (suite run {suite_run_id})"]
+        + [f"• {line}" for line in slow_nodes]
+        + interference_lines(interfering)
+        + link_lines(*links)
+    )
+    return [(f"scalewatch: {what} on {cluster} ({suite_run_id})", text)]
 
 
 def at_au_lines(at_au: dict[str, list[dict]]) -> list[str]:

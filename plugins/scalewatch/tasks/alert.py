@@ -35,7 +35,7 @@ def links(cfg: SweepConfig, suite_run_id: str, context) -> tuple[str | None, str
 
 def _messages(cfg: SweepConfig, suite_run_id: str, outcome: dict | None, links_: tuple) -> list[tuple[str, str]]:
     """(subject, text) of the verdict alert, or of the slow nodes in a passing week; none for a plain pass."""
-    from scalewatch.notifiers.message import alert_text, link_lines
+    from scalewatch.notifiers.message import alert_text, node_news
 
     inconclusive: list[dict] = []
     if outcome is None:
@@ -55,20 +55,17 @@ def _messages(cfg: SweepConfig, suite_run_id: str, outcome: dict | None, links_:
         inconclusive = outcome.get("inconclusive", [])
     report_url, run_url = links_
     nodes = (outcome or {}).get("slow_nodes") or []
+    interfering = (outcome or {}).get("interfering_nodes") or []  # bench.analysis.history.interference
     if failures or inconclusive:
         at_au = (outcome or {}).get("accelerators_at_au") or {}
         figures = (outcome or {}).get("inconclusive_figures") or []
-        text = alert_text(suite_run_id, failures, report, report_url, run_url, inconclusive, nodes, at_au, figures)
+        text = alert_text(
+            suite_run_id, failures, report, report_url, run_url, inconclusive, nodes, at_au, figures, interfering
+        )
         verdict = "FAILED" if failures else "INCONCLUSIVE"
         return [(f"scalewatch: scaling check {verdict} ({suite_run_id})", text)]
-    if nodes:  # a failing node is news in a passing week too
-        text = "\n".join(
-            [f"scalewatch: slow node(s) on cluster {cfg.where.cluster} (suite run {suite_run_id})"]
-            + [f"• {line}" for line in nodes]
-            + link_lines(report, report_url, run_url)
-        )
-        return [(f"scalewatch: slow node(s) on {cfg.where.cluster} ({suite_run_id})", text)]
-    return []
+    # a failing node is news in a passing week too
+    return node_news(cfg.where.cluster, suite_run_id, nodes, interfering, (report, report_url, run_url))
 
 
 def _store_errors() -> tuple[type[Exception], ...]:

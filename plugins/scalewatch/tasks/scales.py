@@ -4,10 +4,8 @@ leftover jobs after them, and the reruns that confirm a failing scale's verdict 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from datetime import timedelta
-from pathlib import Path
 
 from airflow.sdk import Asset, task
 
@@ -15,10 +13,13 @@ from bench.config.models import SweepConfig
 from scalewatch.tasks.plan import sweep_config
 
 # confirm_causes' bound (bench.suite.run.confirmation_runs): at most one second run of each scale (a
-# suspected regression) and a warm and a synthetic run of each scale (differential; its VARIANTS, kept
+# suspected regression or a bound miss) and a warm and a synthetic run of each scale (differential; its VARIANTS, kept
 # literal here: parsing imports no pandas), one at a time, each waited on for its time limit plus 60 s.
 RERUN_WAIT_SLACK_S = 60
 DIFFERENTIAL_RERUNS_PER_SCALE = 2
+# and, whatever the switches, one re-measure of a scale and of its node ceiling measured under interference
+# (bench.analysis.verdict.interference; kept literal here for the same reason)
+REMEASURES_PER_SCALE = 2
 CONFIRM_MARGIN = timedelta(minutes=10)  # reading the store, launching, collecting each rerun's files
 log = logging.getLogger(__name__)
 DATASET = Asset("scalewatch://dataset/under-test")  # what stage_dataset updates
@@ -38,12 +39,13 @@ def stage_dataset(plan: dict) -> dict:
 def cancel_leftover_runs(plan: dict | None) -> list[str]:
     """After the last scale: no job of this suite may outlive it (see bench.launch.leftovers)."""
     from bench.launch.leftovers import cancel_unfinished
-    from bench.suite.plan import suite_dir
+    from bench.suite.plan import run_prefix, suite_dir
 
     if not plan:  # nothing was launched
         return []
     cfg = sweep_config(plan)
-    return cancel_unfinished(launcher(cfg), suite_dir(cfg.output_dir, plan["suite_run_id"]))
+    folder, prefix = suite_dir(cfg.output_dir, plan["suite_run_id"]), run_prefix(plan["suite_run_id"])
+    return cancel_unfinished(launcher(cfg), folder, prefix)
 
 
 def rerun_to_confirm(plan: dict, results: list[dict], context) -> list[dict]:
@@ -65,7 +67,7 @@ def confirm_causes_timeout(
     """The most the confirm_causes task may hold a worker slot: every rerun it could launch at its time
     limit plus 60 s, and a margin. Without it a hung wait held the slot (and, max_active_runs=1, next
     week's run) for up to every rerun's time limit and then some, with nothing to stop it."""
-    per_scale = int(confirm_regressions) + DIFFERENTIAL_RERUNS_PER_SCALE * int(confirm_causes)
+    per_scale = REMEASURES_PER_SCALE + int(confirm_regressions) + DIFFERENTIAL_RERUNS_PER_SCALE * int(confirm_causes)
     reruns = workloads * gpus * per_scale
     return timedelta(seconds=reruns * (time_limit_s + RERUN_WAIT_SLACK_S)) + CONFIRM_MARGIN
 
@@ -125,10 +127,11 @@ def launcher(cfg: SweepConfig):
 
 
 def with_summary(result: dict) -> dict:
-    """A completed run's result with its summary read back from summary_path (XComs hold only the path)."""
-    if result.get("state") == "COMPLETED" and result.get("summary") is None and result.get("summary_path"):
-        result = {**result, "summary": json.loads(Path(result["summary_path"]).read_text())}
-    return result
+    """A completed run's result with its summary read back from its run folder (XComs hold only the path),
+    as the launcher collected it: no link followed, bounded, validated (bench.launch.base.with_summary)."""
+    from bench.launch.base import with_summary as read_back
+
+    return read_back(result)
 
 
 def scale_results(cfg: SweepConfig, plan: dict, results: list[dict]) -> list[dict]:

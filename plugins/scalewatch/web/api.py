@@ -1,5 +1,5 @@
-"""The JSON API under the plugin (docs/schemas.md, "History API"): the overview's series, one series'
-points, one suite run, and two runs compared. Same login and same per-DAG read checks as the pages:
+"""The JSON API under the plugin (docs/schemas.md, "History API"): the overview's series and node lines,
+one series' points, one suite run, and two runs compared. Same login and same per-DAG read checks as the pages:
 a user sees only rows of DAGs Airflow lets them read; a series or run of no readable DAG is a 404, told
 alike whether it exists or not; and nothing derived from an unreadable DAG's rows (a run's fingerprint,
 compare's noise history) is answered, even for a suite run id another DAG holds too. Query parameters
@@ -66,16 +66,43 @@ class SeriesQuery(Page):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, value: str | None) -> str | None:
-        if value is not None and not NAME_RE.fullmatch(value):
-            raise ValueError(f"cluster {value!r} does not match {NAME_RE.pattern}")
-        return value
+        return checked_cluster(value)
 
     @field_validator("workload")
     @classmethod
     def _workload(cls, value: str | None) -> str | None:
-        if value is not None and value not in WORKLOADS:
-            raise ValueError(f"workload {value!r} is not one of {', '.join(WORKLOADS)}")
-        return value
+        return checked_workload(value)
+
+
+def checked_cluster(value: str | None) -> str | None:
+    """A cluster filter as the suite names clusters (NAME_RE); anything else is refused, naming it."""
+    if value is not None and not NAME_RE.fullmatch(value):
+        raise ValueError(f"cluster {value!r} does not match {NAME_RE.pattern}")
+    return value
+
+
+def checked_workload(value: str | None) -> str | None:
+    """A workload filter among the known workloads; anything else is refused, naming the choices."""
+    if value is not None and value not in WORKLOADS:
+        raise ValueError(f"workload {value!r} is not one of {', '.join(WORKLOADS)}")
+    return value
+
+
+class NodesQuery(Frozen):
+    """/api/nodes: the overview's node lines, filtered as the series are (they are few: no paging)."""
+
+    cluster: str | None = None
+    workload: str | None = None
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | None) -> str | None:
+        return checked_cluster(value)
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, value: str | None) -> str | None:
+        return checked_workload(value)
 
 
 class PointsQuery(Page):
@@ -178,6 +205,29 @@ def series_page(user, query: SeriesQuery) -> dict:
     }
 
 
+def nodes_page(store, dags: list[str], query: NodesQuery) -> dict:
+    """The overview's node lines of the readable DAGs' runs (scalewatch.web.overview.nodes_for): a node the
+    newest run named (`kind` "slow") and a node that lost its ranks' cores to one process in several runs
+    (`kind` "interference", with `process`, `share`, `runs` and `of`). JSON-safe: a figure a line has none
+    of (NaN) is null."""
+    from scalewatch.web.overview import Scope, nodes_for
+
+    nodes = nodes_for(store, Scope(dags, query.cluster, query.workload)) if dags else []
+    return {"nodes": [{k: _finite_or_none(v) for k, v in n.items()} for n in nodes]}
+
+
+def _finite_or_none(value):
+    import math
+
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def node_lines(user, query: NodesQuery) -> dict:
+    """/api/nodes for `user`: the store and the DAGs they may read, then `nodes_page` (which a test can
+    call with a real store and no Airflow login)."""
+    return nodes_page(*_store_and_dags(user), query)
+
+
 def series_points(user, series: str, query: PointsQuery) -> dict:
     from bench.analysis.history.overview import series_key
 
@@ -276,6 +326,12 @@ def compare(user, query: CompareQuery) -> dict:
 async def api_series(request: Request, user: User) -> dict:
     """The overview's lines, worst first, one page of them; filterable by cluster, workload, status."""
     return await run_in_threadpool(series_page, user, parse_query(SeriesQuery, request))
+
+
+@router.get("/api/nodes")
+async def api_nodes(request: Request, user: User) -> dict:
+    """The overview's node lines: slow nodes and nodes whose cores a process took in several runs."""
+    return await run_in_threadpool(node_lines, user, parse_query(NodesQuery, request))
 
 
 @router.get("/api/series/{series}/points")

@@ -213,9 +213,11 @@ def _page_query(model, request: Request):
 
 def _series_charts(store, readable: list[str], filters) -> dict:
     """The picked series' charts, change points and runs: the newest SERIES_PAGE_RUNS runs of each, and
-    only the suite runs and environments those rows name."""
+    only the suite runs and environments those rows name; and the node lines read from their ranks: the
+    slowest node of several runs, and the node that lost its cores to one process in several (issue 62)."""
     from markupsafe import Markup
 
+    from bench.analysis.history.interference import interfering_nodes
     from bench.analysis.history.node_health import slow_nodes
     from bench.report.history import SERIES_PAGE_RUNS, runs_table, series_panels
 
@@ -244,7 +246,7 @@ def _series_charts(store, readable: list[str], filters) -> dict:
     for panel in panels:
         panel["charts"] = [Markup(c) for c in panel["charts"]]
     runs = runs_table(results, allowed, filters, report_link, _run_link, environments)
-    return {"panels": panels, "runs": runs, "nodes": slow_nodes(results)}
+    return {"panels": panels, "runs": runs, "nodes": slow_nodes(results) + interfering_nodes(results)}
 
 
 def _compare_page(user, request: Request) -> HTMLResponse:

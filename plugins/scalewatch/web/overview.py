@@ -88,9 +88,12 @@ def ceilings_for(store, scope: Scope) -> list[dict]:
 
 def nodes_for(store, scope: Scope) -> list[dict]:
     """The node lines of the overview (issue 49): each node the newest run of a cluster in scope named as
-    standing out against its peers, marked "(one run)" (bench.analysis.history.node_health), from the
-    newest RECENT_RUNS rows of each series, as the series lines read them. The across-runs rule (the
-    slowest in 3 of 5 runs) needs every rank's figures: it is shown on a series' page."""
+    standing out against its peers, marked "(one run)" (bench.analysis.history.node_health), then each
+    node whose ranks lost their cores to the same process in 3 of the cluster's last 5 runs (issue 62,
+    bench.analysis.history.interference: `kind` "interference", with its process, share and runs), from
+    the newest RECENT_RUNS rows of each series, as the series lines read them. The across-runs slowness
+    rule (the slowest in 3 of 5 runs) needs every rank's figures: it is shown on a series' page."""
+    from bench.analysis.history.interference import interfering_nodes
     from bench.analysis.history.node_health import named_in_newest_run
     from bench.analysis.history.overview import RECENT_RUNS
 
@@ -103,7 +106,7 @@ def nodes_for(store, scope: Scope) -> list[dict]:
         config_key=scope.config_key,
         gpus=scope.gpus,
     )
-    return named_in_newest_run(recent, set())
+    return named_in_newest_run(recent, set()) + interfering_nodes(recent)
 
 
 def page_context(lines: list[dict], ceilings: list[dict], attention: bool, nodes: list[dict] = ()) -> dict:

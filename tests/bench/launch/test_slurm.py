@@ -11,7 +11,7 @@ import pytest
 from bench.config.models import RunSpec, TrainConfig
 from bench.errors import LaunchError
 from bench.launch.base import RunState, collect, wait
-from bench.launch.leftovers import cancel_unfinished, record_handle
+from bench.launch.leftovers import cancel_unfinished, record_handle, recorded_handles
 from bench.launch.registry import build_launcher
 from bench.launch.slurm import batch_script
 from tests.bench.launch.conftest import idle
@@ -110,7 +110,8 @@ def test_a_job_id_now_naming_another_job_is_never_cancelled(cluster, tmp_path):
     job = cluster.run(*argv).stdout.strip().split(";")[0]
     try:
         handle = {"backend": "slurm", "run_id": "ours", "output_dir": str(tmp_path / "ours"), "job_id": job}
-        record_handle(handle)
+        record_handle(handle | {"ranks": 1, "nonce": "ab" * 16})  # a handle the sweep's own checks accept
+        assert [h["job_id"] for h in recorded_handles(tmp_path)] == [job]  # so the job's name is what saves it
         state, reason = launcher.poll(handle)
         assert state == RunState.FAILED and "someone-else" in reason
         assert cancel_unfinished(launcher, tmp_path) == []

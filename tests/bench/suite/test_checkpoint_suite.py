@@ -50,6 +50,7 @@ def suite(root: Path, gpus: list[int], **over) -> SweepConfig:
         "confirm_regressions": False,
         "probe_storage": False,
         "max_step_time_spread": 100.0,
+        "max_foreign_share": 1.0,  # beside the other lanes: the checkpoint phase is under test, not interference
         "min_scaling_efficiency": 0.0,
         "min_checkpoint_efficiency": 0.0,
         **over,
