@@ -13,8 +13,11 @@
 # images built from Debian packages: debootstrap -> `podman import` -> docker/local-bases.Dockerfile.
 # pip inside a podman build gets this machine's pip settings (`pip config list`: indexes, find-links,
 # constraints, CA bundle) as a mounted /etc/pip.conf, with the local folders they name mounted
-# read-only: nothing of them stays in an image. POSTGRES_PASSWORD, AIRFLOW_JWT_SECRET and AIRFLOW_SECRET_KEY are made
-# once into docker/.env (mode 600) unless set.
+# read-only: nothing of them stays in an image. The secrets (POSTGRES_PASSWORD, the superuser's; AIRFLOW_DB_PASSWORD,
+# Airflow's metadata role's; SCALEWATCH_RESULTS_PASSWORD, the results role's; AIRFLOW_JWT_SECRET; AIRFLOW_SECRET_KEY)
+# are made at the first start into docker/.env (mode 600 from its creation) unless set; docker/postgres-roles.sh
+# gives the roles theirs at every start. The nodes' network is internal (no way out, no route to PostgreSQL or the
+# API server): with podman that needs netavark (docker/podman-containers.conf), whose DNS serves internal networks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -51,12 +54,16 @@ elif command -v podman >/dev/null 2>&1; then
   ENGINE=podman
   export CONTAINERS_CONF=${CONTAINERS_CONF:-$ROOT/docker/podman-containers.conf}
   command -v podman-compose >/dev/null 2>&1 || die "podman is here but podman-compose is not (apt install podman-compose)"
+  backend=$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null || true)
+  [ "$backend" = netavark ] || die "podman's network backend is '${backend:-unknown}', not netavark: the nodes' internal" \
+    "network needs its DNS (apt install netavark aardvark-dns; CONTAINERS_CONF: docker/podman-containers.conf)"
   COMPOSE=(podman-compose -f "$COMPOSE_FILE" -p "$PROJECT")
 else
   die "neither a Docker engine (docker info) nor podman answers on this machine"
 fi
 
 # --- secrets -----------------------------------------------------------------------------------------
+SECRET_KEYS=(POSTGRES_PASSWORD AIRFLOW_DB_PASSWORD SCALEWATCH_RESULTS_PASSWORD AIRFLOW_JWT_SECRET AIRFLOW_SECRET_KEY)
 secrets() {
   local env_file=docker/.env
   local line key
@@ -64,16 +71,14 @@ secrets() {
     umask 077
     touch "$env_file"
     chmod 600 "$env_file" # umask does not change a file made before
-    for key in POSTGRES_PASSWORD AIRFLOW_JWT_SECRET AIRFLOW_SECRET_KEY; do
+    for key in "${SECRET_KEYS[@]}"; do
       grep -q "^$key=" "$env_file" || printf '%s=%s\n' "$key" "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >>"$env_file"
     done
   )
   while IFS= read -r line; do
-    case "$line" in
-    POSTGRES_PASSWORD=* | AIRFLOW_JWT_SECRET=* | AIRFLOW_SECRET_KEY=*)
-      key=${line%%=*}
-      [ -n "${!key:-}" ] || export "${line?}"
-      ;;
+    key=${line%%=*}
+    case " ${SECRET_KEYS[*]} " in
+    *" $key "*) [ -n "${!key:-}" ] || export "${line?}" ;;
     esac
   done <"$env_file"
 }
@@ -216,6 +221,8 @@ up() {
     "${COMPOSE[@]}" up -d --no-deps postgres keys >>"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"
     wait_exit keys
     wait_healthy postgres
+    "${COMPOSE[@]}" up -d --no-deps postgres-roles >>"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"
+    wait_exit postgres-roles
     "${COMPOSE[@]}" up -d --no-deps airflow-init >>"$STATE/up.log" 2>&1 || die "up: see $STATE/up.log"
     wait_exit airflow-init
     "${COMPOSE[@]}" up -d --no-deps api-server scheduler dag-processor triggerer node1 node2 >>"$STATE/up.log" 2>&1 ||

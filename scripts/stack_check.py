@@ -87,23 +87,33 @@ def engine() -> str:
     )
 
 
-def exec_in(service: str, *argv: str) -> subprocess.CompletedProcess:
-    """A command run in one of the stack's running containers (by its compose service name)."""
-    tool = engine()
-    env = os.environ | {
+def _engine_env() -> dict[str, str]:
+    return os.environ | {
         "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "docker" / "podman-containers.conf"))
     }
+
+
+def container(service: str) -> str:
+    """The running container of one of the stack's services (by its compose service name)."""
     names = subprocess.run(
-        [tool, "ps", "--filter", f"label=com.docker.compose.service={service}", "--format", "{{.Names}}"],
+        [engine(), "ps", "--filter", f"label=com.docker.compose.service={service}", "--format", "{{.Names}}"],
         capture_output=True,
         text=True,
         check=True,
-        env=env,
+        env=_engine_env(),
     ).stdout.split()
     names = [n for n in names if n.startswith("scalewatch")]
     if not names:
         raise CheckFailed(f"no running {service} container")
-    return subprocess.run([tool, "exec", names[0], *argv], capture_output=True, text=True, check=False, env=env)
+    return names[0]
+
+
+def exec_in(service: str, *argv: str) -> subprocess.CompletedProcess:
+    """A command run in one of the stack's running containers (by its compose service name)."""
+    name = container(service)
+    return subprocess.run(
+        [engine(), "exec", name, *argv], capture_output=True, text=True, check=False, env=_engine_env()
+    )
 
 
 def exec_in_scheduler(code: str, *args: str) -> str:
@@ -125,6 +135,166 @@ def check_node_keys() -> None:
         if done.returncode != 0 or listed != NODE_KEYS:
             raise CheckFailed(f"{node}'s keys: {listed or done.stderr.strip()[-300:]} (want only {NODE_KEYS})")
     print("the nodes hold no client key:", NODE_KEYS, flush=True)
+
+
+AIRFLOW_SERVICES = ["api-server", "scheduler", "dag-processor", "triggerer"]
+NODES = ["node1", "node2"]
+CAP_NET_RAW = 13  # linux/capability.h
+
+REACH = """
+import json, socket, sys
+out = {}
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        out[target] = "connected"
+    except OSError as error:
+        out[target] = f"{type(error).__name__}: {error}"
+print(json.dumps(out))
+"""
+
+
+def reach(service: str, targets: list[str]) -> dict[str, str]:
+    """A real TCP connect from inside SERVICE's container to each host:port: 'connected' or the error."""
+    done = exec_in(service, "python3", "-c", REACH, *targets)
+    if done.returncode != 0:
+        raise CheckFailed(f"connect attempts from {service}: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout)
+
+
+def addresses(service: str) -> list[str]:
+    """SERVICE's container's IP addresses, on every network it is on."""
+    done = subprocess.run(
+        [
+            engine(),
+            "inspect",
+            container(service),
+            "--format",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_engine_env(),
+    )
+    return done.stdout.split()
+
+
+def check_networks() -> None:
+    """A node reaches the other node's sshd and nothing of the control side: PostgreSQL and the API server are
+    refused to it by name and by address, where the scheduler (on both networks) reaches all of them."""
+    control = ["postgres:5432", "api-server:8080"]
+    control += [f"{ip}:5432" for ip in addresses("postgres")] + [f"{ip}:8080" for ip in addresses("api-server")]
+    seen = reach("scheduler", [*control, "node1:22", "node2:22"])
+    if set(seen.values()) != {"connected"}:
+        raise CheckFailed(f"the scheduler does not reach what it needs: {seen}")
+    for node in NODES:
+        other = "node2" if node == "node1" else "node1"
+        seen = reach(node, [*control, f"{other}:22"])
+        if seen.pop(f"{other}:22") != "connected":
+            raise CheckFailed(f"{node} does not reach {other}'s sshd")
+        reached = [target for target, result in seen.items() if result == "connected"]
+        if reached:
+            raise CheckFailed(f"{node} reaches the control network: {reached}")
+    print("the nodes reach each other, not PostgreSQL or the API server:", sorted(seen.items()), flush=True)
+
+
+def capabilities(service: str) -> dict[str, int]:
+    """CapEff and CapBnd of the container's first process (/proc/1/status), as bit masks."""
+    done = exec_in(service, "cat", "/proc/1/status")
+    found = dict(line.split(":", 1) for line in done.stdout.splitlines() if line.startswith("Cap"))
+    return {key: int(found[key].strip(), 16) for key in ("CapEff", "CapBnd")}
+
+
+def check_capabilities(nodes: list[str] = NODES, airflow: list[str] = AIRFLOW_SERVICES) -> None:
+    """No NET_RAW in any service's bounding set (nor in the nodes' effective one); the Airflow services none."""
+    for service in [*nodes, *airflow, "postgres"]:
+        caps = capabilities(service)
+        if (caps["CapBnd"] | caps["CapEff"]) >> CAP_NET_RAW & 1:
+            raise CheckFailed(f"{service} holds NET_RAW: {caps}")
+        if service in airflow and caps["CapBnd"]:
+            raise CheckFailed(f"{service} holds capabilities it does not use: {caps}")
+    print("capabilities: no NET_RAW anywhere; the Airflow services hold none", flush=True)
+
+
+def superuser_password() -> str:
+    if os.environ.get("POSTGRES_PASSWORD"):
+        return os.environ["POSTGRES_PASSWORD"]
+    for line in (ROOT / "docker" / ".env").read_text().splitlines():
+        if line.startswith("POSTGRES_PASSWORD="):
+            return line.split("=", 1)[1]
+    raise CheckFailed("POSTGRES_PASSWORD: neither in the environment nor in docker/.env")
+
+
+DB_ROLES = """
+import json, os
+import sqlalchemy as sa
+meta = sa.engine.make_url(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+conn = json.loads(os.environ["AIRFLOW_CONN_SCALEWATCH_RESULTS"])
+results = meta.set(username=conn["login"], password=conn["password"], host=conn["host"], database=conn["schema"])
+ROLE = "SELECT current_user, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user"
+out = {}
+for name, url in (("metadata", meta), ("results", results)):
+    with sa.create_engine(url).connect() as db:
+        out[name] = list(db.exec_driver_sql(ROLE).one())
+with sa.create_engine(meta).connect() as db:
+    out["dag_runs"] = db.exec_driver_sql("SELECT count(*) FROM dag_run").scalar()
+try:
+    with sa.create_engine(results.set(database=meta.database)).connect() as db:
+        out["results_reads_metadata"] = f"read {db.exec_driver_sql('SELECT count(*) FROM dag_run').scalar()} runs"
+except sa.exc.DBAPIError as error:
+    out["results_reads_metadata"] = str(error.orig).strip()
+print(json.dumps(out))
+"""
+
+
+def check_task_credentials(services: list[str] = AIRFLOW_SERVICES) -> None:
+    """What a task's environment holds (the Airflow services', which tasks and triggers inherit): no superuser
+    password, and the two database credentials it does hold log in as roles that are not superusers, the
+    results role refused Airflow's metadata tables (a real query), where Airflow's role reads them."""
+    secret = superuser_password()
+    for service in services:
+        env = exec_in(service, "env").stdout
+        if secret in env or "POSTGRES_PASSWORD=" in env:
+            raise CheckFailed(f"{service}'s environment (every task's there) holds the superuser's password")
+    done = exec_in("scheduler", "python", "-c", DB_ROLES)
+    if done.returncode != 0:
+        raise CheckFailed(f"the roles of the task environment's credentials: {done.stderr.strip()[-500:]}")
+    roles = json.loads(done.stdout)
+    print("task environment's database roles:", json.dumps(roles), flush=True)
+    if roles["metadata"] != ["airflow", False, False, False] or roles["results"] != ["scalewatch", False, False, False]:
+        raise CheckFailed(f"a credential of the task environment is privileged: {roles}")
+    if roles["dag_runs"] < 1 or "permission denied" not in roles["results_reads_metadata"]:
+        raise CheckFailed(f"the results role reads Airflow's metadata: {roles['results_reads_metadata']}")
+
+
+def mounts(service: str) -> set[str]:
+    done = exec_in(service, "cat", "/proc/self/mountinfo")
+    return {line.split()[4] for line in done.stdout.splitlines()}
+
+
+def check_mounts_and_password_file() -> None:
+    """The auth volume only where it is read (the api-server), the client key only where ssh runs; the admin's
+    password file mode 600, the Airflow user's."""
+    wanted = {"/opt/airflow/auth": {"api-server"}, "/stack-keys": {"scheduler", "triggerer"}}
+    for service in [*AIRFLOW_SERVICES, *NODES]:
+        held = mounts(service)
+        for path, where in wanted.items():
+            if (path in held) != (service in where):
+                raise CheckFailed(f"{service} {'mounts' if path in held else 'lacks'} {path} (wanted on {where})")
+    done = exec_in("api-server", "stat", "-c", "%a %u", "/opt/airflow/auth/passwords.json")
+    if done.stdout.split() != ["600", "50000"]:
+        raise CheckFailed(f"the admin's password file: mode and owner {done.stdout.strip() or done.stderr.strip()}")
+    print("mounts: auth only on the api-server, client key only on scheduler and triggerer; passwords.json 600")
+
+
+def check_isolation() -> None:
+    """Issue 61 item 7 on the running stack: networks, capabilities, the task environment's roles, mounts."""
+    check_networks()
+    check_capabilities()
+    check_task_credentials()
+    check_mounts_and_password_file()
 
 
 RUN_FILES = """
@@ -214,6 +384,7 @@ def check(password: str) -> dict:
             raise CheckFailed(f"run {run_id}: {state}")
         out_.update(check_run(run_id))
         check_node_keys()
+        check_isolation()
         suite_run_id = f"{DAG}.{run_id}"
         check_history(bearer, suite_run_id)
         stack("down")

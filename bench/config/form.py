@@ -104,9 +104,13 @@ S_WHAT, S_WHERE, S_DATA, S_TRAIN, S_BOUNDS, S_ALERT, S_ADVANCED = (
 # that names a file or folder the worker (or a node, through it) reads or writes, or that changes how a
 # command is started there, is the deployment's alone: OpenSSH runs a config file's `Match exec` lines
 # while it reads it, so a conf naming any readable file as `ssh_config` ran commands on the worker
-# (issue 48). Such a setting is set by a suite file or the deployment (the embedded default's
-# environment, Airflow connections); a conf that gives it another value is refused before anything runs
-# (refuse_deployment_settings), and the form shows the suite's value, read-only (scalewatch.params).
+# (issue 48). So is one that decides where commands start (launcher, hosts, rendezvous_interface), whose
+# history a run joins and reads (cluster), or who is told of its verdict (the alert targets: a conf's null
+# silenced them, its list sent the report anywhere; issue 61). Such a setting is set by a suite file or the
+# deployment (the embedded default's environment, Airflow connections); a conf that gives it another value
+# is refused before anything runs (refuse_deployment_settings), and the form shows the suite's value,
+# read-only (scalewatch.params). A conf's own bounds are taken, but keep its run out of the shared history
+# (bench.config.trust.conf_bounds).
 SetBy = Literal["run", "deployment"]
 SET_BY_RUN: SetBy = "run"
 SET_BY_DEPLOYMENT: SetBy = "deployment"

@@ -171,7 +171,11 @@ class WhereSettings(Frozen):
     """The `where` group of the settings. Where the ranks run: the launcher, its nodes and their slots."""
 
     launcher: LauncherKind = form_field(
-        "local", S_WHERE, "Launcher", "local: ranks on the worker; ssh: host list; slurm: sbatch."
+        "local",
+        S_WHERE,
+        "Launcher",
+        "local: ranks on the worker; ssh: host list; slurm: sbatch.",
+        set_by=SET_BY_DEPLOYMENT,
     )
     conn_id: FormConnId | None = form_field(
         None,
@@ -180,7 +184,9 @@ class WhereSettings(Frozen):
         "ssh: keys and host keys; slurm: the login node (empty: Slurm CLI on the worker).",
         set_by=SET_BY_DEPLOYMENT,
     )
-    hosts: tuple[FormHost, ...] = form_field((), S_WHERE, "SSH hosts", "host[:slots] per entry, for the ssh launcher.")
+    hosts: tuple[FormHost, ...] = form_field(
+        (), S_WHERE, "SSH hosts", "host[:slots] per entry, for the ssh launcher.", set_by=SET_BY_DEPLOYMENT
+    )
     ssh_config: FormPath | None = form_field(
         None,
         S_WHERE,
@@ -196,6 +202,7 @@ class WhereSettings(Frozen):
         "Rendezvous interface",
         "ssh/slurm: the first rank's host listens on this interface's address (a multi-homed node); "
         "empty: its address on the route to the other hosts (Slurm: its NodeAddr).",
+        set_by=SET_BY_DEPLOYMENT,
     )
     partition: FormName | None = form_field(None, S_WHERE, "Slurm partition")
     account: FormName | None = form_field(None, S_WHERE, "Slurm account")
@@ -205,7 +212,9 @@ class WhereSettings(Frozen):
         S_WHERE,
         "Cluster name",
         "History is kept per cluster: runs on different clusters never share a baseline "
-        "(default: $SCALEWATCH_CLUSTER, else local).",
+        "(default: $SCALEWATCH_CLUSTER, else local). The report also reads this cluster's slow-node lines and "
+        "storage probes.",
+        set_by=SET_BY_DEPLOYMENT,
     )
     # None (an empty field): every rank on one node. 0 meant the same once and is still taken (see
     # _ranks_per_node); SweepConfig and RunSpec hold None, as history's config keys always have.
@@ -454,10 +463,10 @@ class Thresholds(Frozen):
     max_foreign_share: float | None = form_field(
         None,
         S_BOUNDS,
-        "Max foreign work on a rank's cores (empty: not checked)",
-        "Share of a rank's slot cores that processes not the run's may use while it trains, e.g. 0.25 on dedicated "
-        "training nodes: above it the scale fails, naming the process, pid and core. Empty: reported and named as a "
-        "cause, not judged (Airflow on the same cores counts).",
+        "Max foreign work on a rank's cores (empty: 0.1)",
+        "Share of a rank's slot cores that processes not the run's may use while it (or its node ceiling) trains: "
+        "above it the figure is not the infrastructure's, so the scale is measured once more after the last scale, "
+        "and INCONCLUSIVE naming the process, pid, core and node if the work is still there. Empty: 0.1.",
         gt=0,
         le=1,
     )
@@ -474,13 +483,34 @@ class Thresholds(Frozen):
         return table[covering[0] if covering else max(table)]
 
 
+# An alert's recipients: a team list, not a mailing. One alert per run goes to each through the
+# deployment's SMTP server; 5,000 of them was a mailing the suite should never send.
+MAX_EMAIL_RECIPIENTS = 20
+
+
 class AlertTargets(Frozen):
     """The `alerts` group of the settings. Where a failing or recovered run is sent: this group is the notifiers' own
     view (SweepConfig.alerts)."""
 
-    slack_conn_id: FormConnId | None = form_field(None, S_ALERT, "Slack webhook connection")
-    smtp_conn_id: FormConnId | None = form_field(None, S_ALERT, "SMTP connection")
-    email_to: tuple[FormEmail, ...] = form_field((), S_ALERT, "E-mail recipients")
+    # All three are the deployment's: a conf that nulled a connection silenced the suite's alert, and one that
+    # listed recipients sent the run's failures, host names and report link to any address through the
+    # deployment's SMTP server (issue 61).
+    slack_conn_id: FormConnId | None = form_field(None, S_ALERT, "Slack webhook connection", set_by=SET_BY_DEPLOYMENT)
+    smtp_conn_id: FormConnId | None = form_field(None, S_ALERT, "SMTP connection", set_by=SET_BY_DEPLOYMENT)
+    email_to: tuple[FormEmail, ...] = form_field(
+        (),
+        S_ALERT,
+        "E-mail recipients",
+        f"At most {MAX_EMAIL_RECIPIENTS} addresses, each once.",
+        unique=True,
+        set_by=SET_BY_DEPLOYMENT,
+        max_length=MAX_EMAIL_RECIPIENTS,
+    )
+
+    @field_validator("email_to")
+    @classmethod
+    def _unique(cls, items: tuple) -> tuple:
+        return unique_items(items)
 
 
 # The groups of SuiteSettings, by the name each has there. A setting's name is unique across them, so the
@@ -573,14 +603,14 @@ class SuiteSettings(SettingGroups):
             props |= schema["properties"]
         return {name: props[name] for name in SETTING_FIELDS}
 
-    def sweep_config(self, home: Path | str, output_dir: Path | str) -> SweepConfig:
+    def sweep_config(self, home: Path | str, output_dir: Path | str, conf_bounds: tuple[str, ...] = ()) -> SweepConfig:
         """The run's config: these groups (the dataset placed under `home` where none is given), the rank
         template (rank_template) and the output folder, with the cross-field rules (hosts' slots, launcher
-        needs) checked."""
+        needs) checked. `conf_bounds`: the bounds a run's conf set to other than its suite's (SweepConfig)."""
         dataset = self.data.dataset_path or Path(home) / "data"
         groups = {name: getattr(self, name) for name in SETTING_GROUPS}
         groups["data"] = self.data.model_dump() | {"dataset_path": dataset}
-        run = {"train": self.rank_template(dataset), "output_dir": str(output_dir)}
+        run = {"train": self.rank_template(dataset), "output_dir": str(output_dir), "conf_bounds": conf_bounds}
         return parse(SweepConfig, groups | run, groups=tuple(SETTING_GROUPS))
 
     def rank_template(self, dataset: Path | str) -> dict:
@@ -806,6 +836,23 @@ class SweepConfig(SettingGroups):
     generate: bool = True
     train: TrainConfig
     output_dir: SafePath
+    # The `bounds` settings a run's conf set to other than its suite's (bench.config.trust.conf_bounds): the
+    # run is judged by them, and kept out of the history every run of the series is judged against
+    # (bench.suite.record.history_view), so a conf's looser bounds never move the shared baseline.
+    conf_bounds: tuple[str, ...] = ()
+
+    @field_validator("conf_bounds")
+    @classmethod
+    def _bounds_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [n for n in names if n not in Thresholds.model_fields]
+        if unknown:
+            raise ValueError(f"not bounds settings: {', '.join(unknown)}")
+        return names
+
+    @property
+    def enters_history(self) -> bool:
+        """Whether this run's rows and probe may enter the shared history: judged by its suite's bounds."""
+        return not self.conf_bounds
 
     @model_validator(mode="after")
     def _dataset_placed(self) -> SweepConfig:

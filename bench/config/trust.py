@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bench.config.form import DEPLOYMENT_PLACES, RUN_PLACES, SET_BY_DEPLOYMENT, SET_BY_RUN, SetBy
-from bench.config.models import SETTING_FIELDS
-from bench.config.types import BUILTIN_WORKLOADS
+from bench.config.models import SETTING_FIELDS, SuiteSettings, Thresholds
+from bench.config.types import BUILTIN_WORKLOADS, parse
 from bench.errors import ConfigError
 
 # --- The trust boundary's one rule (see SetBy above) ---
@@ -77,3 +77,17 @@ def refuse_deployment_settings(conf: Mapping, suite: Mapping, prefix: str = "con
     refusals = deployment_refusals(conf, suite)
     if refusals:
         raise ConfigError(prefix + "; ".join(refusals))
+
+
+# --- Bounds a run's conf sets: judged by them, kept out of the shared history ---
+
+
+def conf_bounds(settings: SuiteSettings, suite: Mapping) -> tuple[str, ...]:
+    """The `bounds` settings that a run's settings (`settings`: the suite's values with its conf) hold at
+    other than the suite's own (`suite`: the form's defaults). A run may be judged by bounds of its own,
+    but which runs enter the history every run is judged against is the suite's to say: such a run is
+    kept out of it (SweepConfig.conf_bounds). Compared as validated values: the form sending the suite's
+    0.7 (or "16" for a table's 16) is no change."""
+    given = {name: suite[name] for name in Thresholds.model_fields if name in suite}
+    own = parse(Thresholds, given, "suite: ")
+    return tuple(name for name in Thresholds.model_fields if getattr(settings.bounds, name) != getattr(own, name))

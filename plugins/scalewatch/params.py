@@ -9,22 +9,34 @@ The trust boundary (bench.config.SetBy): a deployment-only setting's field allow
 value (an enum of one: the form shows it, read-only, and the REST API refuses any other value before a
 run exists, its answer naming the field and, in the schema it quotes, `set_only_in`); a workload file
 is allowed only where the suite lists it. validate_config refuses such a conf again, with the rule's own
-message, for whatever reaches it another way (dag.test, run-once).
+message, for whatever reaches it another way (dag.test, run-once). A conf may set the bounds: the run is
+judged by them, but one judged by other bounds than its suite's never enters the shared history
+(run_config names them in the run's config).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from pathlib import Path
 
 from airflow.sdk import Param
 
 from bench.config.form import DEPLOYMENT_PLACES
-from bench.config.models import SuiteSettings
+from bench.config.models import SuiteSettings, SweepConfig
 from bench.config.settings import RENAMED_SETTINGS, environment_defaults, renamed_settings, settings_from
-from bench.config.trust import DEPLOYMENT_SETTINGS, WORKLOAD_FILES_SETTING, is_workload_file, refuse_deployment_settings
+from bench.config.trust import (
+    DEPLOYMENT_SETTINGS,
+    WORKLOAD_FILES_SETTING,
+    conf_bounds,
+    is_workload_file,
+    refuse_deployment_settings,
+)
 from bench.config.types import BUILTIN_WORKLOADS
 from scalewatch import paths
+
+logger = logging.getLogger(__name__)
 
 
 def params(defaults: dict | None = None) -> dict[str, Param]:
@@ -33,8 +45,7 @@ def params(defaults: dict | None = None) -> dict[str, Param]:
     values |= defaults or {}
     schemas = form_schemas()
     for name in DEPLOYMENT_SETTINGS:  # the suite's value, and only it: shown read-only, any other refused
-        kept = {k: v for k, v in schemas[name].items() if k != "pattern"}
-        schemas[name] = kept | {"enum": [values[name]], "set_only_in": DEPLOYMENT_PLACES}
+        schemas[name] = suite_only(schemas[name], values[name])
     files = [r for r in values[WORKLOAD_FILES_SETTING] if is_workload_file(r)]
     workloads = schemas[WORKLOAD_FILES_SETTING]
     workloads["items"] = workloads["items"] | {
@@ -42,6 +53,15 @@ def params(defaults: dict | None = None) -> dict[str, Param]:
         "files_set_only_in": DEPLOYMENT_PLACES,
     }
     return {name: Param(values[name], **schema) for name, schema in schemas.items()}
+
+
+def suite_only(schema: dict, value) -> dict:
+    """A deployment-only setting's field: the suite's value as its one allowed value (an enum of one: a
+    dropdown of one in the UI), saying where it is set. A list (hosts, email_to) also offers only the suite's
+    own items (`examples`: the UI's multi-select, its chips the suite's items and nothing to add)."""
+    kept = {k: v for k, v in schema.items() if k != "pattern"}
+    shown = {"examples": list(value)} if isinstance(value, list | tuple) else {}
+    return kept | shown | {"enum": [value], "set_only_in": DEPLOYMENT_PLACES}
 
 
 def workload_pattern(files: list[str]) -> str:
@@ -82,6 +102,21 @@ def settings_from_params(values: dict, conf: dict | None = None) -> SuiteSetting
     conf = renamed_settings(conf or {}, "conf: ")
     refuse_deployment_settings(conf, values)
     return settings_from({k: v for k, v in values.items() if k not in RENAMED_SETTINGS} | conf)
+
+
+def run_config(values: dict, conf: dict | None, home: Path | str, output_dir: Path | str) -> SweepConfig:
+    """A run's config from its suite's values (`values`: the DAG's Param defaults) and its conf: the settings
+    (settings_from_params), with the bounds settings the conf set to other than the suite's named
+    (conf_bounds): the run is judged by them and kept out of the shared history (bench.suite.record)."""
+    settings = settings_from_params(values, conf)
+    own = conf_bounds(settings, values)
+    if own:
+        logger.warning(
+            "this run's conf sets %s to other than the suite's: it is judged by them and kept out of the history "
+            "other runs are judged against",
+            ", ".join(own),
+        )
+    return settings.sweep_config(home, output_dir, conf_bounds=own)
 
 
 def form_values(dag) -> dict:

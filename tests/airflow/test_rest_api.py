@@ -4,12 +4,15 @@ test_ui.py, one run for both)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 import pytest
 
+from bench.config.defaults import EMBEDDED_DEFAULT
 from bench.suite.plan import suite_run_identity
+from bench.suite_files import dag_id
 from tests.airflow.conftest import SECRET_TOKEN, SMTP_PASSWORD, wait_until
 from tests.conftest import oversubscribed_ranks
 
@@ -26,8 +29,45 @@ SMALL = {
     "regression_tolerance": 1.0,
     "min_measure_s": 0,
     "max_step_time_spread": 100,
+    # nor of the other lanes' work on the ranks' cores (issue 62: over it a scale is INCONCLUSIVE, not failed)
+    "max_foreign_share": 1.0,
     "probe_seconds": 0.5,  # the probe only has to run here; tests/bench/data judges its figures
 }
+EMBEDDED = "scaling_regression"
+# The suites triggered beside the embedded default: alert targets and the launcher are a suite file's, never a
+# run's conf (issue 61). Each is the embedded default's values with its own.
+SUITES = {
+    "rest-alerted": {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]},
+    "rest-slurm": {"launcher": "slurm"},
+}
+
+
+@pytest.fixture(scope="module")
+def suite_dags(running_airflow) -> dict[str, str]:
+    """The SUITES as suite files of the running Airflow, until this module's tests are done: their DAG ids."""
+    af = running_airflow
+    files = [af.suites / f"{name}.yaml" for name in SUITES]
+    try:
+        for path, settings in zip(files, SUITES.values(), strict=True):
+            path.write_text(json.dumps({"schedule": None, **EMBEDDED_DEFAULT, **settings}))  # JSON is YAML
+        for name in SUITES:
+            af.wait_for(lambda name=name: af.get(f"/api/v2/dags/{dag_id(name)}").status_code == 200, 180)
+        yield {name: dag_id(name) for name in SUITES}
+    finally:
+        for path in files:
+            path.unlink(missing_ok=True)
+
+
+def trigger(af, dag: str, conf: dict) -> httpx.Response:
+    return af.post(f"/api/v2/dags/{dag}/dagRuns", {"logical_date": None, "conf": conf})
+
+
+def wait_run(af, dag: str, run_id: str, timeout: float = 400) -> str:
+    def finished():
+        state = af.get(f"/api/v2/dags/{dag}/dagRuns/{run_id}").json()["state"]
+        return state if state in ("success", "failed") else None
+
+    return af.wait_for(finished, timeout)
 
 
 def test_anonymous_access_refused(running_airflow):
@@ -41,10 +81,11 @@ def test_anonymous_access_refused(running_airflow):
     [
         ({"gpus": [0]}, "minimum"),
         ({"gpus": "four"}, "array"),
-        ({"launcher": "kubernetes"}, "kubernetes"),
+        # deployment-only since issue 61: the suite's value alone
+        ({"launcher": "kubernetes"}, "set_only_in"),
         ({"workloads": ["resnet"]}, "resnet"),
         ({"steps": -1}, "minimum"),
-        ({"hosts": ["a;touch /tmp/scalewatch-pwned"]}, "pattern"),
+        ({"hosts": ["a;touch /tmp/scalewatch-pwned"]}, "set_only_in"),
         # deployment-only (issue 48): the form allows the suite's value alone, and says where it is set
         ({"dataset_path": "/tmp/$(touch /tmp/scalewatch-pwned)"}, "set_only_in"),
         ({"ssh_config": "/tmp/x"}, "set_only_in"),
@@ -71,8 +112,9 @@ def test_a_conf_key_the_suite_does_not_know_fails_the_first_task_naming_it(runni
     assert not any((running_airflow.home / "sw" / "runs").glob(f"*{run_id.replace(':', '-')}*/*/state.json"))
 
 
-def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receivers):
+def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receivers, suite_dags):
     webhook, smtp = receivers
+    dag = suite_dags["rest-alerted"]  # its suite file names the alert targets
     n = oversubscribed_ranks()
     conf = SMALL | {
         "gpus": [1, n],
@@ -84,13 +126,10 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
         # an oversubscribed scale is judged against linear (bench.analysis.verdict.scaling): its node ceiling,
         # n more ranks at once, would be measured and judge nothing
         "ceilings": False,
-        "slack_conn_id": "sw_slack",
-        "smtp_conn_id": "sw_smtp",
-        "email_to": ["oncall@example.com"],
     }
-    response = running_airflow.trigger(conf)
+    response = trigger(running_airflow, dag, conf)
     assert response.status_code == 200, response.text
-    assert running_airflow.wait_run(response.json()["dag_run_id"]) == "failed"
+    assert wait_run(running_airflow, dag, response.json()["dag_run_id"]) == "failed"
     texts = [p["json"]["text"] for p in webhook.posts]
     assert any(f"ssd @ {n} GPUs: scaling_efficiency" in t and "oversubscribed" in t for t in texts), texts
     assert any("oncall@example.com" in m["to"] for m in smtp.messages)
@@ -101,12 +140,12 @@ def test_failing_run_alerts_and_secrets_stay_out_of_logs(running_airflow, receiv
         assert secret not in text
 
 
-def start_and_wait_deferred(running_airflow, conf: dict) -> tuple[str, str]:
-    """Trigger a run and wait until a train task is deferred; returns (run id, its taskInstances path)."""
-    response = running_airflow.trigger(conf)
+def start_and_wait_deferred(running_airflow, conf: dict, dag: str = EMBEDDED) -> tuple[str, str]:
+    """Trigger a run of `dag` and wait until a train task is deferred; returns (run id, its taskInstances path)."""
+    response = trigger(running_airflow, dag, conf)
     assert response.status_code == 200, response.text
     run_id = response.json()["dag_run_id"]
-    path = f"/api/v2/dags/scaling_regression/dagRuns/{run_id}/taskInstances"
+    path = f"/api/v2/dags/{dag}/dagRuns/{run_id}/taskInstances"
     running_airflow.wait_for(
         lambda: any(
             t["task_id"] == "train" and t["state"] == "deferred"
@@ -143,9 +182,9 @@ def test_component_restart_mid_run_resumes_and_collects_once(running_airflow, co
 # With the triggerer up, its on_kill cancels the job, unless the mark lands before the trigger
 # starts; with it down there is no trigger at all: the suite's leftover sweep must cancel the job.
 @pytest.mark.parametrize("triggerer_up", [True, False], ids=["triggerer-up", "triggerer-down"])
-def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, slurm, triggerer_up):
+def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, slurm, triggerer_up, suite_dags):
+    dag = suite_dags["rest-slurm"]  # its suite file names the launcher
     conf = SMALL | {
-        "launcher": "slurm",
         "partition": "test",
         "gpus": [2],
         "ranks_per_node": 1,
@@ -156,7 +195,7 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
     if not triggerer_up:
         running_airflow.stop_component("triggerer")
     try:
-        run_id, base = start_and_wait_deferred(running_airflow, conf)
+        run_id, base = start_and_wait_deferred(running_airflow, conf, dag)
         job = wait_until(lambda: [line.split()[0] for line in slurm.queue() if "RUNNING" in line], 120)[0]
         patched = httpx.patch(
             f"{running_airflow.url}{base}/train/0",
@@ -174,11 +213,11 @@ def test_marking_a_deferred_slurm_task_failed_cancels_the_job(running_airflow, s
         # other tests' rendezvous servers may run beside this lane: scripts/test.sh)
         home = str(running_airflow.home).encode()
         wait_until(lambda: not [p for p in any_pids(b"bench.launch.rendezvous") if home in cmdline(p)], 30)
-        assert running_airflow.wait_run(run_id) == "failed"  # a cancelled scale is never a pass
+        assert wait_run(running_airflow, dag, run_id) == "failed"  # a cancelled scale is never a pass
         if not triggerer_up:
             sweep = running_airflow.get(f"{base}/cancel_leftover_runs/xcomEntries/return_value")
             assert sweep.status_code == 200, sweep.text
-            identity = suite_run_identity("scaling_regression", run_id)
+            identity = suite_run_identity(dag, run_id)
             assert sweep.json()["value"] == [f"{identity}-ssd-2".replace(":", "-").replace("+", "-")]
     finally:
         if not triggerer_up:

@@ -314,7 +314,7 @@ def test_the_runs_config_holds_the_setting_groups_themselves(tmp_path):
     assert cfg.where.hosts == (config.HostSlots(host="n1", slots=2),)  # typed in the group, a string in JSON
     assert settings.flat()["hosts"] == ["n1:2"]
     own = set(config.SweepConfig.model_fields) - set(config.SETTING_GROUPS)
-    assert own == {"train", "output_dir", "generate"}, own
+    assert own == {"train", "output_dir", "generate", "conf_bounds"}, own  # conf_bounds: run facts, not settings
     assert not own & set(config.SETTING_FIELDS)
     # a launcher's spec holds the run's `where` group itself, and no setting beside it
     spec = run_spec(cfg, "r", "ssd", 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -57,7 +58,8 @@ def test_dag_integrity(airflow_home):
     for name, param in dag.params.items():
         schema = param.schema
         assert schema.get("title") and schema.get("section"), name
-    assert dag.params.get_param("launcher").schema["enum"] == ["local", "ssh", "slurm"]
+    # the launcher is the deployment's (issue 61): the form offers the suite's own, and only it
+    assert dag.params.get_param("launcher").schema["enum"] == ["local"]
 
 
 @pytest.mark.parametrize("dag_file", ["scaling_regression.py", "suites.py"])  # suites.py reads suites/example.yaml
@@ -97,15 +99,50 @@ def run_dag(airflow_home, conf: dict, webhook: WebhookReceiver, smtp: SmtpReceiv
         "steps": 4,
         "min_measure_s": 0,  # measurement rules are tested on their own; these runs exercise the DAG
         "max_step_time_spread": 100,
+        # beside the other lanes foreign work on the ranks' cores is the rule; these runs exercise the DAG, not
+        # the interference rule (issue 62: over max_foreign_share a scale is INCONCLUSIVE; tests/bench judge it)
+        "max_foreign_share": 1.0,
         "dataset_images": 48,
         "probe_seconds": 0.5,  # the probe's figures are judged in tests/bench/data; here it only has to run
-        "slack_conn_id": "sw_slack",
-        "smtp_conn_id": "sw_smtp",
-        "email_to": ["oncall@example.com"],
     }
-    dag = load_dag(airflow_home)
-    run = dag.test(run_conf=base | conf)
+    with alerted_suites(airflow_home):  # dag.test parses the DAG folder again: the suite must be there then too
+        run = load_alerted_dag().test(run_conf=base | conf)
     return run, {ti.task_id: ti.state for ti in run.get_task_instances() if ti.map_index < 1}
+
+
+ALERTED = "alerted"
+ALERT_TARGETS = {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
+
+
+@contextlib.contextmanager
+def alerted_suites(airflow_home):
+    """SCALEWATCH_SUITES, while it lasts, a folder holding one suite: the embedded default with alert
+    targets, which a suite file sets (a run's conf may not: issue 61). Its DAG runs as the embedded one."""
+    from bench.config.defaults import EMBEDDED_DEFAULT
+
+    suites = airflow_home / "alerted-suites"
+    suites.mkdir(exist_ok=True)
+    suite = {"schedule": None, **EMBEDDED_DEFAULT, **ALERT_TARGETS}
+    (suites / f"{ALERTED}.yaml").write_text(json.dumps(suite))  # JSON is YAML
+    before = os.environ.get("SCALEWATCH_SUITES")
+    os.environ["SCALEWATCH_SUITES"] = str(suites)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SCALEWATCH_SUITES"]
+        else:
+            os.environ["SCALEWATCH_SUITES"] = before
+
+
+def load_alerted_dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    from bench.suite_files import dag_id
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.get_dag(dag_id(ALERTED))
 
 
 def test_a_conf_key_the_suite_does_not_know_fails_before_anything_runs(airflow_home):
@@ -124,9 +161,7 @@ def test_clean_sweep_passes_without_alert(airflow_home):
     assert states["cancel_leftover_runs"] == "success"
     assert webhook.posts == [] and smtp.messages == []
     # this run's own report: other tests of this module's Airflow home write theirs beside it
-    report = (
-        suite_dir(airflow_home / "sw" / "runs", suite_run_identity("scaling_regression", run.run_id)) / "report.html"
-    )
+    report = suite_dir(airflow_home / "sw" / "runs", suite_run_identity(run.dag_id, run.run_id)) / "report.html"
     assert "PASSED" in report.read_text()
     # The report as a user opens it: real Chromium, nothing fetched from anywhere, every chart drawn,
     # no table wider than the window.
@@ -166,14 +201,12 @@ def test_sweep_that_stops_scaling_alerts_with_figures(airflow_home, monkeypatch)
     assert "Report: https://airflow.example.com/scalewatch/reports/" in text  # a link a recipient can open
     from urllib.parse import quote
 
-    assert f"Airflow run: https://airflow.example.com/dags/scaling_regression/runs/{quote(run.run_id)}" in text
+    assert f"Airflow run: https://airflow.example.com/dags/{run.dag_id}/runs/{quote(run.run_id)}" in text
     from bench.store.db import ResultsStore
     from scalewatch import paths
 
     rows = ResultsStore(paths.results_url()).frame()
-    row = rows[
-        (rows["suite_run_id"] == suite_run_identity("scaling_regression", run.run_id)) & (rows["gpus"] == n)
-    ].iloc[0]
+    row = rows[(rows["suite_run_id"] == suite_run_identity(run.dag_id, run.run_id)) & (rows["gpus"] == n)].iloc[0]
     assert row["oversubscribed"] and not row["accepted"]
     assert len(smtp.messages) == 1 and smtp.messages[0]["to"] == ["oncall@example.com"]
     assert smtp.logins == ["alerts"]
@@ -234,9 +267,7 @@ def test_failed_scale_is_a_failed_row_and_alerts(airflow_home):
     from scalewatch import paths
 
     rows = ResultsStore(paths.results_url()).frame()
-    row = rows[
-        (rows["suite_run_id"] == suite_run_identity("scaling_regression", run.run_id)) & (rows["gpus"] == 8)
-    ].iloc[0]
+    row = rows[(rows["suite_run_id"] == suite_run_identity(run.dag_id, run.run_id)) & (rows["gpus"] == 8)].iloc[0]
     assert row["state"] == "FAILED" and not row["valid"] and not row["accepted"]
     assert pd.isna(row["throughput_img_s"])
 
@@ -250,9 +281,9 @@ def test_results_password_stays_out_of_xcoms_fields_logs_rows_and_report(airflow
     pg = os.environ.get("SCALEWATCH_TEST_PG_URL")
     if not pg:
         pytest.fail("needs the PostgreSQL that scripts/test.sh starts (SCALEWATCH_TEST_PG_URL)")
-    secret = "PWleak9f3aSECRET"
-    # The test cluster trusts local connections, so any password works: the point is where it travels.
-    url = sa.engine.make_url(pg).set(password=secret).render_as_string(hide_password=False)
+    # The test cluster's own password (scripts/postgres.sh makes one per cluster): the point is where it travels.
+    url, secret = pg, sa.engine.make_url(pg).password
+    assert secret and len(secret) >= 16, "SCALEWATCH_TEST_PG_URL carries no password (scripts/postgres.sh makes one)"
     monkeypatch.setenv("SCALEWATCH_RESULTS_URL", url)
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         run, states = run_dag(airflow_home, {"gpus": [1], "min_scaling_efficiency": 0.0}, webhook, smtp)
@@ -268,7 +299,7 @@ def test_results_password_stays_out_of_xcoms_fields_logs_rows_and_report(airflow
     with store.connect() as conn:
         rows = [str(r) for t in ("results", "suite_runs") for r in conn.exec_driver_sql(f"SELECT * FROM {t}")]
     assert any(run.run_id in r for r in rows) and not any(secret in r for r in rows)
-    report = suite_dir(airflow_home / "sw" / "runs", suite_run_identity("scaling_regression", run.run_id))
+    report = suite_dir(airflow_home / "sw" / "runs", suite_run_identity(run.dag_id, run.run_id))
     assert (report / "report.html").exists()
     for path in report.rglob("*"):
         if path.is_file():

@@ -24,6 +24,12 @@ from tests.dags.test_scaling_regression import load_dag
 pytestmark = pytest.mark.usefixtures("airflow_home")
 
 
+@pytest.fixture(scope="module")
+def embedded_dag(airflow_home):
+    """The embedded default's DAG, parsed once for the tests that only read its form."""
+    return load_dag(airflow_home)
+
+
 def plant_note(store_file: Path, marker: Path) -> None:
     """The attack's note, stored as a note with line breaks was before this change (the store keeps what
     earlier versions accepted)."""
@@ -56,8 +62,10 @@ def test_the_reproduced_attack_is_refused_and_runs_nothing(airflow_home, tmp_pat
     plant_note(store_file, marker)
     dag = load_dag(airflow_home)
     before = ResultsStore(f"sqlite:///{store_file}").suite_runs()
-    # the REST API, the form and dag.test validate a conf against the form before a run exists
-    with pytest.raises(ParamValidationError, match="ssh_config") as refused:
+    # the REST API, the form and dag.test validate a conf against the form before a run exists; the check
+    # stops at the conf's first deployment-only setting, the form's first field of the three (issue 61:
+    # launcher and hosts are the deployment's too)
+    with pytest.raises(ParamValidationError, match="param launcher") as refused:
         dag.test(run_conf=attack_conf(store_file))
     assert "set_only_in" in str(refused.value) and "suite file" in str(refused.value)
     assert not marker.exists(), marker.read_text()
@@ -74,21 +82,36 @@ def test_validate_config_refuses_the_conf_naming_the_setting_and_where_it_is_set
     with pytest.raises(ConfigError) as refused:
         settings_from_params(form_values(dag), attack_conf(tmp_path / "results.db"))
     message = str(refused.value)
-    assert message.startswith("conf: ssh_config: set only in a suite file") and "the deployment" in message
+    assert message.startswith("conf: launcher: set only in a suite file") and "the deployment" in message
+    assert "; hosts: set only in a suite file" in message and "; ssh_config: set only in a suite file" in message
 
 
 @pytest.mark.parametrize(
     "setting,value",
-    [("dataset_path", "/etc"), ("stage_from", "/root"), ("conn_id", "another_cluster"), ("ssh_config", "/x")],
+    [
+        ("dataset_path", "/etc"),
+        ("stage_from", "/root"),
+        ("conn_id", "another_cluster"),
+        ("ssh_config", "/x"),
+        # issue 61: where and how commands start, and whose history the report reads
+        ("launcher", "ssh"),
+        ("hosts", ["node1:2"]),
+        ("rendezvous_interface", "eth1"),
+        ("cluster", "another-cluster"),
+        # and who is told: a conf neither points the alert elsewhere nor silences it
+        ("slack_conn_id", "my_webhook"),
+        ("smtp_conn_id", "my_relay"),
+        ("email_to", ["someone@example.com"]),
+    ],
 )
-def test_every_deployment_only_setting_is_refused_in_a_conf(airflow_home, setting, value):
+def test_every_deployment_only_setting_is_refused_in_a_conf(embedded_dag, setting, value):
     from scalewatch.params import form_values, settings_from_params
 
-    form = form_values(load_dag(airflow_home))
+    form = form_values(embedded_dag)
     with pytest.raises(ConfigError, match=f"conf: {setting}: set only in a suite file"):
         settings_from_params(form, {setting: value})
     with pytest.raises(jsonschema.ValidationError, match="is not one of"):
-        jsonschema.validate(value, load_dag(airflow_home).params.get_param(setting).schema)
+        jsonschema.validate(value, embedded_dag.params.get_param(setting).schema)
 
 
 def test_the_form_sends_the_suites_own_values_and_they_pass(airflow_home):
@@ -142,7 +165,8 @@ def test_run_once_refuses_the_conf_before_anything_runs(airflow_home, tmp_path):
         timeout=300,
     )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "invalid conf: conf: ssh_config: set only in a suite file" in done.stderr
+    assert "invalid conf: conf: launcher: set only in a suite file" in done.stderr
+    assert "; ssh_config: set only in a suite file" in done.stderr
 
 
 def test_the_settings_model_says_who_sets_each_setting():
@@ -151,6 +175,8 @@ def test_the_settings_model_says_who_sets_each_setting():
     places = {name: (f.json_schema_extra or {}).get("set_by") for name, f in SETTING_FIELDS.items()}
     assert set(places.values()) == {"run", "deployment"}
     assert {"ssh_config", "dataset_path", "stage_from", "conn_id"} <= set(DEPLOYMENT_SETTINGS)
+    steering = {"launcher", "hosts", "rendezvous_interface", "cluster", "slack_conn_id", "smtp_conn_id", "email_to"}
+    assert steering <= set(DEPLOYMENT_SETTINGS)  # issue 61
 
 
 def test_validate_config_reads_the_suites_values_from_the_running_dag(airflow_home, capfd):

@@ -90,7 +90,7 @@ def test_compose_services_resolve():
     env = services["scheduler"]["environment"]
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert "SCALEWATCH_RESULTS_URL" not in env  # no store URL (with its password) in the environment
-    store = json.loads(env["AIRFLOW_CONN_SCALEWATCH_RESULTS"].replace("${POSTGRES_PASSWORD}", "pw"))
+    store = json.loads(env["AIRFLOW_CONN_SCALEWATCH_RESULTS"])
     assert store["conn_type"] == "postgres" and store["schema"] == "scalewatch"
     assert "healthcheck" in services["postgres"]
 
@@ -193,3 +193,74 @@ def test_what_the_stack_runs_needs_is_in_its_images():
     mounted = {v.split(":")[1]: v.split(":")[0] for v in COMPOSE["services"]["scheduler"]["volumes"]}
     assert mounted[logs] == "airflow-logs"
     assert not any(v.split(":")[0] == "airflow-logs" for v in COMPOSE["services"]["node1"]["volumes"])
+
+
+AIRFLOW_SERVICES = ["airflow-init", "api-server", "scheduler", "dag-processor", "triggerer"]
+
+
+def _mounted(service: dict, volume: str) -> bool:
+    return any(v.split(":")[0] == volume for v in service.get("volumes", []))
+
+
+def test_each_database_role_holds_its_own_database_and_the_superuser_password_stays_with_postgres():
+    """Issue 61 item 7: the results store's role (its own password) is the only database credential besides
+    Airflow's own role in the Airflow services, whose environment every task inherits; the superuser's password
+    is in the server's container and the one-shot service that makes the roles, nowhere else."""
+    services = COMPOSE["services"]
+    holders = {name for name, svc in services.items() if "POSTGRES_PASSWORD" in json.dumps(svc.get("environment", {}))}
+    assert holders == {"postgres", "postgres-roles"}, holders
+    assert services["postgres"]["environment"]["POSTGRES_USER"] == "postgres"
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        assert "://airflow:${AIRFLOW_DB_PASSWORD:?" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], name
+        store = json.loads(env["AIRFLOW_CONN_SCALEWATCH_RESULTS"])
+        assert store["login"] == "scalewatch" and store["password"].startswith("${SCALEWATCH_RESULTS_PASSWORD:?"), name
+    roles = services["postgres-roles"]
+    assert roles["volumes"] == ["./postgres-roles.sh:/usr/local/bin/scalewatch-postgres-roles:ro"]
+    assert roles["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["airflow-init"]["depends_on"]["postgres-roles"]["condition"] == "service_completed_successfully"
+    # every secret compose requires, scripts/stack.sh makes (the admin's password is the person's to give)
+    required = set(re.findall(r"\$\{(\w+):\?", (ROOT / "docker" / "compose.yaml").read_text()))
+    made = re.search(r"^SECRET_KEYS=\((.*)\)$", (ROOT / "scripts" / "stack.sh").read_text(), re.M).group(1).split()
+    assert required - {"SCALEWATCH_ADMIN_PASSWORD"} == set(made), (required, made)
+    # podman-compose 1.0.3 keeps no depends_on order: stack.sh starts the roles before Airflow's migration
+    script = (ROOT / "scripts" / "stack.sh").read_text()
+    assert script.index("wait_exit postgres-roles") < script.index("wait_exit airflow-init")
+
+
+def test_nodes_are_on_an_internal_network_of_their_own_with_the_workers_that_ssh():
+    """PostgreSQL and the API server on `control`; the nodes on `nodes` only (internal: no way out), shared
+    with the scheduler and triggerer, which run the ssh launcher."""
+    services = COMPOSE["services"]
+    assert COMPOSE["networks"]["nodes"] == {"internal": True}
+    on = {name: set(svc.get("networks", [])) for name, svc in services.items()}
+    assert on["node1"] == on["node2"] == on["keys"] == {"nodes"}
+    ssh_side = {name for name, nets in on.items() if "nodes" in nets}
+    assert ssh_side == {"node1", "node2", "keys", "scheduler", "triggerer"}
+    for name in ("postgres", "postgres-roles", "airflow-init", "api-server", "dag-processor"):
+        assert on[name] == {"control"}, name
+    # podman's CNI turns DNS off on internal networks: the stack's podman settings use netavark
+    assert 'network_backend = "netavark"' in (ROOT / "docker" / "podman-containers.conf").read_text()
+
+
+def test_every_service_drops_all_capabilities_and_adds_back_only_what_it_uses():
+    services = COMPOSE["services"]
+    for name, svc in services.items():
+        assert svc.get("cap_drop") == ["ALL"], name
+        assert "NET_RAW" not in svc.get("cap_add", []), name
+    for name in [*AIRFLOW_SERVICES, "postgres-roles"]:
+        assert "cap_add" not in services[name], name  # a user process: no capability at all
+    assert services["keys"]["cap_add"] == ["CHOWN"]
+
+
+def test_each_volume_is_mounted_only_where_it_is_used():
+    services = COMPOSE["services"]
+    assert {name for name, svc in services.items() if _mounted(svc, "airflow-auth")} == {"airflow-init", "api-server"}
+    assert {name for name, svc in services.items() if _mounted(svc, "stack-keys")} == {"keys", "scheduler", "triggerer"}
+    assert {name for name, svc in services.items() if _mounted(svc, "pgdata")} == {"postgres"}
+    assert not any(_mounted(services[name], "airflow-logs") for name in ("node1", "node2", "keys", "airflow-init"))
+    # the admin's password file: created 600 (os.open's mode) and made 600 before the password is written
+    init = "\n".join(services["airflow-init"]["command"])
+    assert "os.O_NOFOLLOW, 0o600)" in init
+    assert init.index("os.fchmod(fd, 0o600)") < init.index("out.write(")
+    assert ".write_text(" not in init and ".chmod(" not in init

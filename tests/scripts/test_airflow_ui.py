@@ -52,7 +52,7 @@ def test_airflow_ui_runs_on_postgresql_prints_url_and_password_file_and_stops_it
     ui = subprocess.Popen(
         [str(ROOT / "scripts" / "airflow-ui.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
-    metadata = sa.create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{pg_port}/airflow")
+    metadata = None
     try:
         deadline = time.monotonic() + 240
         while not _answers(f"http://127.0.0.1:{api_port}/api/v2/monitor/health"):
@@ -62,6 +62,10 @@ def test_airflow_ui_runs_on_postgresql_prints_url_and_password_file_and_stops_it
         password_file = home / "airflow" / "simple_auth_manager_passwords.json.generated"
         assert f"UI: http://localhost:{api_port}" in out and str(password_file) in out, out[-2000:]
         assert f"PostgreSQL on 127.0.0.1:{pg_port}, database airflow" in out
+        # the server asks for the password the script made (scripts/airflow-pg.sh; tests/scripts/test_airflow_pg.py)
+        password = (home / "airflow" / "postgres-password").read_text()
+        metadata_url = f"postgresql+psycopg://postgres:{password}@127.0.0.1:{pg_port}/airflow"
+        metadata = sa.create_engine(metadata_url)
         with metadata.connect() as conn:  # Airflow's tables are in PostgreSQL, and no SQLite file was made
             assert "dag_run" in sa.inspect(conn).get_table_names()
         assert not (home / "airflow" / "airflow.db").exists()
@@ -72,11 +76,12 @@ def test_airflow_ui_runs_on_postgresql_prints_url_and_password_file_and_stops_it
         except subprocess.TimeoutExpired:
             os.killpg(ui.pid, signal.SIGKILL)
             ui.wait()
-        metadata.dispose()
+        if metadata is not None:
+            metadata.dispose()
     try:
         # the script's PostgreSQL went down with the UI (its EXIT trap), its data kept for the next start
-        probe = sa.create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{pg_port}/airflow")
-        with pytest.raises(sa.exc.OperationalError), probe.connect():
+        probe = sa.create_engine(metadata_url)  # with the password: refused only because the server is down
+        with pytest.raises(sa.exc.OperationalError, match="Connection refused"), probe.connect():
             pass
         assert (pg_dir / "pg" / "data" / "PG_VERSION").is_file()
         stopped = subprocess.run(

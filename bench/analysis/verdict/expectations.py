@@ -376,7 +376,8 @@ def with_second_run(f: pd.DataFrame, judged: pd.Series) -> pd.DataFrame:
     efficiencies against the same ideal (a bound miss is FAILED only when both runs miss it: the ideal's
     denominator is the same, so the second's efficiency is the first's times the ratio of their images/s);
     `confirmed_runs` (2 where a second run was measured); and `throughput_vs_smaller_checked`, the
-    better of the two runs' images/s over the largest of the workload's smaller conclusive scales'."""
+    better of the two runs' images/s over the largest of the workload's smaller conclusive scales' (where
+    the scaling bound is judged: a bound of 0 asks for no scaling verdict)."""
     first = f["throughput_img_s"].astype(float)
     repeat = (f["repeat_img_s"] if "repeat_img_s" in f else pd.Series(np.nan, index=f.index)).astype(float)
     best = np.fmax(first, repeat)
@@ -389,7 +390,9 @@ def with_second_run(f: pd.DataFrame, judged: pd.Series) -> pd.DataFrame:
     for i, r in f.iterrows():
         smaller = f[(f["workload"] == r["workload"]) & (f["gpus"] < r["gpus"]) & conclusive]
         top = smaller["throughput_img_s"].astype(float).max() if not smaller.empty else np.nan
-        ratios.append(best[i] / top if judged[i] and top > 0 else np.nan)
+        # judged with the scaling bound: a suite that sets it to 0 asked for no scaling verdict at all
+        scaled = judged[i] and f.at[i, "min_scaling_efficiency"] > 0
+        ratios.append(best[i] / top if scaled and top > 0 else np.nan)
     f["throughput_vs_smaller_checked"] = pd.Series(ratios, index=f.index, dtype=float)
     return f
 

@@ -24,15 +24,15 @@ def validate_config(**context) -> dict:
     from bench.suite.plan import run_matrix, suite_run_identity
     from bench.workloads.spec import check_refs
     from scalewatch import paths
-    from scalewatch.params import form_values, settings_from_params
+    from scalewatch.params import form_values, run_config
 
     dag_run = context.get("dag_run")
     conf = dict(getattr(dag_run, "conf", None) or {})
     try:
         # the suite's values (the DAG's defaults), not the run's Params: those already hold the conf, and a
-        # deployment-only setting the conf changed would look like the suite's own
-        settings = settings_from_params(form_values(context["dag"]), conf)
-        cfg = settings.sweep_config(paths.home(), paths.output_dir())
+        # deployment-only setting the conf changed (or a bound, which keeps the run out of history) would
+        # look like the suite's own
+        cfg = run_config(form_values(context["dag"]), conf, paths.home(), paths.output_dir())
         check_refs(cfg.training.workloads)  # each workload file's content, before anything runs
     except ConfigError as error:
         raise AirflowFailException(f"invalid params: {error}") from None

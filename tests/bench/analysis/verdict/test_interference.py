@@ -148,6 +148,13 @@ def test_more_ranks_slower_than_fewer_never_passes_whatever_the_ideal(cfg):
     assert frame.loc[2, "scaling_efficiency"] >= 0.7  # the ideal alone would have passed it
 
 
+def test_a_suite_that_asks_for_no_scaling_verdict_gets_none_from_the_slower_than_smaller_rule(cfg):
+    """min_scaling_efficiency 0 (a suite judging its wiring, not scaling, on a loaded box): not judged."""
+    loose = cfg.model_copy(update={"bounds": cfg.bounds.model_copy(update={"min_scaling_efficiency": 0.0})})
+    ev, _ = judged(loose, [run(1, 166.0), run(2, 150.0), run(2, 160.0, (), INDEPENDENT)])
+    assert ev.verdict == "PASSED", ev.failures
+
+
 def test_a_bound_miss_is_failed_only_when_its_second_run_misses_too(cfg):
     missed = [run(1, 166.0), run(2, 180.0), run(2, 300.0, (), INDEPENDENT)]  # 0.6 < 0.7
     ev, frame = judged(cfg, [*missed, run(2, 290.0, (), REPEAT)])

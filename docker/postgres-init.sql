@@ -1,2 +1,0 @@
--- The results store lives beside Airflow's metadata database.
-CREATE DATABASE scalewatch OWNER airflow;
