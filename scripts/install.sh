@@ -34,6 +34,7 @@ echo "install: setting up (full log: $LOG)"
 apt_pkgs=(cmake g++ procps fio)  # fio: the storage probe the DAG runs after the last scale
 if [[ "${1:-}" == "--with-test-services" ]]; then
   apt_pkgs+=(slurm-wlm munge openssh-server postgresql chromium iproute2 util-linux sshfs)  # sshfs: a network mount
+  apt_pkgs+=(ceph-mon ceph-osd radosgw ceph-common)  # a real S3 server (Ceph RGW) for the object-store tests
 elif [[ "${1:-}" == "--with-postgresql" ]]; then  # scripts/airflow-ui.sh: Airflow's metadata database
   apt_pkgs+=(postgresql)
 fi

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from bench.config.models import SweepConfig, TrainConfig, limits_of, suite_default
 from bench.config.types import Frozen, SafePath, WorkloadRef, default_of, unique_items
+from bench.data.location import S3Url, is_s3
 from bench.suite.plan import DATASET_KIND, dataset_dir, workload_names, workload_of
 
 
@@ -21,7 +22,7 @@ class StagingSpec(Frozen):
     limits and defaults are the suite's (SuiteSettings, TrainConfig's seed), written there once."""
 
     workloads: tuple[WorkloadRef, ...] = Field(min_length=1)
-    dataset_path: SafePath
+    dataset_path: S3Url | SafePath  # a folder, or s3://BUCKET/PREFIX (bench.data.location decides)
     dataset_images: int = suite_default("dataset_images")
     seed: int = Field(default_of(TrainConfig, "seed"), **limits_of(TrainConfig, "seed"))
     stage_from: SafePath | None = suite_default("stage_from")
@@ -74,7 +75,11 @@ def stage_records(spec: StagingSpec, workload: str) -> dict:
 
 def stage_here(spec: StagingSpec) -> dict:
     """Each workload's dataset staged from this process (the worker, or the node `stage_node` runs on): a
-    real model's generated tree, or a workload file's records."""
+    real model's generated tree, or a workload file's records. A bucket: bench.suite.staging_s3."""
+    if is_s3(spec.dataset_path):
+        from bench.suite.staging_s3 import stage_here_s3
+
+        return stage_here_s3(spec)
     out = {}
     for workload in workload_names(spec.workloads):
         kind = DATASET_KIND.get(workload) or workload_of(spec.workloads, workload).spec.dataset.layout

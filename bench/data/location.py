@@ -1,0 +1,176 @@
+"""Where a suite's data lives: a folder on a file system, or a bucket and prefix on an S3 server. The one
+place that decides the storage kind; staging, readers, the probe and checkpoints ask it.
+
+Why the endpoint and keys are not in `dataset_path`: they are deployment secrets. The suite names only
+`s3://BUCKET/PREFIX`; the endpoint and credentials come from the standard AWS variables
+(`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`) of the process
+that reads the store (the CLI's, a node's own environment), or from the DAG's Airflow connection turned
+into those variables where the DAG runs. No key is ever part of a location, an error or its repr.
+
+Validation (`check_store`) runs before anything is written: the endpoint must answer, the bucket exist,
+the credentials work, and the prefix hold nothing but what scalewatch wrote there (a marker object,
+`MARKER`, claims a prefix the first time it is staged into; a prefix with objects and no marker is
+someone else's). Each refusal names the setting and what the server said.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from bench.errors import ConfigError
+
+SCHEME = "s3://"
+# S3's bucket rules as RGW applies them (3-63 lower-case letters, digits, dots, hyphens); a prefix is
+# the characters a dataset folder may hold (bench.config's SafePath), no `..` component.
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9._/+@,=-]*$")
+MARKER = ".scalewatch-prefix"  # the object that says this prefix is scalewatch's
+ENV_ENDPOINT = "AWS_ENDPOINT_URL"
+ENV_KEY = "AWS_ACCESS_KEY_ID"
+ENV_SECRET = "AWS_SECRET_ACCESS_KEY"
+ENV_REGION = "AWS_DEFAULT_REGION"
+
+
+class StoreRefused(ConfigError):
+    """The S3 store named by the suite cannot be used as given: the message names the setting and what
+    the server said (never a key)."""
+
+
+@dataclass(frozen=True)
+class FileLocation:
+    """A folder on a mounted file system (today's storage)."""
+
+    path: Path
+    kind: str = "file"
+
+    def describe(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """A prefix in a bucket; `endpoint` is filled from the deployment (never from the suite)."""
+
+    bucket: str
+    prefix: str  # no leading or trailing '/': '' is the bucket's root
+    endpoint: str = ""
+    kind: str = "s3"
+
+    @property
+    def url(self) -> str:
+        return f"{SCHEME}{self.bucket}/{self.prefix}".rstrip("/")
+
+    def key(self, *rel: str) -> str:
+        """The object key of `rel` (parts joined by '/') under the prefix."""
+        return "/".join(p.strip("/") for p in (self.prefix, *rel) if p.strip("/"))
+
+    def child(self, *rel: str) -> S3Location:
+        """The location one or more folders down (a workload's dataset under the suite's prefix)."""
+        return S3Location(self.bucket, self.key(*rel), self.endpoint)
+
+    def describe(self) -> str:
+        """What the report, overview and alerts say where they say the mount for files."""
+        return f"S3 ({self.endpoint or 'endpoint from the deployment'}, {self.bucket})"
+
+
+@dataclass(frozen=True)
+class S3Credentials:
+    """The deployment's endpoint and keys. repr and str show the endpoint and region only."""
+
+    endpoint: str
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    region: str = "us-east-1"
+
+
+def is_s3(dataset_path: str | Path | None) -> bool:
+    """True when the suite's dataset_path names a bucket. A pathlib.Path collapses `s3://` to `s3:/`
+    (a suite config that typed the setting as a path): that form is read as S3 too, since no absolute
+    file path starts with `s3:`."""
+    text = str(dataset_path or "")
+    return text.startswith(SCHEME) or text.startswith("s3:/")
+
+
+def parse_location(dataset_path: str | Path, env: Mapping[str, str] | None = None) -> FileLocation | S3Location:
+    """dataset_path as a FileLocation or an S3Location (endpoint from `env`, os.environ by default);
+    a malformed bucket or prefix is a ConfigError naming `dataset_path` and the rule."""
+    if not is_s3(dataset_path):
+        return FileLocation(Path(dataset_path))
+    text = str(dataset_path)
+    rest = text[len(SCHEME) :] if text.startswith(SCHEME) else text[len("s3:/") :]
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if not BUCKET_RE.match(bucket):
+        raise ConfigError(
+            f"dataset_path: bucket {bucket!r} is not a valid S3 bucket name "
+            "(3-63 characters: lower-case letters, digits, '.', '-'; s3://BUCKET/PREFIX)"
+        )
+    if not PREFIX_RE.match(prefix) or ".." in prefix.split("/") or "//" in prefix:
+        raise ConfigError(
+            f"dataset_path: prefix {prefix!r} may hold only letters, digits and ._/+@,=- "
+            "(no '..' and no empty folder names)"
+        )
+    endpoint = (os.environ if env is None else env).get(ENV_ENDPOINT, "")
+    return S3Location(bucket, prefix, endpoint)
+
+
+def credentials_from_env(env: Mapping[str, str] | None = None) -> S3Credentials:
+    """The endpoint and keys from the standard AWS variables; a missing one is a ConfigError naming it."""
+    env = os.environ if env is None else env
+    missing = [name for name in (ENV_ENDPOINT, ENV_KEY, ENV_SECRET) if not env.get(name)]
+    if missing:
+        raise ConfigError(
+            f"dataset_path is an S3 location but {', '.join(missing)} is not set: outside Airflow the "
+            "endpoint and keys come from the standard AWS variables (a DAG: the suite's aws_conn_id)"
+        )
+    endpoint = env[ENV_ENDPOINT]
+    if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", endpoint):
+        raise ConfigError(f"{ENV_ENDPOINT}: {endpoint!r} is not an http(s)://HOST[:PORT] address")
+    return S3Credentials(endpoint, env[ENV_KEY], env[ENV_SECRET], env.get(ENV_REGION) or "us-east-1")
+
+
+def s3_client(creds: S3Credentials, pool: int = 32, retries: int = 3):
+    """A boto3 S3 client on the endpoint: path-style addressing (RGW on an IP has no bucket host names),
+    a connection pool for `pool` parallel requests, `retries` attempts (standard mode), no proxy."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        s3={"addressing_style": "path"},
+        max_pool_connections=pool,
+        retries={"max_attempts": retries, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=60,
+        proxies={},
+    )
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=creds.endpoint,
+        aws_access_key_id=creds.access_key,
+        aws_secret_access_key=creds.secret_key,
+        region_name=creds.region,
+        config=config,
+    )
+
+
+def _s3_url(value: str) -> str:
+    """A pydantic validator: `value` is a well-formed s3://BUCKET/PREFIX (ValueError naming the rule)."""
+    if not value.startswith(SCHEME):
+        raise ValueError(f"{value!r} is not an s3://BUCKET/PREFIX location")
+    try:
+        parse_location(value, env={})
+    except ConfigError as error:
+        raise ValueError(str(error)) from None
+    return value.rstrip("/")
+
+
+# A settings field that may name a bucket: `dataset_path: S3Url | SafePath` (an s3:// string is tried
+# first; anything else is a path, checked as today).
+S3Url = Annotated[str, AfterValidator(_s3_url)]

@@ -1,0 +1,90 @@
+"""Staging a suite's datasets into a bucket (`dataset_path: s3://BUCKET/PREFIX`): the store is checked
+before anything is written (bench.data.stage_s3.check_store), the prefix claimed, then each workload's
+dataset is generated (or taken from `stage_from` / the user's records folder) into a scratch folder on
+this machine and uploaded under `PREFIX/<the folder name the file path uses>`, verified, manifest last.
+
+Why generate locally and upload: generation is a pure function of (seed, index), so a re-staging
+regenerates the same bytes, lists the bucket and uploads nothing that is already there and correct.
+The endpoint and keys are this process's standard AWS variables (bench.data.location), never the suite's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from bench.data.location import S3Location, credentials_from_env, parse_location, s3_client
+from bench.suite.plan import DATASET_KIND, dataset_dir, workload_names, workload_of
+
+
+class StagingSpec(Protocol):
+    """What S3 staging reads of bench.suite.staging.StagingSpec (typed here: staging imports this
+    module, so this module may not import it back)."""
+
+    workloads: tuple[str, ...]
+    dataset_path: str | Path
+    dataset_images: int
+    seed: int
+    stage_from: Path | None
+
+
+def s3_dataset_name(spec: StagingSpec, workload: str) -> str:
+    """The workload's folder under the prefix: the name the file path gives it (`coco`, `records-NAME`);
+    a workload reading the user's own records folder uploads it as `records-NAME`."""
+    local = dataset_dir(spec.workloads, Path("/"), workload)
+    data = None if workload in DATASET_KIND else workload_of(spec.workloads, workload).spec.dataset
+    if data is not None and data.path is not None:
+        return f"records-{workload}"
+    return PurePosixPath(local).relative_to("/").as_posix()
+
+
+def local_source(spec: StagingSpec, workload: str, scratch: Path) -> Path:
+    """The folder of the workload's dataset on this machine: generated into `scratch`, or given."""
+    from bench.data.generate import GenerateSpec, generate
+    from bench.data.records import RecordsSpec, generate_records, load_records
+
+    kind = DATASET_KIND.get(workload) or workload_of(spec.workloads, workload).spec.dataset.layout
+    if kind != "records":
+        if spec.stage_from is not None:
+            return Path(spec.stage_from) / kind
+        generate(GenerateSpec(kind, scratch / kind, images=spec.dataset_images, seed=spec.seed))
+        return scratch / kind
+    data = workload_of(spec.workloads, workload).spec.dataset
+    if data.path is not None:
+        load_records(data.path, data.format)  # lists it once and writes its records.json
+        return data.path
+    out = scratch / f"records-{workload}"
+    rs = RecordsSpec(
+        data.format, data.files, data.samples_per_file, data.record_bytes.mean, data.record_bytes.stdev, spec.seed
+    )
+    generate_records(rs, out)
+    return out
+
+
+def stage_here_s3(spec: StagingSpec, env: Mapping[str, str] | None = None) -> dict:
+    """Each workload's dataset staged under the suite's prefix; {workload: {path, files, bytes, copied,
+    skipped}} as the file staging returns. Refused (StoreRefused) before any write when the store is
+    unusable."""
+    from bench.data.stage_s3 import check_store, claim_prefix, stage_to_s3
+
+    location = parse_location(str(spec.dataset_path), env)
+    assert isinstance(location, S3Location)
+    client = s3_client(credentials_from_env(env))
+    check_store(client, location)
+    claim_prefix(client, location)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="scalewatch-s3-stage-") as scratch:
+        for workload in workload_names(spec.workloads):
+            source = local_source(spec, workload, Path(scratch))
+            target = location.child(s3_dataset_name(spec, workload))
+            result = stage_to_s3(client, source, target)
+            out[workload] = {
+                "path": target.url,
+                "files": result.files,
+                "bytes": result.bytes,
+                "copied": result.copied,
+                "skipped": result.skipped,
+            }
+    return out
