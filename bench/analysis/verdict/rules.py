@@ -56,7 +56,8 @@ def interference_note(row: dict, limit: float) -> str:
     parts += [f"node ceiling run: {ceiling}"] if ceiling else []
     if not parts:
         return ""
-    return f"{INTERFERENCE} {'; '.join(parts)} (over {limit:.0%} of a rank's cores: max_foreign_share)"
+    again = "; still there when measured again after the last scale" if bool(row.get("remeasured", False)) else ""
+    return f"{INTERFERENCE} {'; '.join(parts)} (over {limit:.0%} of a rank's cores: max_foreign_share){again}"
 
 
 def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Series:

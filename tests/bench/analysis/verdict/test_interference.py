@@ -135,6 +135,7 @@ def test_the_re_measure_is_planned_once_and_judged_in_place_of_the_first_run(cfg
     still = [run(2, 120.0, (0.0, 0.5), REMEASURE), run(2, 165.0, (0.0, 0.5), REMEASURE_INDEPENDENT)]
     ev, frame = judged(cfg, first + still)  # the neighbour stayed: inconclusive, naming it
     assert ev.verdict == "INCONCLUSIVE" and NEIGHBOUR in frame.loc[2, "inconclusive_reason"]
+    assert frame.loc[2, "inconclusive_reason"].endswith("still there when measured again after the last scale")
 
 
 def test_more_ranks_slower_than_fewer_never_passes_whatever_the_ideal(cfg):
