@@ -9,6 +9,7 @@ import json
 from bench.report.history import Filters
 from bench.store.db import ResultsStore
 from tests.infra.history_seed import seed_many
+from tests.plugins.test_overview_nodes import _overview_html
 
 CLUSTER = "load-000"
 LINE = "node gpu-07: `busy` took 30% of the ranks' cores in 3 of the last 5 runs"
@@ -43,16 +44,7 @@ def _ranks(top: str | None) -> str:
 
 
 def _overview(store: ResultsStore) -> tuple[list[dict], str]:
-    from scalewatch.web.app import templates
-    from scalewatch.web.overview import Scope, ceilings_for, lines_for, nodes_for, page_context
-
-    scope = Scope(store.dag_ids())
-    nodes = nodes_for(store, scope)
-    overview = page_context(lines_for(store, scope), ceilings_for(store, scope), False, nodes)
-    empty = {"cluster": [], "workload": [], "config_key": []}
-    html = templates.get_template("history.html").render(
-        error=None, filters=Filters(None, None, None, None), options=empty, overview=overview, picked=False
-    )
+    nodes, html = _overview_html(store)  # the overview as test_overview_nodes renders it
     return nodes, html.split('<h2 id="overview">')[1]
 
 

@@ -52,16 +52,12 @@ class Page(Frozen):
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
-class SeriesQuery(Page):
+class Filtered(Frozen):
+    """A cluster and a workload filter, each refused unless it is a name the suite gives (the series' and
+    the node lines' queries alike)."""
+
     cluster: str | None = None
     workload: str | None = None
-    status: Status | None = None
-    # key: series in (cluster, workload, gpus, config) order, paged in SQL (only the page's series are
-    # read and judged); worst: the overview's order, which judges every series first
-    order: Literal["key", "worst"] = "key"
-    # which lines: a series' images/s line (the default, as before checkpoint lines existed), its
-    # checkpoint write or read line, the storage-ceiling lines, or every line (`all`)
-    figure: Figure | Literal["all"] = "throughput_img_s"
 
     @field_validator("cluster")
     @classmethod
@@ -72,6 +68,16 @@ class SeriesQuery(Page):
     @classmethod
     def _workload(cls, value: str | None) -> str | None:
         return checked_workload(value)
+
+
+class SeriesQuery(Page, Filtered):
+    status: Status | None = None
+    # key: series in (cluster, workload, gpus, config) order, paged in SQL (only the page's series are
+    # read and judged); worst: the overview's order, which judges every series first
+    order: Literal["key", "worst"] = "key"
+    # which lines: a series' images/s line (the default, as before checkpoint lines existed), its
+    # checkpoint write or read line, the storage-ceiling lines, or every line (`all`)
+    figure: Figure | Literal["all"] = "throughput_img_s"
 
 
 def checked_cluster(value: str | None) -> str | None:
@@ -88,21 +94,8 @@ def checked_workload(value: str | None) -> str | None:
     return value
 
 
-class NodesQuery(Frozen):
+class NodesQuery(Filtered):
     """/api/nodes: the overview's node lines, filtered as the series are (they are few: no paging)."""
-
-    cluster: str | None = None
-    workload: str | None = None
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, value: str | None) -> str | None:
-        return checked_cluster(value)
-
-    @field_validator("workload")
-    @classmethod
-    def _workload(cls, value: str | None) -> str | None:
-        return checked_workload(value)
 
 
 class PointsQuery(Page):
