@@ -17,6 +17,7 @@ gpus: [1, 2]
 steps: 3
 min_measure_s: 0
 max_step_time_spread: 100
+max_foreign_share: 1.0  # beside the other lanes: identity is under test, not interference
 min_scaling_efficiency: 0.0
 dataset_images: 32
 probe_storage: false
