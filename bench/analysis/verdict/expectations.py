@@ -391,7 +391,7 @@ def with_second_run(f: pd.DataFrame, judged: pd.Series) -> pd.DataFrame:
         smaller = f[(f["workload"] == r["workload"]) & (f["gpus"] < r["gpus"]) & conclusive]
         top = smaller["throughput_img_s"].astype(float).max() if not smaller.empty else np.nan
         # judged with the scaling bound: a suite that sets it to 0 asked for no scaling verdict at all
-        scaled = judged[i] and f.at[i, "min_scaling_efficiency"] > 0
+        scaled = judged[i] and bool(f.at[i, "min_scaling_efficiency"])  # NaN only where not judged
         ratios.append(best[i] / top if scaled and top > 0 else np.nan)
     f["throughput_vs_smaller_checked"] = pd.Series(ratios, index=f.index, dtype=float)
     return f
