@@ -339,7 +339,8 @@ def prepare(
     f["throughput_checked"] = np.where(f["valid"].astype(bool), f["throughput_img_s"], np.nan)
     f = with_second_run(f, judged)
     foreign = f["foreign_cpu_share"] if "foreign_cpu_share" in f else pd.Series(np.nan, index=f.index)
-    f["foreign_cpu_share_checked"] = np.where(f["valid"].astype(bool), foreign, np.nan)
+    # a share over the bound makes the row INCONCLUSIVE (verdict.interference): never a failure of it too
+    f["foreign_cpu_share_checked"] = np.where(f["valid"].astype(bool) & (reasons.fillna("") == ""), foreign, np.nan)
     has_bw = f["bandwidth_efficiency"].notna() if "bandwidth_efficiency" in f else pd.Series(False, index=f.index)
     valid_bw = f.get("bandwidth_valid", pd.Series(True, index=f.index)).fillna(False).astype(bool)
     # A scale whose reads sit far below what the store gives and whose data wait did not grow is not judged

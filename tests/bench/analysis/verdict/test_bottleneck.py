@@ -151,9 +151,11 @@ def test_storage_becomes_the_limit_where_the_projection_says(tmp_path):
     assert two["expected_bound_by"] == "storage", two.to_dict()
 
 
-def test_a_foreign_busy_loop_on_one_slots_core_fails_the_scale_naming_it(tmp_path):
+def test_a_foreign_busy_loop_on_one_slots_core_makes_the_scale_inconclusive_naming_it(tmp_path):
     """Issue 26's noisy neighbour: a process that is not the run's spins on the core rank 1 owns. The 2-rank
-    scale fails naming the process, its pid and the core, not 'step times too unstable'."""
+    scale is measured again after the last one, the loop is still there, and it is INCONCLUSIVE naming the
+    process, its pid and the core (issue 62: never FAILED or PASSED on a figure measured beside it), not 'step
+    times too unstable'."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         pytest.skip("needs two cores: rank 1's slot must be a core of its own")
@@ -171,9 +173,10 @@ def test_a_foreign_busy_loop_on_one_slots_core_fails_the_scale_naming_it(tmp_pat
     finally:
         os.kill(pid, 9)
     two = row(frame, 2)
-    assert two["verdict"] == "fail" and two["bottleneck"] == "interference", two.to_dict()
-    assert two["foreign_cpu_share"] > 0.25 and f"pid {pid}" in two["bottleneck_evidence"], two.to_dict()
-    assert f"core {cores[1]}" in two["bottleneck_evidence"]
-    assert any(f["expectation"] == "ExpectNoForeignWorkOnSlots" and f["gpus"] == 2 for f in outcome["failures"])
+    assert two["verdict"] == "inconclusive" and outcome["verdict"] == "INCONCLUSIVE", two.to_dict()
+    reason = two["inconclusive_reason"]
+    assert reason.startswith("interference:") and f"pid {pid}" in reason and f"core {cores[1]}" in reason, reason
+    assert two["foreign_cpu_share"] > 0.25 and not outcome["failures"], outcome["failures"]
+    assert reason.endswith("still there when measured again after the last scale"), reason
     # rank 0's core was not the spinner's: what it saw at one rank is the box's own background, less than that
     assert row(frame, 1)["foreign_cpu_share"] < two["foreign_cpu_share"]
