@@ -337,7 +337,7 @@ def prepare(
     f["min_scaling_efficiency"] = np.where(judged, scaling, np.nan)
     f["min_bandwidth_efficiency"] = np.where(judged, bandwidth, np.nan)
     f["throughput_checked"] = np.where(f["valid"].astype(bool), f["throughput_img_s"], np.nan)
-    f = with_second_run(f, judged)
+    f = with_second_run(f, judged, f["valid"].astype(bool) & (reasons.fillna("") == ""))
     foreign = f["foreign_cpu_share"] if "foreign_cpu_share" in f else pd.Series(np.nan, index=f.index)
     # a share over the bound makes the row INCONCLUSIVE (verdict.interference): never a failure of it too
     f["foreign_cpu_share_checked"] = np.where(f["valid"].astype(bool) & (reasons.fillna("") == ""), foreign, np.nan)
@@ -372,21 +372,20 @@ def prepare(
     return f
 
 
-def with_second_run(f: pd.DataFrame, judged: pd.Series) -> pd.DataFrame:
-    """The columns a scale's second run decides: `scaling_efficiency_checked`, the better of its two runs'
-    efficiencies against the same ideal (a bound miss is FAILED only when both runs miss it: the ideal's
-    denominator is the same, so the second's efficiency is the first's times the ratio of their images/s);
+def with_second_run(f: pd.DataFrame, judged: pd.Series, conclusive: pd.Series) -> pd.DataFrame:
+    """The columns a scale's second run decides: `repeat_scaling_efficiency` (the ideal's denominator is the
+    same, so the second's efficiency is the first's times the ratio of their images/s; NaN without one),
+    `scaling_efficiency_checked`, the better of the two (a bound miss is FAILED only when both runs miss it);
     `confirmed_runs` (2 where a second run was measured); and `throughput_vs_smaller_checked`, the
     better of the two runs' images/s over the largest of the workload's smaller conclusive scales' (where
     the scaling bound is judged: a bound of 0 asks for no scaling verdict)."""
     first = f["throughput_img_s"].astype(float)
     repeat = (f["repeat_img_s"] if "repeat_img_s" in f else pd.Series(np.nan, index=f.index)).astype(float)
     best = np.fmax(first, repeat)
-    gain = (best / first).where(first > 0, 1.0).fillna(1.0)
-    f["scaling_efficiency_checked"] = f["scaling_efficiency"].astype(float) * gain
+    efficiency = f["scaling_efficiency"].astype(float)
+    f["repeat_scaling_efficiency"] = (efficiency * repeat / first).where(first > 0)
+    f["scaling_efficiency_checked"] = np.fmax(efficiency, f["repeat_scaling_efficiency"])
     f["confirmed_runs"] = np.where(repeat.notna(), 2, 1)
-    reasons = f["inconclusive_reason"] if "inconclusive_reason" in f else pd.Series("", index=f.index)
-    conclusive = f["valid"].astype(bool) & (reasons.fillna("") == "")
     ratios = []
     for i, r in f.iterrows():
         smaller = f[(f["workload"] == r["workload"]) & (f["gpus"] < r["gpus"]) & conclusive]
