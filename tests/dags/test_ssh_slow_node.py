@@ -38,7 +38,9 @@ def slow_cluster(tmp_path_factory):
     ssh_config.write_text(ssh_config_text(hosts))
     suite = root / "slow.yaml"
     text = suite_text(hosts, ssh_config, point, root / "source")
-    suite.write_text(text.replace("min_scaling_efficiency: 0.1", "min_scaling_efficiency: 0.9"))
+    judged = text.replace("min_scaling_efficiency: 0.0\n", "min_scaling_efficiency: 0.9\n")
+    assert judged != text, "the shared ssh suite no longer sets min_scaling_efficiency: 0.0; judge scaling here"
+    suite.write_text(judged)
     try:
         with (
             sshfs_store(hosts, ssh_config, export, point, (1, 2)),

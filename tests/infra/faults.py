@@ -20,8 +20,9 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def train_pids(output_dir: Path, rank: int | None = None) -> list[int]:
-    """`bench train` processes writing into output_dir (optionally one rank)."""
+def train_pids(output_dir: Path, rank: int | None = None, exact: bool = False) -> list[int]:
+    """`bench train` processes writing into output_dir (optionally one rank). Without `exact` a folder
+    whose name starts with output_dir's counts too (ssd-2 matches ssd-2-repeat); with it, only that one."""
     pids = []
     needle = str(output_dir).encode()
     for entry in os.listdir("/proc"):
@@ -29,6 +30,8 @@ def train_pids(output_dir: Path, rank: int | None = None) -> list[int]:
             continue
         cmd = _read(f"/proc/{entry}/cmdline")
         if b"bench\x00train" not in cmd or needle not in cmd:
+            continue
+        if exact and not any(arg == needle or arg.startswith(needle + b"/") for arg in cmd.split(b"\x00")):
             continue
         env = _read(f"/proc/{entry}/environ").split(b"\x00")
         if rank is None or f"HOROVOD_RANK={rank}".encode() in env:

@@ -41,7 +41,9 @@ def verdict_reason(summary: dict) -> str:
 
     result = {"state": "COMPLETED", "summary": summary}
     frame = build_frame([row_from_result("s", "ssd", 2, result, "local", "c", "2026-01-01T00:00:00+00:00")])
-    return measurement_problems(frame, Thresholds()).iloc[0]
+    # contention is under test, not interference: beside the suite's other lanes a foreign process can take
+    # a share of a rank's cores (CI saw "python (pid N) on core 0 took 48% of rank 0's cores")
+    return measurement_problems(frame, Thresholds(max_foreign_share=1.0)).iloc[0]
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two disjoint slots need two cores")
