@@ -38,6 +38,14 @@ the reference (25 of the 3%-noise series, of which 10 then caught the step, agai
 others). So lowering a bound alone reaches neither goal at 1% noise inside the budget, and the 3%-noise
 goal is beyond it.
 Replays share E-Divisive's weekly change points (detect.weekly_steps) between the two columns.
+
+Since issue 63 a single series alerts only on strong evidence (noise.CONFIRM_Z, 3.8: <= 2 false alerts
+per 100 series-years on section 12's histories): issue 54's bounds are noise.WATCH_CONFIRM_Z, and a drop
+they confirm is shown as `watch` with its size and interval, never sent. The power rows report the share
+alerted (no target for one series) and, in their detail, the share shown as watch or alerted, against
+issue 54's goal; the false-alarm rows hold the alerts to 0.02 a series-year. The rows "at the bound power
+needs" still measure issue 54's question (its goals' own bounds, the others issue 54's) against its 0.1
+budget. A small drop that is real moves the other series of its cluster, and section 22 pools them.
 """
 
 from __future__ import annotations
@@ -75,20 +83,23 @@ def _quiet_series(noise: float, seed: int, dips: int = 0) -> list[np.ndarray]:
     return out
 
 
-def _caught(job: tuple) -> tuple[int, int, list[int]]:
-    """(with the noise model, E-Divisive alone, with the noise model at each of `bounds`): series whose
-    drop was alerted within `runs` runs."""
-    from bench.analysis.history.detect import replay, weekly_steps
+def _caught(job: tuple) -> tuple[int, int, list[int], int]:
+    """(with the noise model, E-Divisive alone, with the noise model at each of `bounds`, shown: alerted
+    or a two-run `watch` with the suite's bounds): series whose drop was so within `runs` runs."""
+    from bench.analysis.history.detect import replay, replay_watches, weekly_steps
 
     noise, step, seed, runs, bounds = job
-    counts = [0] * (2 + len(bounds))
+    counts, shown = [0] * (2 + len(bounds)), 0
     for values in _power_series(noise, step, seed, runs):
         steps = weekly_steps(values)  # E-Divisive's half, shared by the replays
         variants = [{}, {"noise_model": False}, *({"confirm_z": b} for b in bounds)]
         for k, kwargs in enumerate(variants):
             flagged = replay(values, steps=steps, **kwargs)
-            counts[k] += any(f.alerted and f.step.size < 0 and f.step.index >= STEP_AT - 3 for f in flagged)
-    return counts[0], counts[1], counts[2:]
+            hit = any(f.alerted and f.step.size < 0 and f.step.index >= STEP_AT - 3 for f in flagged)
+            counts[k] += hit
+            if k == 0:  # issue 63: a drop under the alert bounds is shown as `watch`, never sent
+                shown += hit or any(at >= STEP_AT - 3 for at, _, _ in replay_watches(values, flagged))
+    return counts[0], counts[1], counts[2:], shown
 
 
 def _alarms(job: tuple) -> tuple[int, int, list[int]]:
@@ -115,15 +126,15 @@ def _needed(noise: float, step: float, runs: int, target: float) -> tuple[float,
     """(the bound a `target` power needs after `runs` runs, t - z of the target, on the detector's scale:
     _critical's, widened for a spread from STEP_AT runs; the confirm bounds that put it there): the
     bound for `runs` runs set so that its Student t widening at STEP_AT reference runs is that bound,
-    the others the suite's (noise.CONFIRM_Z)."""
+    the others issue 54's (noise.WATCH_CONFIRM_Z: the alert bounds until issue 63)."""
     from scipy.optimize import brentq
     from scipy.stats import norm
 
-    from bench.analysis.history.noise import CONFIRM_Z, _critical
+    from bench.analysis.history.noise import WATCH_CONFIRM_Z, _critical
 
     bound = _t(noise, step, runs) - norm.ppf(target)
     z = brentq(lambda z: _critical(z, STEP_AT) - bound, 0.1, 10.0, xtol=1e-6)
-    return bound, {**CONFIRM_Z, min(runs, max(CONFIRM_Z)): z}
+    return bound, {**WATCH_CONFIRM_Z, min(runs, max(WATCH_CONFIRM_Z)): z}
 
 
 def _physics(noise: float, step: float, runs: int, target: float | None, share: float) -> str:
@@ -178,14 +189,16 @@ def small_drops(add) -> None:
         ]
         caught = list(pool.map(_caught, power_jobs))
         alarms = list(pool.map(_alarms, [(n, seed, dips, at_noise[n]) for n, seed, dips in QUIET]))
-    for (noise, step, runs, target, seed), (new, old, _) in zip(POWER, caught, strict=True):
+    for (noise, step, runs, target, seed), (new, old, _, shown) in zip(POWER, caught, strict=True):
+        goal = f"issue 54's >= {target:.1f}" if target else "none"
         add(
             "19 small drops",
             f"noise {noise:.0%}: {step:.0%} drops alerted within {runs} runs",
             f"{new / SERIES:.2f}",
-            f"target {'>= ' + format(target, '.1f') if target else 'none'} ({new} of {SERIES}; {_wilson(new, SERIES)}; "
-            f"E-Divisive alone: {old} of {SERIES}; {_physics(noise, step, runs, target, new / SERIES)}; "
-            f"step at week {STEP_AT}; seed {seed})",
+            f"target none for one series since issue 63 (alerts on strong evidence; a drop its cluster shares: "
+            f"section 22); shown as watch or alerted: {shown} of {SERIES} ({_wilson(shown, SERIES)}; {goal}) "
+            f"({new} of {SERIES} alerted; {_wilson(new, SERIES)}; E-Divisive alone: {old} of {SERIES}; "
+            f"{_physics(noise, step, runs, target, new / SERIES)}; step at week {STEP_AT}; seed {seed})",
         )
     years = SERIES * YEARS
     for (noise, seed, dips), (new, old, _) in zip(QUIET, alarms, strict=True):
@@ -194,10 +207,10 @@ def small_drops(add) -> None:
             "19 small drops",
             f"noise {noise:.0%}: false alarms per series-year, {what}",
             f"{new / years:.3f}",
-            f"target <= 0.1 ({new} in {years} series-years; {_poisson(new, years)}; E-Divisive alone: {old}; "
-            f"seed {seed})",
+            f"target <= 0.02 (issue 63; issue 54's was 0.1) ({new} in {years} series-years; {_poisson(new, years)}; "
+            f"E-Divisive alone: {old}; seed {seed})",
         )
-    for (noise, step, runs, target, seed), (_, _, at_bound) in zip(POWER, caught, strict=True):
+    for (noise, step, runs, target, seed), (_, _, at_bound, _) in zip(POWER, caught, strict=True):
         if not target:
             continue
         bound, bounds = needed[noise, step, runs]
@@ -210,7 +223,7 @@ def small_drops(add) -> None:
             f"{reached / SERIES:.2f}",
             f"target >= {target:.1f} ({reached} of {SERIES}; {_wilson(reached, SERIES)}; the {k}-run bound "
             f"{bound:.2f} (confirm_z[{k}] = {bounds[k]:.2f}, widened for a spread from {STEP_AT} runs), the "
-            f"others the suite's; seed {seed})",
+            f"others issue 54's (noise.WATCH_CONFIRM_Z); seed {seed})",
         )
         index = at_noise[noise].index(bounds)
         quiet = [(d, sd, a[2][index]) for (n, sd, d), a in zip(QUIET, alarms, strict=True) if n == noise]
@@ -226,7 +239,7 @@ def small_drops(add) -> None:
             f"noise {noise:.0%}: false alarms per series-year at the bound {goal} need (the higher of without "
             "a step / with dips)",
             f"{worst:.3f}",
-            f"target <= 0.1 ({parts}; {goal} at noise {noise:.0%}: power and budget "
+            f"target <= 0.1, issue 54's budget ({parts}; {goal} at noise {noise:.0%}: power and budget "
             f"{'both met' if met else 'not both met'} on these seeds)",
         )
 

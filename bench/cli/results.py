@@ -46,6 +46,13 @@ def add_parsers(sub) -> None:
         help="replay the history run by run, as the weekly DAG sees it: each change point gets detected_at, "
         "the run that confirmed it (and confirmed false if a later run no longer shows it)",
     )
+    d.add_argument(
+        "--pool",
+        choices=["cluster"],
+        help="with --online: also pool each cluster's series (the table's 'cluster' column) run by run and "
+        "report the shared drops they confirm (issue 63); per-series drops only the watch bounds confirm are "
+        "listed with status watch",
+    )
     d.set_defaults(func=_detect)
 
 
@@ -146,12 +153,16 @@ def _detect(args: argparse.Namespace) -> int:
         raise ConfigError(f"--window: {args.window} must be between 4 and 10000 (points per comparison window)")
     if not 0 < args.max_pvalue < 1:
         raise ConfigError(f"--max-pvalue: {args.max_pvalue} must be between 0 and 1 (exclusive)")
+    if args.pool and not args.online:
+        raise ConfigError("--pool cluster: needs --online (the pooled test is a weekly replay)")
     history = read_history_csv(args.history, args.metric)
     settings = DetectorSettings(
         max_pvalue=args.max_pvalue,
         window=args.window,
         new_level_max_pvalue=min(args.max_pvalue, DetectorSettings.new_level_max_pvalue),
     )
+    if args.pool:
+        return _pooled(args, history, settings)
     # `confidence` (issue 54): 1 - p of the test that found each change point.
     keys = CHANGE_KEYS + (("detected_at", "confirmed", "confidence") if args.online else ())
     found = (online_change_points if args.online else change_points)(history, args.metric, settings)
@@ -178,3 +189,39 @@ def _detect(args: argparse.Namespace) -> int:
         seen = f" (set aside by the run of {o['detected_at']})" if args.online else ""
         print(f"outlier, not a change point: {o['model']} {o['gpus']} GPUs at {o['timestamp']}: {o['value']:.4g}{seen}")
     return 0
+
+
+def _pooled(args: argparse.Namespace, history, settings) -> int:
+    """`bench detect --online --pool cluster`: the cluster changes, the per-series changes (watch ones
+    marked, those a cluster change covers folded into it) and why a cluster pooled nothing."""
+    from bench.analysis.history.cluster_changes import pool_report
+    from bench.analysis.history.detect import outlier_points
+
+    report = pool_report(history, args.metric, settings, args.history)
+    if args.json:
+        aside = outlier_points(history, args.metric, settings, online=True)
+        print(json.dumps(report | {"outliers": aside}, allow_nan=False))
+        return 0
+    for c in report["clusters"]:
+        print(_cluster_line(c))
+    if not report["clusters"]:
+        print("no cluster changes")
+    for r in report["change_points"]:
+        how = "watch (not alerted)" if r["status"] == "watch" else "alerted" if r["alerted"] else "not alerted"
+        how = f"in the cluster change of {r['folded_into']}" if r.get("folded_into") else how
+        print(f"[{r['cluster']}] {r['model']} @ {r['gpus']} GPUs at {r['timestamp']}: {r['change']:+.1%}, {how}")
+    for n in report["notes"]:
+        print(f"[{n['cluster']}] {n['note']}")
+    return 0
+
+
+def _cluster_line(c: dict) -> str:
+    """One cluster change (or watch) as a line: the shared drop with its interval, what moved, the kind."""
+    moved = ", ".join(c["moved"]) or "none"
+    still = f"; did not move: {', '.join(c['unmoved'])}" if c["unmoved"] else ""
+    back = f"; recovered at {c['recovered_at']}" if c["recovered_at"] else ""
+    return (
+        f"[{c['cluster']}] {c['status']}: shared drop {c['shared_drop']:.1%} (95% CI {c['ci_low']:.1%} to "
+        f"{c['ci_high']:.1%}) from {c['changed_at']}, detected {c['detected_at']}; {c['series_moved']} of "
+        f"{c['series_total']} series moved ({moved}){still}; moved most: {c['kind']}{back}"
+    )

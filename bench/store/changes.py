@@ -36,12 +36,14 @@ class ChangeRecords(StoreConnection):
         """The stored change points (of `cluster`). `dag_ids`: only those a page whose user reads these DAGs
         may derive a status from: a change point is kept when a results row of one of their stored runs,
         on its series, started at its `changed_at` (a series spans the DAGs that run it, so one found in
-        another DAG's runs alone is not shown)."""
+        another DAG's runs alone is not shown); a cluster change (scope cluster) when its DAG (its
+        config_key) is one of them."""
         c = change_alerts_table
         query = sa.select(c)
         if cluster is not None:
             query = query.where(c.c.cluster == cluster)
         if dag_ids is not None:
+            dag_ids = list(dag_ids)
             t = results_table
             joined, allowed = results_of_runs(dag_ids)
             readable = (
@@ -49,7 +51,9 @@ class ChangeRecords(StoreConnection):
                 .select_from(joined)
                 .where(allowed, t.c.started_at == c.c.changed_at, *(t.c[k] == c.c[k] for k in SERIES_KEY))
             )
-            query = query.where(readable.exists())
+            # a cluster change (scope cluster, issue 63) is keyed by its DAG: readable with that DAG
+            pooled = sa.and_(c.c.scope == "cluster", c.c.config_key.in_(dag_ids))
+            query = query.where(sa.or_(readable.exists(), pooled))
         with self._connect() as conn:
             return pd.read_sql(query.order_by(change_alerts_table.c.changed_at), conn)
 

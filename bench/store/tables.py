@@ -83,6 +83,9 @@ change_alerts_table = sa.Table(
     # at the new level that confirmed it; NULL for change points E-Divisive found, or stored before
     *(sa.Column(c, sa.Float) for c in ("drop_ci_low", "drop_ci_high")),
     sa.Column("confirmed_runs", sa.Integer),
+    # a cluster change (issue 63, revision 0022): scope "cluster" (NULL: a series' own), the kind of figure
+    # that moved most, and the series that moved and did not (JSON lists)
+    *(sa.Column(c, sa.Text) for c in ("scope", "moved_most", "moved", "unmoved")),
 )
 
 

@@ -312,6 +312,9 @@ def watch_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
         for row in rows:
             store.upsert_change(row)
         notices += [_notice(store, series, n) for n in found]
+    from bench.analysis.history.cluster_watch import watch_clusters
+
+    watch_clusters(store, frame, suite_run_id)  # issue 63: after the series' own, which it folds where it covers them
     return notices
 
 
@@ -320,11 +323,12 @@ def run_changes(store, frame: pd.DataFrame, suite_run_id: str) -> list[dict]:
     it confirmed and the recoveries it saw, the same however often the run is recorded (`watch_changes`
     first). What the report shows and the alert task sends (each only to the targets still lacking it)."""
     from bench.analysis.history.changes import run_notices
+    from bench.analysis.history.cluster_watch import cluster_notices
 
     notices = []
     for series, _metric, mine in _series_metrics(store, frame):
         notices += [_notice(store, series, n) for n in run_notices(mine, suite_run_id)]
-    return notices
+    return notices + cluster_notices(store, frame, suite_run_id)  # issue 63: one per shared drop
 
 
 def environment_change(store, series: pd.DataFrame, row: dict) -> str:

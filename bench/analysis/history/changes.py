@@ -60,6 +60,8 @@ class Notice:
 
     def line(self) -> str:
         r = self.row
+        if r.get("scope") == "cluster":
+            return cluster_line(self.kind, r)
         what = f"{r['workload']} @ {r['gpus']} GPUs, {WATCHED.get(r['metric'], r['metric'])}"
         size = _size(r)
         if self.kind == "recovered":
@@ -72,6 +74,29 @@ class Notice:
             f"{what}: change point ({word}) {size:+.1%} at {r['changed_at'][:10]}: mean {r['before']:.4g} -> "
             f"{r['after']:.4g}, p={r['pvalue']:.1e}{_how_sure(r)}; confirmed by run {r['detected_in']}"
         )
+
+
+def cluster_line(kind: str, r: dict) -> str:
+    """A cluster change's notice (issue 63): the shared drop with its interval, the series that moved and
+    those that did not, the kind of figure that moved most; or its recovery."""
+    import json
+
+    when = str(r["changed_at"])[:10]
+    if kind == "recovered":
+        return (
+            f"cluster-wide change of {when} (suite {r['config_key']}): recovered, confirmed by run {r['recovered_in']}"
+        )
+    moved, still = json.loads(r.get("moved") or "[]"), json.loads(r.get("unmoved") or "[]")
+    drop = -_size(r)
+    low, high = r.get("drop_ci_low"), r.get("drop_ci_high")
+    ci = "" if low is None or pd.isna(low) else f" (95% CI {float(low):.1%} to {float(high):.1%})"
+    return (
+        f"cluster-wide change (suite {r['config_key']}): shared drop {drop:.1%}{ci} from {when}, "
+        f"{len(moved)} of {len(moved) + len(still)} series moved ({', '.join(moved) or 'none'})"
+        + (f"; did not move: {', '.join(still)}" if still else "")
+        + f"; moved most: {r.get('moved_most') or 'unknown'}; confirmed by run {r['detected_in']} "
+        f"({r.get('confirmed_runs')} runs at the new level)"
+    )
 
 
 def _how_sure(r: dict) -> str:

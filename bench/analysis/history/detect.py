@@ -401,6 +401,27 @@ def replay(
     return flagged
 
 
+def replay_watches(values, flagged: list[Flagged], match_runs: int = MATCH_RUNS) -> list[tuple[int, int, object]]:
+    """The drops the noise model confirmed at its watch bounds only (noise.WATCH_CONFIRM_Z, two runs or
+    more; issue 63: shown with their size and interval, never alerted) as the weekly runs saw them, each
+    once: (index of its first run, index of the run that first saw it, its noise.Drop). A drop that was
+    also flagged (`flagged`: replay's, of the same values) is that change, not a watch."""
+    from bench.analysis.history import noise
+
+    values = np.asarray(values, dtype=float)
+    out: list[tuple[int, int, object]] = []
+    for t in range(1, len(values) + 1):
+        since = max((f.step.index for f in flagged if f.flagged_at < t), default=0)
+        found = latest_drop(values[:t], since)
+        if found is None or found[0].status != noise.WATCH or found[0].runs < 2:
+            continue
+        drop, at = found
+        seen = [(f.step.index, f.step.size) for f in flagged] + [(i, -1.0) for i, _, _ in out]
+        if not any(same_change(i, size, at, -1.0, match_runs) for i, size in seen):
+            out.append((at, t - 1, drop))
+    return out
+
+
 def replay_outliers(values, settings: DetectorSettings = DEFAULT_SETTINGS) -> dict[int, int]:
     """{index of a run set aside: index of the run that first set it aside}, as the weekly runs saw it;
     a run set aside and later taken back (the start of a level after all) is left out."""

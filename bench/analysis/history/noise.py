@@ -14,7 +14,9 @@ The detector is a windowed one-sided test of the residuals standardized by that 
 (m = 1..MAX_RUNS, the runs since the drop began) against the level of up to REFERENCE_RUNS runs before
 them (their mean, bad weeks left out): z = drop / (noise_cv x sqrt(1/m + 1/n)), its bound widened to
 Student t for a spread estimated from n runs (_critical). One run beyond WATCH_Z is a suspected drop
-(`watch`: shown, not alerted). m >= 2 runs beyond CONFIRM_Z[m] confirm a drop (`regressed`), alerted
+(`watch`: shown, not alerted), and so is a drop m >= 2 runs confirm at issue 54's bounds
+(WATCH_CONFIRM_Z) but not at CONFIRM_Z (issue 63: alerts a team keeps reading; shown with its size,
+interval and runs). m >= 2 runs beyond CONFIRM_Z[m] confirm a drop (`regressed`), alerted
 with its size, its 95% interval and the number of runs that confirmed it, if the runs hold a level: each
 under the reference level by at least EACH_Z spreads, all within AGREE_SPREADS of each other (so one bad
 week that recovers never confirms anything with an ordinary week after it), and, for a dip-sized drop
@@ -35,6 +37,9 @@ drops at 0.105 false alarms a series-year, 0.71 of 2% drops (the bound is not wh
 6% drops at 3% noise at 0.34 a series-year: no goal inside the 0.1 budget, so CONFIRM_Z stays.
 The price of DF_SHORT: a series in its first half-year, and the first months after
 each change it alerted, confirms only drops of several spreads.
+Issue 63 moved the alert bounds to CONFIRM_Z (3.8; issue 54's are WATCH_CONFIRM_Z): at issue 54's, a
+team with 100 series got 8-10 false alerts a year and a third of the alerts on realistic histories were
+wrong. A drop a whole cluster shares is caught by pooling its series (bench.analysis.history.pooled).
 A drop larger than `regression_tolerance` is a regression whatever the noise (the largest drop a
 suite ever tolerates).
 """
@@ -70,10 +75,18 @@ NOISE_CV_FLOOR = 0.005  # the smallest spread a series is credited with: half a 
 REFERENCE_RUNS = 52  # runs before the newest ones whose mean is the level a drop is measured from
 MAX_RUNS = 4  # the longest run of low weeks tested together
 WATCH_Z = 2.0  # one run this many standard errors under the level: a suspected drop (`watch`, shown, never sent)
-# m runs (the index) this many standard errors under the level confirm a drop. Sized in benchmark
-# section 19 for <= 0.1 false alarms per series-year with the repeated weekly looks counted; each is
-# the tail of a normal z, widened to Student t for the spread estimated from the reference (_critical).
-CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 3.0, 4: 2.8}
+# m runs (the index) this many standard errors under the level confirm a drop that is alerted (issue 63:
+# strong evidence only). Each is the tail of a normal z, widened to Student t for the spread estimated
+# from the reference (_critical). Chosen on section 12's tuning histories (plain seeds 40-41, realistic
+# 100-109) as the lowest bounds holding the alerts to <= 2 false per 100 series-years with E-Divisive's
+# counted (docs/benchmarks.md section 12, "Since issue 63"); a 5% drop at 1% noise is 8 standard errors
+# by its third run, far past them.
+CONFIRM_Z: dict[int, float] = {2: 3.8, 3: 3.8, 4: 3.8}
+# Issue 54's bounds, sized for <= 0.1 false alarms per series-year (benchmark section 19): a drop they
+# confirm and CONFIRM_Z does not is `watch` (shown with its size, interval and runs; never alerted). A
+# team with 100 series would get 8-10 false alerts a year at these; a small drop that is real moves
+# the other series of its cluster too, and the pooled test (bench.analysis.history.pooled) alerts it.
+WATCH_CONFIRM_Z: dict[int, float] = {2: 2.8, 3: 3.0, 4: 2.8}
 # Confirm bounds handed to judge_drop in place of CONFIRM_Z ({runs: z}, runs 2..MAX_RUNS; a number of
 # runs left out confirms nothing): benchmark section 19 measures what the power goals' own bounds cost.
 ConfirmBounds = Mapping[int, float]
@@ -169,7 +182,9 @@ def judge_drop(before, newest, tolerance: float | None = None, confirm_z: Confir
     """Whether the `newest` runs (oldest first, the latest last; at most MAX_RUNS used) dropped under the
     series' level, judged on `before` (the accepted runs before them, oldest first).
 
-    The longest run of newest weeks that confirms a drop wins; else one suspected run is `watch`.
+    The longest run of newest weeks that confirms a drop at CONFIRM_Z wins (`regressed`, alerted); else
+    the longest that confirms one at WATCH_CONFIRM_Z is `watch` with its runs, size and interval (issue
+    63: shown, never alerted); else one suspected run is `watch`.
     Without a noise model (fewer than MIN_NOISE_RUNS runs before) only `tolerance` judges: the latest
     run under the median by more than it is `regressed` (as the fixed floor always did).
     `confirm_z` replaces CONFIRM_Z (None: CONFIRM_Z, what the suite uses; other bounds are for benchmark
@@ -192,28 +207,48 @@ def judge_drop(before, newest, tolerance: float | None = None, confirm_z: Confir
     n = int(np.sum(_usable(ref, cv)))
     trend = _drift(ref)
     best: Drop | None = None
+    watched: Drop | None = None
     for m in range(new.size, 0, -1):
-        runs = new[-m:]
-        size = 1 - float(runs.mean()) / level
-        se = cv * math.sqrt(1 / m + 1 / n)
-        z = size / se
-        drop = Drop(OK, m, size, size - 1.96 * se, size + 1.96 * se, z, 1 - _normal_sf(z), cv, level)
-        least = 1 - runs.max() / level  # the drop of the least low run
-        each = least / (cv * math.sqrt(1 + 1 / n))
-        # The confirming runs agree with each other: a bad week beside an ordinary one is no level.
-        agree = (runs.max() - runs.min()) / level <= AGREE_SPREADS * cv * math.sqrt(2)
-        dip = m < DIP_RUNS and least > _dip_drop(cv)
-        critical = _critical(bounds[m], n) if m in bounds else math.inf
-        confirms = z >= critical and each >= EACH_Z and agree and not dip
-        # A drifting reference: the drop must stand against its line carried forward too.
-        if confirms and (trend is None or _trend_z(trend, runs, ref.size + new.size - m, n) >= critical):
+        drop, confirms = _window(new[-m:], ref.size + new.size - m, n, cv, level, trend)
+        if confirms(bounds):
             return _with(drop, REGRESSED)
+        if watched is None and confirms(WATCH_CONFIRM_Z):
+            watched = drop
         if m == 1:
             best = drop
     assert best is not None
     if tolerance is not None and best.size > tolerance:
         return _with(best, REGRESSED)
+    if watched is not None:
+        return _with(watched, WATCH)
     return _with(best, WATCH if best.z >= _critical(WATCH_Z, n, 0.0) else OK)
+
+
+def _window(runs: np.ndarray, first: int, n: int, cv: float, level: float, trend: _Trend | None):
+    """(the drop of the newest `runs` (the first of them `first` runs after the reference's oldest) under
+    the reference level, whether it confirms at given bounds):
+    z past the bound for len(runs) runs, every run at least EACH_Z down, the runs agreeing, not
+    dip-sized, and against a drifting reference's line carried forward too."""
+    m = runs.size
+    size = 1 - float(runs.mean()) / level
+    se = cv * math.sqrt(1 / m + 1 / n)
+    z = size / se
+    drop = Drop(OK, m, size, size - 1.96 * se, size + 1.96 * se, z, 1 - _normal_sf(z), cv, level)
+    least = 1 - runs.max() / level  # the drop of the least low run
+    each = least / (cv * math.sqrt(1 + 1 / n))
+    # The confirming runs agree with each other: a bad week beside an ordinary one is no level.
+    agree = (runs.max() - runs.min()) / level <= AGREE_SPREADS * cv * math.sqrt(2)
+    dip = m < DIP_RUNS and least > _dip_drop(cv)
+    shape = each >= EACH_Z and agree and not dip
+
+    def confirms(bounds: ConfirmBounds) -> bool:
+        critical = _critical(bounds[m], n) if m in bounds else math.inf
+        if not (shape and z >= critical):
+            return False
+        # A drifting reference: the drop must stand against its line carried forward too.
+        return trend is None or _trend_z(trend, runs, first, n) >= critical
+
+    return drop, confirms
 
 
 @dataclass(frozen=True)

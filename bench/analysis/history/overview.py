@@ -39,6 +39,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from bench.analysis.history.cluster_changes import recent_clusters
 from bench.analysis.history.noise import WATCH, next_judgement
 from bench.analysis.history.regression import history_stats, regression_floor
 from bench.analysis.verdict import bounds
@@ -149,7 +150,7 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
         if not v:
             out.append(
                 {"latest": None, "delta_prev": None, "delta_baseline": None, "noise": {}, "under_floor": False}
-                | {"watch": False}
+                | {"watch": False, "watch_drop": None}
             )
             continue
         latest, median, tol = v[-1], _num(medians[i]), _num(used[i])
@@ -166,10 +167,20 @@ def judge_many(values: list[list[float]], tolerances: list[float], windows: list
                 "delta_baseline": delta_baseline,
                 "noise": {"delta_prev": outside(delta_prev), "delta_baseline": outside(delta_baseline)},
                 "under_floor": bounds.fails(bounds.REGRESSION, latest, _num(floor[i])),
-                "watch": next_judgement(before[i], latest, float(tolerances[i])).status == WATCH,
+                **_watch(next_judgement(before[i], latest, float(tolerances[i]))),
             }
         )
     return out
+
+
+def _watch(drop) -> dict:
+    """`watch` (the latest runs suspect a drop the per-series alert bounds do not confirm: issue 54's one
+    low run, or issue 63's drop confirmed only at the watch bounds) and `watch_drop`: its size, 95%
+    interval and the runs it rests on (None unless watch)."""
+    if drop.status != WATCH:
+        return {"watch": False, "watch_drop": None}
+    shown = {"size": drop.size, "ci_low": drop.ci_low, "ci_high": drop.ci_high, "runs": drop.runs}
+    return {"watch": True, "watch_drop": {k: _num(v) if k != "runs" else int(v) for k, v in shown.items()}}
 
 
 def judge(values: list[float], tolerance: float, window: int) -> dict:
@@ -347,6 +358,7 @@ def overview_lines(
         picked.append(rows[ok])
     tolerances, windows = _thresholds(groups, col, thresholds)
     judged = judge_many([_judged_values(col["thr"], col["checked"], p) for p in picked], tolerances, windows)
+    pooled = recent_clusters(frame, changes)  # the cluster's pooled status, for its roll-up line (issue 63)
     lines = []
     for i, ((key, rows), used, verdict) in enumerate(zip(groups, picked, judged, strict=True)):
         last = col["verdict"][rows[-1]]
@@ -380,6 +392,8 @@ def overview_lines(
                 "latest_at": col["started"][rows[-1]],
                 "latest_run": col["run"][rows[-1]],
                 "spark": spark,
+                "watch_drop": verdict["watch_drop"] if status == "watch" else None,
+                "pooled": pooled[key[0]],
             }
         )
     return sorted(lines, key=_rank)
@@ -509,10 +523,13 @@ def needs_attention(lines: list[dict]) -> list[dict]:
 
 def rollup(lines: list[dict]) -> list[dict]:
     """One line per cluster: how many series, how many lines of each status (a series' checkpoint lines
-    and the storage-ceiling lines count too), its worst status."""
+    and the storage-ceiling lines count too), its worst status, and `pooled` (issue 63): the cluster's
+    pooled status (`ok`, `watch`, `change`) with the shared drop, as its series lines carry it
+    (cluster_changes.recent_clusters; None for a cluster with no series line)."""
     out: dict[str, dict] = {}
     for line in lines:
-        entry = out.setdefault(line["cluster"], {"cluster": line["cluster"], "series": 0, "counts": {}})
+        entry = out.setdefault(line["cluster"], {"cluster": line["cluster"], "series": 0, "counts": {}, "pooled": None})
+        entry["pooled"] = entry["pooled"] or line.get("pooled")
         entry["series"] += line.get("figure", "throughput_img_s") == "throughput_img_s"
         entry["counts"][line["status"]] = entry["counts"].get(line["status"], 0) + 1
     for entry in out.values():

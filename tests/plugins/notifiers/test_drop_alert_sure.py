@@ -13,15 +13,17 @@ from tests.infra.receivers import WebhookReceiver
 from tests.plugins.notifiers.test_change_alert_pending import plan_for, state, store  # noqa: F401
 
 
-def test_a_5pct_drop_is_sent_once_confirmed_with_its_interval_and_runs(monkeypatch, tmp_path, store):  # noqa: F811
+def test_an_8pct_drop_is_sent_once_confirmed_with_its_interval_and_runs(monkeypatch, tmp_path, store):  # noqa: F811
     from scalewatch.tasks.alert import send_alerts
 
-    found = weekly(store, [1000.0] * 30 + [950.0] * 2, seed=54)
+    found = weekly(store, [1000.0] * 30 + [920.0] * 2, seed=54)
+    # issue 63: one series alerts on strong evidence only. 8% at 1.5% noise is confirmed by its second run;
+    # 6% waits for its third (E-Divisive then alerts it, without the interval), 5% for its fourth
     assert found[30] == []  # the first low run: suspected at most, nothing sent
     (notice,) = found[31]
     assert notice["kind"] == "change"
     row = store.change_alerts().iloc[0]
-    assert row["confirmed_runs"] == 2 and 0 < row["drop_ci_low"] < 0.05 < row["drop_ci_high"]
+    assert row["confirmed_runs"] == 2 and 0 < row["drop_ci_low"] < 0.08 < row["drop_ci_high"]
     assert "drop 95% CI" in notice["line"] and "2 runs at the new level" in notice["line"]
     plan = plan_for(tmp_path, "weekly-031", AlertTargets(slack_conn_id="sw_t_slack"))
     passing = {"passed": True, "failures": [], "inconclusive": [], "report": "/w/r/report.html"}

@@ -73,14 +73,14 @@ def test_each_status_from_the_regression_floor_change_points_and_annotations():
     assert worst["outside_noise"] == {"delta_prev": True, "delta_baseline": True}
     assert lines[-1]["outside_noise"] == {"delta_prev": False, "delta_baseline": False}
     assert lines[1]["latest_img_s"] == 100.1  # an inconclusive run's figures are not shown as the latest
-    assert rollup(lines) == [
-        {
-            "cluster": "c",
-            "series": 6,
-            "counts": dict.fromkeys((s for s in STATUSES if s not in ("missed_bound", "no_result", "watch")), 1),
-            "worst": "regressed",
-        }
-    ]
+    (rolled,) = rollup(lines)
+    assert rolled.pop("pooled")["status"] == "ok"  # issue 63: the cluster's pooled status (test_overview_pooled)
+    assert rolled == {
+        "cluster": "c",
+        "series": 6,
+        "counts": dict.fromkeys((s for s in STATUSES if s not in ("missed_bound", "no_result", "watch")), 1),
+        "worst": "regressed",
+    }
     assert set(NEEDS_ATTENTION) == {"regressed", "missed_bound", "no_result", "inconclusive", "change", "stale"}
     assert series_key(worst["id"]) == {"cluster": "c", "workload": "ssd", "gpus": 1, "config_key": "k"}
     with pytest.raises(ValueError, match="is not a series id"):
