@@ -71,8 +71,11 @@ def confirmation_runs(
 
     plan = [("measured under interference", i) for i in remeasure_plan(runs, share_bound(cfg.bounds))]
     differential = cfg.probe.confirm_causes and not cfg.train.synthetic
+    from bench.store.db import ResultsStore
+
+    store = ResultsStore(store_url) if store_url else None  # the ceiling is checked against its history too
     try:
-        frame = judgeable(cfg, scale_frame(cfg, suite_run_id, runs, started_at))
+        frame = judgeable(cfg, scale_frame(cfg, suite_run_id, runs, started_at, store=store))
     except ResultsInputError:
         frame = None
     if frame is not None:

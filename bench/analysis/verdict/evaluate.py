@@ -43,13 +43,21 @@ def result_rows(cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_a
 
 
 def scale_frame(
-    cfg: SweepConfig, suite_run_id: str, runs: list[dict], started_at: str, storage_ceiling: float | None = None
+    cfg: SweepConfig,
+    suite_run_id: str,
+    runs: list[dict],
+    started_at: str,
+    storage_ceiling: float | None = None,
+    store=None,
 ) -> pd.DataFrame:
     """One row per scale (the runs without a variant), cache-labelled, with its node ceiling and its
     efficiency against linear, the ceiling and the suite's ideal (bench.analysis.verdict.ceilings). A
-    scale or ceiling re-measured after interference is its re-measure (interference.settled)."""
+    scale or ceiling re-measured after interference is its re-measure (interference.settled). The
+    ceiling is checked against one rank and, with a `store`, its own history before the ideal reads it
+    (verdict.ceiling_check)."""
     from bench.analysis.frame import build_frame
     from bench.analysis.verdict.cache import label_cache_served
+    from bench.analysis.verdict.ceiling_check import FIGURE, JUDGED, judged_ceilings
     from bench.analysis.verdict.ceilings import with_node_ceilings
     from bench.analysis.verdict.scaling import derive
 
@@ -60,7 +68,10 @@ def scale_frame(
     frame["remeasured"] = [(w, int(g)) in again for w, g in zip(frame["workload"], frame["gpus"], strict=True)]
     frame = label_cache_served(frame, cfg.data.storage_cache_bytes, storage_ceiling)
     frame = with_node_ceilings(frame, runs)
-    return derive(frame, None, cfg.resolved_ideal()).drop(columns=["throughput_boot"])  # the smallest scale
+    history = history_for(cfg, frame, store, suite_run_id, FIGURE) if store is not None else None
+    frame = judged_ceilings(frame, history, cfg.bounds.regression_tolerance)
+    # the smallest scale is the baseline; the checked ceiling is read by derive only
+    return derive(frame, None, cfg.resolved_ideal()).drop(columns=["throughput_boot", JUDGED])
 
 
 def without_ceiling(frame: pd.DataFrame, problems: pd.Series) -> pd.Series:
@@ -231,7 +242,7 @@ def judged_frame(
     from bench.analysis.verdict.sizing import add_sizing
 
     repeats = [r for r in runs if r.get("variant") == REPEAT]
-    frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling)
+    frame = scale_frame(cfg, suite_run_id, runs, started_at, ceiling, store)
     frame = add_expected(frame, cfg.train.batch_size, ceiling, storage_for(cfg, curve))
     frame["storage_idle"] = storage_idle(frame, store_at(cfg, ceiling, curve))
     problems = measurement_problems(frame, cfg.bounds)
@@ -400,15 +411,21 @@ def shortfall_text(row) -> str:
 
 
 def bound_miss_text(row) -> str:
-    """A scaling bound miss as the alert states it: both runs' efficiencies where a second one ran."""
+    """A scaling bound miss as the alert states it: both runs' efficiencies where a second one ran, and the
+    node ceiling check's clause where the ideal is not the ceiling as measured (verdict.ceiling_check)."""
+    from bench.analysis.verdict.ceiling_check import check_text
+
     first, bound = float(row["scaling_efficiency"]), float(row["min_scaling_efficiency"])
     second, again = row.get("repeat_img_s"), row.get("repeat_scaling_efficiency")  # expectations.with_second_run
     if again is not None and pd.notna(again):
-        return (
+        text = (
             f"both runs under the {bound:.2f} bound: {first:.3f} then {again:.3f} "
             f"({float(row['throughput_img_s']):.1f} then {float(second):.1f} images/s)"
         )
-    return f"{first:.3f} under the {bound:.2f} bound in one run (no second run: confirm_regressions off, or it failed)"
+    else:
+        text = f"{first:.3f} under the {bound:.2f} bound in one run"
+        text += " (no second run: confirm_regressions off, or it failed)"
+    return "; ".join(t for t in (text, check_text(row)) if t)
 
 
 def slower_than_smaller_text(row) -> str:

@@ -10,9 +10,9 @@ from bench.errors import ResultsInputError
 
 def derive(frame: pd.DataFrame, baseline_gpus: int | None = None, ideal: str = "linear") -> pd.DataFrame:
     """Adds speedup, linear_efficiency, independent_efficiency (where the frame has `independent_img_s`,
-    the node ceiling), scaling_efficiency (against `ideal`, with its interval), bandwidth_efficiency,
-    bandwidth_per_gpu, peak_avg_ratio, fit_slope and fit_r2 (per workload). Rows that did not run keep
-    NaN figures."""
+    the node ceiling; `ceiling_judged_img_s` where that ceiling was checked: verdict.ceiling_check),
+    scaling_efficiency (against `ideal`, with its interval), bandwidth_efficiency, bandwidth_per_gpu,
+    peak_avg_ratio, fit_slope and fit_r2 (per workload). Rows that did not run keep NaN figures."""
     out = []
     for workload, group in frame.groupby("workload", sort=True):
         g = group.copy()
@@ -39,6 +39,8 @@ def derive(frame: pd.DataFrame, baseline_gpus: int | None = None, ideal: str = "
         g["linear_efficiency"] = speedup / ratio
         low, high = _efficiency_intervals(g, base, base_n)
         ceiling = g["independent_img_s"] if "independent_img_s" in g else pd.Series(np.nan, index=g.index)
+        # the ceiling as checked against one rank and its history (verdict.ceiling_check), where it was
+        ceiling = g["ceiling_judged_img_s"].astype(float).fillna(ceiling) if "ceiling_judged_img_s" in g else ceiling
         g["independent_efficiency"] = g["throughput_img_s"] / ceiling if "throughput_img_s" in g else np.nan
         g["ideal"] = ideal
         g["scaling_efficiency"] = g["linear_efficiency"]
