@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import pandas as pd
@@ -58,7 +59,10 @@ class ChangeRecords(StoreConnection):
             return pd.read_sql(query.order_by(change_alerts_table.c.changed_at), conn)
 
     def upsert_change(self, row: dict) -> None:
-        """One row per series change point: finding it again next week updates it, never adds one."""
+        """One row per series change point: finding it again next week updates it, never adds one. A NaN
+        (a NULL column read back through pandas) is stored as NULL again: PostgreSQL refuses NaN in an
+        integer column, SQLite would keep it as a float."""
+        row = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
         with self._begin() as conn:
             conn.execute(self._upsert(change_alerts_table, row, CHANGE_KEY), [row])
 

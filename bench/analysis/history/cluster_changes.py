@@ -24,6 +24,7 @@ from bench.analysis.history.detect import (
     replay_watches,
 )
 from bench.errors import ResultsInputError
+from bench.results.schema import CHECKPOINT_RATES
 
 STORAGE_FIGURES = ("avg_read_mb_s", "peak_read_mb_s", "ceiling_mb_s")
 RUN_GAP = pd.Timedelta(hours=24)  # timestamps of one cluster closer than this to the one before: one run
@@ -218,7 +219,7 @@ def pool_report(history: pd.DataFrame, metric: str, settings: DetectorSettings =
 
 
 # The figures the overview pools per series (where its runs have them): images/s and the checkpoint rates.
-POOLED_FIGURES = ("throughput_img_s", "ckpt_write_mb_s", "ckpt_read_mb_s")
+POOLED_FIGURES = ("throughput_img_s", *CHECKPOINT_RATES)
 OPEN = ("pending", "alerted", "recorded")  # a stored cluster change nobody saw recover
 
 

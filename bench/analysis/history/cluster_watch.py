@@ -105,8 +105,10 @@ def _row(key: dict, event: pooled.ClusterEvent, ids: list[str], stamps: list[str
 
 
 def watch_clusters(store, frame: pd.DataFrame, suite_run_id: str) -> None:
-    """Store the cluster changes this run confirmed and the recoveries it saw (after the series' own change
-    points are stored: the ones a cluster change covers are turned from pending to recorded)."""
+    """Store the cluster changes this run confirmed and the recoveries it saw, then fold the series' own
+    change points this run found that an open cluster change covers (after the series' own are stored:
+    covered ones turn from pending to recorded, whether the cluster change was confirmed in this run or
+    earlier: a series alone confirms a shared drop a run or two after the pool does)."""
     for (cluster, dag), histories in _histories(store, frame, suite_run_id).items():
         ids, stamps, members, names = pool_members(histories)
         if not ids or ids[-1] != suite_run_id:
@@ -114,14 +116,22 @@ def watch_clusters(store, frame: pd.DataFrame, suite_run_id: str) -> None:
         found = pooled.replay_pool(members, len(ids))
         key = cluster_key(cluster, dag)
         known = _cluster_rows(store, cluster, key)
+        stored = set(known["changed_at"].astype(str))
         for event in (e for e in found.events if e.detected == len(ids) - 1):
-            if event.kind == pooled.CHANGE and stamps[event.at] not in set(known["changed_at"].astype(str)):
+            if event.kind == pooled.CHANGE and stamps[event.at] not in stored:
                 store.upsert_change(_row(key, event, ids, stamps))
-                _fold(store, cluster, event, names, ids, suite_run_id)
-            elif event.kind == pooled.RECOVERED:
-                for row in known[known["state"].isin(NEWS)].to_dict("records"):
+            elif event.kind == pooled.RECOVERED and event.closes is not None:
+                closed = known["state"].isin(NEWS) & known["changed_at"].astype(str).eq(stamps[event.closes])
+                for row in known[closed].to_dict("records"):  # only the change it closes: one note
                     back = {"state": RECOVERED, "recovered_at": stamps[event.at], "recovered_in": suite_run_id}
                     store.upsert_change(row | back)
+        where = {s: i for i, s in enumerate(ids)}  # a series' change is placed by its run (its own start differs)
+        for row in _cluster_rows(store, cluster, key).to_dict("records"):
+            if row["state"] in NEWS:  # its drop: the series' own drops near its first run
+                _fold(store, cluster, row, names, where, where.get(str(row["changed_in"])), -1, suite_run_id)
+            elif row["state"] == RECOVERED and str(row.get("recovered_at")) in stamps:  # its way back: their rises
+                back = stamps.index(str(row["recovered_at"]))
+                _fold(store, cluster, row, names, where, back, 1, suite_run_id)
 
 
 def _cluster_rows(store, cluster: str, key: dict) -> pd.DataFrame:
@@ -132,12 +142,18 @@ def _cluster_rows(store, cluster: str, key: dict) -> pd.DataFrame:
     return rows[mine]
 
 
-def _fold(store, cluster: str, event: pooled.ClusterEvent, names: dict, ids: list[str], suite_run_id: str) -> None:
-    """The series' change points this run found that the cluster change covers: recorded, not sent."""
-    moved = {names[n] for n in event.judged.moved if n in names}
-    where = {s: i for i, s in enumerate(ids)}  # a series' change is placed by its run (its own start differs)
-    rows = store.change_alerts(cluster)
-    for row in rows.to_dict("records"):
+def _fold(
+    store, cluster: str, change: dict, names: dict, where: dict, first: int | None, sign: int, suite_run_id: str
+) -> None:
+    """The series' change points this run found that the stored cluster change `change` covers: their series
+    moved with it, and a step of `sign` (-1 a drop, +1 a rise: the way back of a recovered one) within
+    detect.MATCH_RUNS of run `first` (its first run, or its first run back). Recorded, not sent: one notice
+    per shared drop, one note for its recovery."""
+    listed = change.get("moved")
+    moved = {names[n] for n in json.loads(listed if isinstance(listed, str) else "[]") if n in names}
+    if first is None or not moved:
+        return
+    for row in store.change_alerts(cluster).to_dict("records"):
         key = (str(row["cluster"]), str(row["workload"]), int(row["gpus"]), str(row["config_key"]))
         at = where.get(str(row["changed_in"]))
         size = row.get("size") if row.get("size") is not None and pd.notna(row.get("size")) else row["change"]
@@ -147,8 +163,8 @@ def _fold(store, cluster: str, event: pooled.ClusterEvent, names: dict, ids: lis
             and row["detected_in"] == suite_run_id
             and row["state"] == PENDING
             and at is not None
-            and abs(at - event.at) <= MATCH_RUNS
-            and float(size) < 0
+            and abs(at - first) <= MATCH_RUNS
+            and float(size) * sign > 0
         ):
             store.upsert_change(row | {"state": RECORDED})
 

@@ -388,6 +388,7 @@ class ClusterEvent:
     at: int
     detected: int
     judged: Pooled
+    closes: int | None = None  # a recovery: the first run of the change it closes (one note for that change)
 
 
 @dataclass
@@ -434,7 +435,7 @@ def replay_pool(series: Sequence[PoolSeries], runs: int, confirm_z: dict[int, fl
         if opened is not None:
             back = _recovery(series, opened, t)
             if back is not None:
-                events.append(ClusterEvent(RECOVERED, back, t, opened.event.judged))
+                events.append(ClusterEvent(RECOVERED, back, t, opened.event.judged, opened.at))
                 skipped |= set(range(opened.at, back))
                 start, opened = opened.start_before, None
                 usable = [i for i in range(start, t + 1) if i not in skipped]

@@ -46,13 +46,19 @@ def _finite(value) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
-def judged_ceilings(frame: pd.DataFrame, history: pd.DataFrame | None, tolerance: float) -> pd.DataFrame:
+def judged_ceilings(
+    frame: pd.DataFrame, history: pd.DataFrame | None, tolerance: float, ideal: str = "independent"
+) -> pd.DataFrame:
     """`ceiling_judged_img_s` per row (the measured ceiling, or what replaces it where it fell) and
     `ceiling_note` extended with why. `history`: history_stats of `independent_img_s` per row (None: no
-    store, only the one-rank check)."""
+    store, only the one-rank check). Only where the suite's ideal is the ceiling (`independent`): against
+    linear (GPU slots) the ceiling judges nothing, and no note says it did."""
     from bench.analysis.history.regression import regression_floor
 
     f = frame.copy()
+    if ideal != "independent":
+        f[JUDGED] = f.get(FIGURE, np.nan)
+        return f
     floors = regression_floor(history, tolerance)[0] if history is not None else pd.Series(np.nan, index=f.index)
     judged, notes = [], []
     for idx, row in f.iterrows():
@@ -95,9 +101,12 @@ def check_text(row) -> str:
 
 
 def _one_rank(frame: pd.DataFrame, workload: str) -> float | None:
-    """One rank's images/s in this run: the workload's 1-rank scale, where it ran and completed."""
+    """One rank's images/s in this run: the workload's 1-rank scale, where it ran and its figure is valid
+    (a run too short for a rate, or cache-distorted, judges no ceiling)."""
     one = frame[(frame["workload"] == workload) & (frame["gpus"] == 1)]
-    value = one["throughput_img_s"].iloc[0] if not one.empty else None
+    if one.empty or not bool(one["valid"].iloc[0] if "valid" in one else True):
+        return None
+    value = one["throughput_img_s"].iloc[0]
     return float(value) if _finite(value) else None
 
 

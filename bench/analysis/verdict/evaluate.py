@@ -69,7 +69,7 @@ def scale_frame(
     frame = label_cache_served(frame, cfg.data.storage_cache_bytes, storage_ceiling)
     frame = with_node_ceilings(frame, runs)
     history = history_for(cfg, frame, store, suite_run_id, FIGURE) if store is not None else None
-    frame = judged_ceilings(frame, history, cfg.bounds.regression_tolerance)
+    frame = judged_ceilings(frame, history, cfg.bounds.regression_tolerance, cfg.resolved_ideal())
     # the smallest scale is the baseline; the checked ceiling is read by derive only
     return derive(frame, None, cfg.resolved_ideal()).drop(columns=["throughput_boot", JUDGED])
 

@@ -76,6 +76,18 @@ def test_a_confirmed_shared_drop_that_comes_back_sends_one_recovery():
     assert [e.kind for e in events] == [pooled.CHANGE, pooled.RECOVERED]
     assert 51 <= events[0].at <= 52 and events[1].at == 62  # the drop's place within a run; the first run back
     assert replay_pool(members(values), 80).status == pooled.OK
+    assert events[1].closes == events[0].at  # the recovery names the change it closes
+
+
+def test_a_second_drop_that_comes_back_closes_only_itself():
+    """A shared drop at 52 that stays, a second at 88 that goes back at 96: the recovery closes the second
+    (the store marks only that change recovered: one note, and no false one for the first)."""
+    values = cluster(6332, 104)
+    values[:, 52:] *= 0.96
+    values[:, 88:96] *= 0.96
+    events = replay_pool(members(values), 104).events
+    assert [e.kind for e in events] == [pooled.CHANGE, pooled.CHANGE, pooled.RECOVERED], events
+    assert events[2].closes == events[1].at != events[0].at and events[2].at == 96
 
 
 def test_a_cluster_with_too_few_series_with_history_pools_nothing_and_says_so():

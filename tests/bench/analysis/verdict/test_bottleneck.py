@@ -70,9 +70,9 @@ def test_a_rank_under_a_cpu_quota_is_named_as_the_straggler(tmp_path, quarter_co
     runs = home / "scalewatch-home" / "runs" / "strag"
     scale_runs = [runs / "ssd-2", runs / "ssd-2-repeat"]
     done = threading.Event()
+    moved: set[int] = set()
 
     def throttle_rank_1():
-        moved: set[int] = set()
         while not done.is_set():
             for pid in {p for d in scale_runs for p in train_pids(d, 1, exact=True)} - moved:
                 with contextlib.suppress(OSError):  # it may have exited since
@@ -87,6 +87,7 @@ def test_a_rank_under_a_cpu_quota_is_named_as_the_straggler(tmp_path, quarter_co
     finally:
         done.set()
         mover.join(5)
+    assert len(moved) >= 2, moved  # rank 1 of the scale's run and of its second run ran under the quota
     r = row(frame, 2)
     assert r["verdict"] == "fail" and r["bottleneck"] == "straggler", r.to_dict()
     assert int(r["slowest_rank"]) == 1 and r["slowest_host"] == "localhost"

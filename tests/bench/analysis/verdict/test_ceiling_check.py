@@ -70,3 +70,12 @@ def test_what_the_ceiling_run_saw_on_its_cores_is_named(cfg):  # noqa: F811
     _, frame = judged(cfg, [run(1, 166.0), run(2, 200.0), run(2, 140.0, (0.05, 0.05), INDEPENDENT)])
     note = frame.loc[2, "ceiling_note"]
     assert "its run saw on n1, busy (pid 4242) on core 1 took 5% of rank 0's cores" in note, note
+
+
+def test_against_linear_the_ceiling_is_not_checked_and_no_note_says_so(cfg):  # noqa: F811
+    """GPU slots (or a suite that asks for linear): the ceiling judges nothing, so it is left as measured."""
+    linear = cfg.model_copy(update={"probe": cfg.probe.model_copy(update={"ideal": "linear"})})
+    ev, frame = judged(linear, [run(1, 166.0), run(2, 300.0), run(2, 140.0, (), INDEPENDENT)])
+    two = frame.loc[2]
+    assert two["ideal"] == "linear" and two["ceiling_note"] == "", two.to_dict()
+    assert two["independent_efficiency"] == pytest.approx(300.0 / 140.0) and ev.verdict == "PASSED"
