@@ -6,11 +6,12 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import get_args
 
 from bench.config.defaults import DEFAULT_MIN_BANDWIDTH_EFFICIENCY, DEFAULT_MIN_SCALING_EFFICIENCY
 from bench.config.models import Thresholds
 from bench.config.settings import renamed_settings
-from bench.config.types import Frozen, GpuCount, parse
+from bench.config.types import Frozen, GpuCount, PoolBy, parse
 from bench.errors import ConfigError
 
 
@@ -48,7 +49,7 @@ def add_parsers(sub) -> None:
     )
     d.add_argument(
         "--pool",
-        choices=["cluster"],
+        choices=get_args(PoolBy),
         help="with --online: also pool each cluster's series (the table's 'cluster' column) run by run and "
         "report the shared drops they confirm (issue 63); per-series drops only the watch bounds confirm are "
         "listed with status watch",

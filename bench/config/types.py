@@ -43,6 +43,7 @@ LAUNCHERS: tuple[str, ...] = get_args(LauncherKind)
 Precision = Literal["fp32", "bf16", "fp16"]
 CompileMode = Literal["none", "torch_compile", "cuda_graphs"]
 Ideal = Literal["auto", "linear", "independent"]
+PoolBy = Literal["cluster"]  # `bench detect --pool`: the series pooled together (issue 63)
 
 # Strict patterns: values that end up on a remote command line must match these, and are shlex-quoted
 # as well. A value that does not match is refused before anything runs.
