@@ -265,8 +265,10 @@ def interfered(csv: Path) -> bool:
     """Whether a row of the run is INCONCLUSIVE for interference (issue 62): the reader is told how to rerun."""
     import pandas as pd
 
-    reasons = pd.read_csv(csv).get("inconclusive_reason", pd.Series(dtype=object))
-    return bool(reasons.fillna("").astype(str).str.startswith("interference:").any())
+    # read as text: a column of empty reasons is all-NaN floats, which a "" fill warns about (pandas 3)
+    reasons = pd.read_csv(csv, dtype={"inconclusive_reason": str}, keep_default_na=False)
+    column = reasons.get("inconclusive_reason", pd.Series(dtype=str))
+    return bool(column.str.startswith("interference:").any())
 
 
 if __name__ == "__main__":
