@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.history import pooled
+from bench.analysis.history.changes import step_size
 from bench.analysis.history.cluster_changes import POOLED_FIGURES, series_kind
 from bench.analysis.history.detect import MATCH_RUNS
 from bench.results.schema import ALERTED, PENDING, RECORDED, RECOVERED
@@ -126,45 +127,42 @@ def watch_clusters(store, frame: pd.DataFrame, suite_run_id: str) -> None:
                     back = {"state": RECOVERED, "recovered_at": stamps[event.at], "recovered_in": suite_run_id}
                     store.upsert_change(row | back)
         where = {s: i for i, s in enumerate(ids)}  # a series' change is placed by its run (its own start differs)
-        for row in _cluster_rows(store, cluster, key).to_dict("records"):
+        rows = store.change_alerts(cluster)  # read once: the folds below change series rows' states only
+        mine = rows[rows["detected_in"].eq(suite_run_id) & rows["state"].eq(PENDING)].to_dict("records")
+        for row in _cluster_rows(store, cluster, key, rows).to_dict("records"):
             if row["state"] in NEWS:  # its drop: the series' own drops near its first run
-                _fold(store, cluster, row, names, where, where.get(str(row["changed_in"])), -1, suite_run_id)
+                _fold(store, mine, row, names, where, where.get(str(row["changed_in"])), -1)
             elif row["state"] == RECOVERED and str(row.get("recovered_at")) in stamps:  # its way back: their rises
-                back = stamps.index(str(row["recovered_at"]))
-                _fold(store, cluster, row, names, where, back, 1, suite_run_id)
+                _fold(store, mine, row, names, where, stamps.index(str(row["recovered_at"])), 1)
 
 
-def _cluster_rows(store, cluster: str, key: dict) -> pd.DataFrame:
-    rows = store.change_alerts(cluster)
+def _cluster_rows(store, cluster: str, key: dict, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The stored cluster changes of `key`'s DAG on `cluster` (from `rows` where already read)."""
+    rows = store.change_alerts(cluster) if rows is None else rows
     if rows.empty or "scope" not in rows:
         return rows.assign(changed_at=pd.Series(dtype=str), state=pd.Series(dtype=str))
     mine = rows["scope"].eq(SCOPE) & rows["config_key"].eq(key["config_key"])
     return rows[mine]
 
 
-def _fold(
-    store, cluster: str, change: dict, names: dict, where: dict, first: int | None, sign: int, suite_run_id: str
-) -> None:
-    """The series' change points this run found that the stored cluster change `change` covers: their series
-    moved with it, and a step of `sign` (-1 a drop, +1 a rise: the way back of a recovered one) within
-    detect.MATCH_RUNS of run `first` (its first run, or its first run back). Recorded, not sent: one notice
-    per shared drop, one note for its recovery."""
+def _fold(store, found: list[dict], change: dict, names: dict, where: dict, first: int | None, sign: int) -> None:
+    """Of the series' change points this run found (`found`: pending, detected in this run), those the
+    stored cluster change `change` covers: their series moved with it, and a step of `sign` (-1 a drop, +1
+    a rise: the way back of a recovered one) within detect.MATCH_RUNS of run `first` (its first run, or
+    its first run back). Recorded, not sent: one notice per shared drop, one note for its recovery."""
     listed = change.get("moved")
     moved = {names[n] for n in json.loads(listed if isinstance(listed, str) else "[]") if n in names}
     if first is None or not moved:
         return
-    for row in store.change_alerts(cluster).to_dict("records"):
+    for row in found:
         key = (str(row["cluster"]), str(row["workload"]), int(row["gpus"]), str(row["config_key"]))
         at = where.get(str(row["changed_in"]))
-        size = row.get("size") if row.get("size") is not None and pd.notna(row.get("size")) else row["change"]
         if (
             row.get("scope") != SCOPE
             and key in moved
-            and row["detected_in"] == suite_run_id
-            and row["state"] == PENDING
             and at is not None
             and abs(at - first) <= MATCH_RUNS
-            and float(size) * sign > 0
+            and step_size(row.get("size"), row["change"]) * sign > 0
         ):
             store.upsert_change(row | {"state": RECORDED})
 
