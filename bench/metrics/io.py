@@ -9,6 +9,10 @@ import numpy as np
 MB = 1e6
 # An epoch whose storage served less than this share of what the loader consumed was mostly cache.
 CACHE_DISTORTED_BELOW = 0.9
+# The read rate is taken over the measured steps where they ran at least this long in the epoch (and at
+# least this share of it); a shorter stretch gives the whole epoch's rate, as before.
+MIN_MEASURED_READ_S = 5.0
+MIN_MEASURED_READ_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,11 @@ class EpochIo:
     peak_read_mb_s: float
     cache_hit_ratio: float | None
     cache_distorted: bool
+    # The seconds avg_read_mb_s is over, and over what: "measured steps" (the throughput's own steps) or
+    # "whole epoch" (no measured stretch long enough); the whole epoch's rate beside it, to compare.
+    read_window_s: float = 0.0
+    read_window: str = "whole epoch"
+    whole_epoch_read_mb_s: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -43,8 +52,21 @@ def epoch_io(
     bytes_consumed: float,
     window_s: float,
     key: str = "read_bytes",
+    measured: tuple[float, float] | None = None,
 ) -> EpochIo:
-    """Sum storage reads over ranks between start and end; peak is the max rate over `window_s` bins."""
+    """Sum storage reads over ranks between start and end; peak is the max rate over `window_s` bins.
+    `measured`: (bytes per second the epoch's measured steps consumed, summed over ranks; the shortest
+    rank's measured seconds): the average rate is then that consumption times the share of consumed
+    bytes the storage served in the epoch (at most 1), over the very steps the throughput is measured
+    on, as MLPerf Storage's DLIO takes it (samples/s x sample bytes), the cache's part taken out.
+
+    Why not the counter's timeline from the epoch's start: it also holds start-up (loader workers
+    filling their prefetch, the warm-up's compile) that the throughput leaves out, and the end of a
+    full epoch whose last batches were read before the last steps; a compute-bound scale's bandwidth
+    efficiency fell 0.04-0.13 under its scaling efficiency on that alone (issue 62). Served bytes over
+    consumed ones above 1 (a partial epoch's prefetch read past its last step, kernel readahead) are
+    not a rate the steps drew; they stay in bytes_from_storage and the peak. The cache accounting
+    (served against consumed) and the peak stay over the whole epoch."""
     seconds = max(end - start, 1e-9)
     edges = np.arange(start, end + window_s, window_s)
     edges[-1] = min(edges[-1], end) if len(edges) > 1 else end
@@ -59,16 +81,13 @@ def epoch_io(
     peak = float(rates.max()) / MB if len(rates) else 0.0
     hit = None if bytes_consumed <= 0 else max(0.0, 1.0 - served / bytes_consumed)
     distorted = bytes_consumed > 0 and served < CACHE_DISTORTED_BELOW * bytes_consumed
-    return EpochIo(
-        epoch,
-        seconds,
-        served,
-        bytes_consumed,
-        served / seconds / MB,
-        max(peak, served / seconds / MB),
-        hit,
-        distorted,
-    )
+    whole = served / seconds / MB
+    avg, read_s, label = whole, seconds, "whole epoch"
+    if measured is not None and bytes_consumed > 0:
+        rate, ran = measured
+        if ran >= MIN_MEASURED_READ_S and ran >= MIN_MEASURED_READ_SHARE * seconds:
+            avg, read_s, label = min(served / bytes_consumed, 1.0) * rate / MB, ran, "measured steps"
+    return EpochIo(epoch, seconds, served, bytes_consumed, avg, max(peak, avg), hit, distorted, read_s, label, whole)
 
 
 def cache_risk(dataset_bytes: int, aggregate_ram_bytes: int, factor: float = 5.0) -> bool:
@@ -90,6 +109,16 @@ def counter_ranks(reports: list[dict], key: str, node_level: bool) -> list[dict]
             chosen[domain] = r
     domains = {r.get("cache_domain") or r["host"] for r in reports}
     return [chosen[d] for d in sorted(domains)] if domains <= chosen.keys() else None
+
+
+def measured_span(marks: list[dict]) -> tuple[float, float] | None:
+    """Every rank's epoch mark -> (bytes per second its measured steps consumed, summed over ranks; the
+    shortest rank's measured seconds); None where a rank measured nothing in the epoch or the marks
+    predate the fields."""
+    if not marks or any(not m.get("measured_s") or m.get("measured_consumed") is None for m in marks):
+        return None
+    rate = sum(float(m["measured_consumed"]) / float(m["measured_s"]) for m in marks)
+    return rate, min(float(m["measured_s"]) for m in marks)
 
 
 def dataset_epochs(reports: list[dict], window_s: float) -> tuple[list[dict], str, dict[str, float]]:
@@ -123,6 +152,7 @@ def dataset_epochs(reports: list[dict], window_s: float) -> tuple[list[dict], st
                 sum(m["consumed"] for m in marks),
                 window,
                 key,
+                measured_span(marks),
             )
             images = sum(m["images"] or 0 for m in marks)
             epochs.append({**io.as_dict(), "seconds": max(m["seconds"] for m in marks), "images": int(images)})

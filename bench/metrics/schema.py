@@ -34,6 +34,11 @@ EPOCH = {
         "peak_read_mb_s": _num,
         "cache_hit_ratio": _num_or_null,
         "cache_distorted": {"type": "boolean"},
+        # Optional (summaries before issue 62's windows have none): what avg_read_mb_s is over
+        # (bench.metrics.io.epoch_io) and the whole epoch's rate beside it.
+        "read_window_s": _num,
+        "read_window": {"enum": ["measured steps", "whole epoch"]},
+        "whole_epoch_read_mb_s": _num,
     },
 }
 

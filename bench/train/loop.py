@@ -152,6 +152,9 @@ class _Progress:
         self.losses: list[float] = []
         self.epoch_marks: list[dict] = []
         self.step = 0
+        # The loader's consumed bytes when the first measured step began: epoch 1's read rate is taken
+        # over the measured steps, as the throughput is (bench.metrics.io.epoch_io; issue 62)
+        self.consumed_at_measure: int | None = None
         self.shapes: dict[str, tuple[int, ...]] | None = None
         self.timer = StepTimer(rank.dist.device)
         # GPU kernel time over a few measured steps (CUPTI); on a CPU node nothing runs and the figure is null
@@ -218,6 +221,7 @@ def _run_epoch(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int) -
     ids_before = len(loader.stats.sample_ids)
     t_epoch = time.perf_counter()
     wall_start = time.time()
+    measured_before = len(progress.step_times)
     _run_steps(cfg, rank, progress, epoch, t_epoch)
     _sync(dist.device)
     seconds = time.perf_counter() - t_epoch
@@ -232,9 +236,21 @@ def _run_epoch(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int) -
             "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
             "consumed": loader.stats.bytes_consumed - consumed_before,
             "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
+            # the epoch's measured steps: their seconds and the bytes the loader handed them
+            "measured_s": sum(progress.step_times[measured_before:]),
+            "measured_consumed": _measured_consumed(loader.stats.bytes_consumed, consumed_before, progress),
             "sample_ids": loader.stats.sample_ids[ids_before:],
         }
     )
+
+
+def _measured_consumed(now: int, epoch_start: int, progress: _Progress) -> int:
+    """Bytes handed to the epoch's measured steps: since the epoch began, or since the first measured step
+    where the warm-up ended inside it (0 where it did not end)."""
+    start = progress.consumed_at_measure
+    if start is None:
+        return 0
+    return now - max(start, epoch_start)
 
 
 def _next_batch(cfg: TrainConfig, batches, epoch: int, step: int):
@@ -261,6 +277,8 @@ def _run_steps(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int, t
             dist.barrier()
             t_prev = time.perf_counter()
         timer.start(t_prev)
+        if p.step == rank.warmup and p.consumed_at_measure is None:
+            p.consumed_at_measure = rank.loader.stats.bytes_consumed
         batch = _next_batch(cfg, batches, epoch, p.step)
         if batch is None:
             break

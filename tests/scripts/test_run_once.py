@@ -90,6 +90,12 @@ def test_readme_command_1_as_shipped_passes_both_workloads_on_their_figures(tmp_
     # epoch 1 read from storage on every row: the bandwidth expectation judged a measured figure
     assert frame["bandwidth_valid"].all() and (frame["bytes_source"] == "cachestat").all(), frame.to_dict("records")
     assert (frame["avg_read_mb_s"] > 0).all()
+    # both workloads are compute-bound here: each reads as fast as it computes, and epoch 1's read rate is
+    # taken over the steps the throughput is measured on, so bandwidth efficiency is scaling efficiency
+    # within 2.5% (issue 62 item 3; ssd at 2 ranks 0.984 and 0.990 of it in two runs here, where the
+    # counter's whole-epoch rate gave 0.951, 0.954 and 0.973)
+    ratio = scaled["bandwidth_efficiency"] / scaled["scaling_efficiency"]
+    assert ((ratio - 1).abs() <= 0.025).all(), scaled[["workload", "scaling_efficiency", "bandwidth_efficiency"]]
     # what a person reads: progress, a table of passing rows with their bandwidth checked, the verdict,
     # within the line budget; Airflow's own output in the log file it names
     assert 0 < len(lines) <= LINE_BUDGET, done.stdout
