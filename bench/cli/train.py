@@ -34,7 +34,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--workload", help="ssd | deeplabv3plus, or an emulated workload's name")
     p.add_argument("--preset", choices=choices_of(TrainConfig, "preset"))
-    p.add_argument("--data", type=Path)
+    p.add_argument("--data", help="the dataset's folder, or s3://BUCKET/PREFIX (records staged into a bucket)")
     p.add_argument("--synthetic", action="store_true", help="in-memory tensors: the compute upper bound")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--image-size", type=int)
@@ -166,8 +166,8 @@ def _from_flags(fields: dict) -> TrainConfig:
     if "spec_sha256" in fields:
         raise ConfigError("--spec-sha256: checks a --spec file; give --spec too")
     for key in ("data", "metrics_out", "checkpoint_dir"):
-        if key in fields:
-            fields[key] = fields[key].absolute()
+        if key in fields and not str(fields[key]).startswith("s3://"):
+            fields[key] = Path(fields[key]).absolute()
     spec = {name: fields.pop(flag) for flag, name in CHECKPOINT_FLAGS.items() if flag in fields}
     if spec:
         spec.setdefault("mode", "size")

@@ -15,13 +15,17 @@ from pydantic import (
 )
 
 from bench.config.types import (
+    BUCKET_RE,
     CONN_ID_RE,
     EMAIL_RE,
     INTERFACE_RE,
     NAME_RE,
     PATH_RE,
+    PREFIX_RE,
+    S3_SCHEME,
     GpuCount,
     HostSlots,
+    S3Url,
     matching,
     safe_path,
 )
@@ -81,6 +85,12 @@ FormConnId = Annotated[str, matching(CONN_ID_RE, "connection id"), FormPattern(C
 # A path: a Path in the model, a string in JSON and the form
 FormPath = Annotated[
     Path, AfterValidator(safe_path), WithJsonSchema({"pattern": form_pattern(PATH_RE), "type": "string"})
+]
+# Where a dataset lives: an s3://BUCKET/PREFIX string (tried first) or a path; one string in the form
+_S3_URL = f"{S3_SCHEME}{BUCKET_RE.pattern[1:-1]}(?:/{PREFIX_RE.pattern[1:-1]})?"
+FORM_DATASET_RE = re.compile(f"^(?:{_S3_URL}|{PATH_RE.pattern[1:-1]})$")
+FormDatasetPath = Annotated[
+    S3Url | FormPath, WithJsonSchema({"pattern": form_pattern(FORM_DATASET_RE), "type": "string"})
 ]
 FormEmail = Annotated[str, matching(EMAIL_RE, "e-mail address"), FormPattern(EMAIL_RE)]
 FormStorageCache = Annotated[str, matching(STORAGE_CACHE_RE, "storage cache size"), FormPattern(STORAGE_CACHE_RE)]

@@ -45,6 +45,7 @@ from bench.config.form import (
     S_WHERE,
     SET_BY_DEPLOYMENT,
     FormConnId,
+    FormDatasetPath,
     FormEmail,
     FormHost,
     FormInterface,
@@ -76,6 +77,7 @@ from bench.config.types import (
     Preset,
     RecordFormat,
     RunId,
+    S3Url,
     SafePath,
     StageOn,
     WorkloadRef,
@@ -250,11 +252,12 @@ class WhereSettings(Frozen):
 class DataSettings(Frozen):
     """The `data` group of the settings. The dataset on the storage under test: where, how big, how staged, how cold."""
 
-    dataset_path: FormPath | None = form_field(
+    dataset_path: FormDatasetPath | None = form_field(
         None,
         S_DATA,
         "Dataset path on the storage under test",
-        "Default: $SCALEWATCH_HOME/data.",
+        "Default: $SCALEWATCH_HOME/data. s3://BUCKET/PREFIX puts emulated workloads' records in a bucket (the "
+        "endpoint and keys from the deployment: the worker's AWS variables; each node's own credentials).",
         set_by=SET_BY_DEPLOYMENT,
     )
     storage_cache: FormStorageCache | None = form_field(
@@ -681,7 +684,9 @@ class TrainConfig(Frozen):
 
     # A real model's name, or an emulated workload's (its accelerator_s set)
     workload: Annotated[str, matching(NAME_RE, "workload")]
-    data: SafePath | None = None
+    # A folder, or s3://BUCKET/PREFIX for an emulated workload's records staged into a bucket (issue 64;
+    # the rank reads it with its node's own credentials: bench.data.location.node_s3_client)
+    data: S3Url | SafePath | None = None
     synthetic: bool = False
     preset: Preset = suite_default("preset")
     batch_size: int = suite_default("batch_size")
@@ -781,6 +786,12 @@ class TrainConfig(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _s3_is_never_warmed(self) -> TrainConfig:
+        if isinstance(self.data, str) and self.warm_cache:
+            raise ValueError(f"warm_cache: {self.data} is an S3 location; no page cache of this node holds it")
+        return self
+
+    @model_validator(mode="after")
     def _checkpoint_needs_a_folder(self) -> TrainConfig:
         if (self.checkpoint is not None or self.checkpoint_every_steps) and self.checkpoint_dir is None:
             raise ValueError("checkpoint_dir: the checkpoint phase and checkpoint_every_steps need a folder")
@@ -860,6 +871,30 @@ class SweepConfig(SettingGroups):
             raise ValueError("dataset_path: a run's dataset must have a place (SuiteSettings puts it under home)")
         return self
 
+    @model_validator(mode="after")
+    def _what_reads_a_bucket(self) -> SweepConfig:
+        """Over S3 (issue 64, so far): emulated workloads' records, read by ranged GETs; the image models'
+        loaders and the checkpoint phase write and read files."""
+        if not isinstance(self.data.dataset_path, str):
+            return self
+        models = [w for w in self.training.workloads if w in WORKLOADS]
+        if models and not self.train.synthetic:
+            raise ValueError(
+                f"dataset_path: {self.data.dataset_path} is an S3 location; over S3 only emulated workloads "
+                f"(workload files, built-in accelerator profiles) read their records, not {', '.join(models)}"
+            )
+        if self.data.stage_on == "node":
+            raise ValueError(
+                f"stage_on: node stages onto a node's file system; {self.data.dataset_path} is a bucket, which "
+                "the worker uploads to over S3: set stage_on to worker or leave it empty"
+            )
+        if self.checkpointing.spec is not None or self.checkpointing.checkpoint_every_steps:
+            raise ValueError(
+                f"dataset_path: {self.data.dataset_path} is an S3 location; checkpoints to a bucket are not "
+                "written yet: set checkpoint and checkpoint_every_steps off, or dataset_path to a folder"
+            )
+        return self
+
     @field_validator("training")
     @classmethod
     def _non_empty(cls, training: TrainingSettings) -> TrainingSettings:
@@ -871,6 +906,8 @@ class SweepConfig(SettingGroups):
     def resolved_stage_on(self) -> StageOn:
         """stage_on, an empty one resolved by launcher: node for ssh and Slurm (where the store is mounted
         on the compute nodes, perhaps not on the worker), worker for local (the worker is the node)."""
+        if isinstance(self.data.dataset_path, str):  # a bucket: the worker uploads it over S3 (_what_reads_a_bucket)
+            return "worker"
         return self.data.stage_on or ("worker" if self.where.launcher == "local" else "node")
 
     def resolved_ideal(self) -> str:

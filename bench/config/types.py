@@ -131,6 +131,44 @@ InterfaceName = Annotated[str, matching(INTERFACE_RE, "interface name")]
 SlurmName = Annotated[str, matching(NAME_RE, "name")]
 SafePath = Annotated[Path, AfterValidator(safe_path)]
 ConnId = Annotated[str, matching(CONN_ID_RE, "connection id")]
+
+# A dataset in a bucket (issue 64): `s3://BUCKET/PREFIX`. S3's bucket rules as RGW applies them (3-63
+# lower-case letters, digits, dots, hyphens); a prefix holds the characters a dataset folder may (no `..`).
+# bench.data.location decides the storage kind from it and reads the endpoint and keys from the deployment.
+S3_SCHEME = "s3://"
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9._/+@,=-]*$")
+
+
+def split_s3_url(text: str) -> tuple[str, str]:
+    """(bucket, prefix without leading or trailing '/') of s3://BUCKET/PREFIX (also the `s3:/` a Path
+    collapses it to); a ValueError naming `dataset_path` and the rule otherwise."""
+    rest = text[len(S3_SCHEME) :] if text.startswith(S3_SCHEME) else text[len("s3:/") :]
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if not BUCKET_RE.match(bucket):
+        raise ValueError(
+            f"dataset_path: bucket {bucket!r} is not a valid S3 bucket name "
+            "(3-63 characters: lower-case letters, digits, '.', '-'; s3://BUCKET/PREFIX)"
+        )
+    if not PREFIX_RE.match(prefix) or ".." in prefix.split("/") or "//" in prefix:
+        raise ValueError(
+            f"dataset_path: prefix {prefix!r} may hold only letters, digits and ._/+@,=- "
+            "(no '..' and no empty folder names)"
+        )
+    return bucket, prefix
+
+
+def _s3_url(value: str) -> str:
+    if not value.startswith(S3_SCHEME):
+        raise ValueError(f"{value!r} is not an s3://BUCKET/PREFIX location")
+    split_s3_url(value)
+    return value.rstrip("/")
+
+
+# A settings field that may name a bucket: `S3Url | SafePath` (an s3:// string is tried first; anything
+# else is a path, checked as ever).
+S3Url = Annotated[str, AfterValidator(_s3_url)]
 RunId = Annotated[str, matching(RUN_ID_RE, "run id")]
 Email = Annotated[str, matching(EMAIL_RE, "e-mail address")]
 

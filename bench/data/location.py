@@ -20,17 +20,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import AfterValidator
-
+from bench.config.types import S3_SCHEME, S3Url, split_s3_url
 from bench.errors import ConfigError
 
-SCHEME = "s3://"
-# S3's bucket rules as RGW applies them (3-63 lower-case letters, digits, dots, hyphens); a prefix is
-# the characters a dataset folder may hold (bench.config's SafePath), no `..` component.
-BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-PREFIX_RE = re.compile(r"^[A-Za-z0-9._/+@,=-]*$")
+__all__ = ["S3Url"]  # re-exported: the settings' type for a field that may name a bucket
+
+SCHEME = S3_SCHEME
 MARKER = ".scalewatch-prefix"  # the object that says this prefix is scalewatch's
 ENV_ENDPOINT = "AWS_ENDPOINT_URL"
 ENV_KEY = "AWS_ACCESS_KEY_ID"
@@ -103,20 +99,10 @@ def parse_location(dataset_path: str | Path, env: Mapping[str, str] | None = Non
     a malformed bucket or prefix is a ConfigError naming `dataset_path` and the rule."""
     if not is_s3(dataset_path):
         return FileLocation(Path(dataset_path))
-    text = str(dataset_path)
-    rest = text[len(SCHEME) :] if text.startswith(SCHEME) else text[len("s3:/") :]
-    bucket, _, prefix = rest.partition("/")
-    prefix = prefix.strip("/")
-    if not BUCKET_RE.match(bucket):
-        raise ConfigError(
-            f"dataset_path: bucket {bucket!r} is not a valid S3 bucket name "
-            "(3-63 characters: lower-case letters, digits, '.', '-'; s3://BUCKET/PREFIX)"
-        )
-    if not PREFIX_RE.match(prefix) or ".." in prefix.split("/") or "//" in prefix:
-        raise ConfigError(
-            f"dataset_path: prefix {prefix!r} may hold only letters, digits and ._/+@,=- "
-            "(no '..' and no empty folder names)"
-        )
+    try:
+        bucket, prefix = split_s3_url(str(dataset_path))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     endpoint = (os.environ if env is None else env).get(ENV_ENDPOINT, "")
     return S3Location(bucket, prefix, endpoint)
 
@@ -136,13 +122,12 @@ def credentials_from_env(env: Mapping[str, str] | None = None) -> S3Credentials:
     return S3Credentials(endpoint, env[ENV_KEY], env[ENV_SECRET], env.get(ENV_REGION) or "us-east-1")
 
 
-def s3_client(creds: S3Credentials, pool: int = 32, retries: int = 3):
-    """A boto3 S3 client on the endpoint: path-style addressing (RGW on an IP has no bucket host names),
-    a connection pool for `pool` parallel requests, `retries` attempts (standard mode), no proxy."""
-    import boto3
+def _client_config(pool: int, retries: int):
+    """Path-style addressing (RGW on an IP has no bucket host names), a connection pool for `pool`
+    parallel requests, `retries` attempts (standard mode), no proxy."""
     from botocore.config import Config
 
-    config = Config(
+    return Config(
         s3={"addressing_style": "path"},
         max_pool_connections=pool,
         retries={"max_attempts": retries, "mode": "standard"},
@@ -150,27 +135,36 @@ def s3_client(creds: S3Credentials, pool: int = 32, retries: int = 3):
         read_timeout=60,
         proxies={},
     )
+
+
+def s3_client(creds: S3Credentials, pool: int = 32, retries: int = 3):
+    """A boto3 S3 client on the deployment's endpoint with its keys (the worker staging, the CLI)."""
+    import boto3
+
     return boto3.session.Session().client(
         "s3",
         endpoint_url=creds.endpoint,
         aws_access_key_id=creds.access_key,
         aws_secret_access_key=creds.secret_key,
         region_name=creds.region,
-        config=config,
+        config=_client_config(pool, retries),
     )
 
 
-def _s3_url(value: str) -> str:
-    """A pydantic validator: `value` is a well-formed s3://BUCKET/PREFIX (ValueError naming the rule)."""
-    if not value.startswith(SCHEME):
-        raise ValueError(f"{value!r} is not an s3://BUCKET/PREFIX location")
-    try:
-        parse_location(value, env={})
-    except ConfigError as error:
-        raise ValueError(str(error)) from None
-    return value.rstrip("/")
+def node_s3_client(pool: int = 2, retries: int = 3):
+    """A boto3 S3 client with this node's own credentials, for a rank or a node's probe.
 
+    Why not credentials_from_env: the suite never hands a node the worker's keys (bench.launch.environment
+    drops every *_KEY and *SECRET*), so a node reads its own, by boto3's chain: its AWS variables, then its
+    ~/.aws/credentials and ~/.aws/config (where `endpoint_url` may stand). AWS_ENDPOINT_URL, which is no
+    secret, does travel from the worker: the ranks read the endpoint the suite staged to. A node with no
+    credentials is a ConfigError naming it."""
+    import boto3
 
-# A settings field that may name a bucket: `dataset_path: S3Url | SafePath` (an s3:// string is tried
-# first; anything else is a path, checked as today).
-S3Url = Annotated[str, AfterValidator(_s3_url)]
+    session = boto3.session.Session()
+    if session.get_credentials() is None:
+        raise ConfigError(
+            f"dataset_path is an S3 location but node {os.uname().nodename} has no S3 credentials: give the "
+            f"node its own (its {ENV_KEY} and {ENV_SECRET}, or ~/.aws/credentials); the worker's never travel"
+        )
+    return session.client("s3", config=_client_config(pool, retries))

@@ -22,7 +22,7 @@ from bench.loaders.base import LoaderOptions, LoaderStats, Shard
 from bench.loaders.torch_loader import EpochShardSampler
 
 
-class _InOrder(Sampler[int]):
+class InOrder(Sampler[int]):
     def __init__(self, n: int, shard: Shard) -> None:
         self.n, self.shard = n, shard
 
@@ -51,11 +51,11 @@ class _Records(Dataset):
         finally:
             os.close(fd)
         if self.decode:
-            _decode(self.format, data)
+            decode_record(self.format, data)
         return {"bytes": torch.tensor(len(data)), "index": torch.tensor(index)}
 
 
-def _decode(fmt: str, data: bytes) -> None:
+def decode_record(fmt: str, data: bytes) -> None:
     if fmt in ("jpeg", "png"):
         from PIL import Image
 
@@ -68,14 +68,17 @@ def _decode(fmt: str, data: bytes) -> None:
 
 
 class RecordsLoader:
-    """A torch DataLoader over the records: `threads` workers, `prefetch` batches ahead per worker."""
+    """A torch DataLoader over a records dataset (files here, objects in bench.loaders.s3_records):
+    `threads` workers, `prefetch` batches ahead per worker. `received`: a counter of the bytes its
+    reads brought back over the network (None on files: the page-cache counters see those)."""
 
-    def __init__(self, root: Path, manifest: dict, opts: LoaderOptions, decode: bool, shuffle: bool, prefetch: int):
-        dataset = _Records(root, manifest, decode)
+    def __init__(self, dataset, opts: LoaderOptions, shuffle: bool, prefetch: int, received=None) -> None:
         n = len(dataset)
         self.sizes = tuple(length for _, _, length in dataset.samples)
         self.steps_per_epoch = opts.steps_per_epoch(n)
-        sampler = EpochShardSampler(n, opts.shard, opts.seed) if shuffle else _InOrder(n, opts.shard)
+        self.received = received
+        self.dataset_bytes: int | None = None  # set where the dataset is not a folder (S3: its objects' bytes)
+        sampler = EpochShardSampler(n, opts.shard, opts.seed) if shuffle else InOrder(n, opts.shard)
         self.loader = DataLoader(
             dataset,
             batch_size=opts.batch_size,
@@ -93,4 +96,13 @@ class RecordsLoader:
             yield batch
 
     def close(self) -> None:
+        """Drops the DataLoader and with it its persistent workers' iterator, whose finaliser stops and
+        joins the workers (CPython frees it here): `received` counts nothing after this."""
         del self.loader
+
+
+def file_records_loader(
+    root: Path, manifest: dict, opts: LoaderOptions, decode: bool, shuffle: bool, prefetch: int
+) -> RecordsLoader:
+    """The records of a folder, read with pread."""
+    return RecordsLoader(_Records(root, manifest, decode), opts, shuffle, prefetch)

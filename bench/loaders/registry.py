@@ -6,6 +6,7 @@ import torch
 
 from bench.config.models import TrainConfig
 from bench.data.dataset import check_jpegs, load_coco, load_segmentation
+from bench.errors import ConfigError
 from bench.loaders.base import Loader, LoaderOptions, Shard
 from bench.loaders.synthetic import SyntheticLoader
 
@@ -15,12 +16,21 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
         return SyntheticLoader(cfg, model, device)
     assert cfg.data is not None
     opts = LoaderOptions(shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
+    if isinstance(cfg.data, str):  # s3://BUCKET/PREFIX: an emulated rank's records over S3 (TrainConfig)
+        if cfg.accelerator_s is None:
+            raise ConfigError(
+                f"--data {cfg.data}: an S3 location; over S3 only an emulated workload's records are read "
+                f"(--accelerator-s), {cfg.workload}'s loader reads files"
+            )
+        from bench.loaders.s3_records import s3_records_loader
+
+        return s3_records_loader(cfg.data, opts, cfg.record_format, cfg.decode, cfg.shuffle, cfg.prefetch)
     if cfg.accelerator_s is not None:  # an emulated rank: the records reader (bench.workloads.emulate)
         from bench.data.records import load_records
-        from bench.loaders.records import RecordsLoader
+        from bench.loaders.records import file_records_loader
 
         manifest = load_records(cfg.data, cfg.record_format)
-        return RecordsLoader(cfg.data, manifest, opts, cfg.decode, cfg.shuffle, cfg.prefetch)
+        return file_records_loader(cfg.data, manifest, opts, cfg.decode, cfg.shuffle, cfg.prefetch)
     if cfg.workload == "ssd":
         ds = load_coco(cfg.data)
         check_jpegs(ds.root / "images", ds.files, shard.rank, shard.world)

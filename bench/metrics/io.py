@@ -99,8 +99,8 @@ def counter_ranks(reports: list[dict], key: str, node_level: bool) -> list[dict]
     """The rank reports whose samples carry `key`: one per cache domain for node-level counters (ranks
     on one kernel and filesystem share a page cache, so counting each would multiply it); None when a
     domain has no rank that sampled it."""
-    if not node_level:
-        return reports
+    if not node_level:  # every rank counts its own reads (None where no rank sampled the counter: not this storage)
+        return reports if any(s.get(key) is not None for r in reports for s in r["samples"]) else None
     chosen: dict[str, dict] = {}
     for r in sorted(reports, key=lambda r: r["rank"]):
         domain = r.get("cache_domain") or r["host"]
@@ -124,13 +124,13 @@ def measured_span(marks: list[dict]) -> tuple[float, float] | None:
 def dataset_epochs(reports: list[dict], window_s: float) -> tuple[list[dict], str, dict[str, float]]:
     """Per-epoch storage figures from the best counter every domain has (BYTE_COUNTERS order), its
     bytes_source label, and epoch 1's bytes by every counter that saw it (a cross-check)."""
-    from bench.metrics.registry import BYTE_COUNTERS
+    from bench.metrics.registry import BYTE_COUNTERS, RANK_COUNTERS
 
     marks0 = reports[0]["epoch_marks"]
     chosen: list[dict] | None = None
     by_source: dict[str, float] = {}
     for key, label in BYTE_COUNTERS:
-        ranks = counter_ranks(reports, key, node_level=key != "read_bytes")
+        ranks = counter_ranks(reports, key, node_level=key not in RANK_COUNTERS)
         if ranks is None:
             continue
         window = window_s

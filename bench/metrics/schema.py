@@ -6,7 +6,7 @@ import jsonschema
 
 SUMMARY_SCHEMA_VERSION = 5
 # Where a run's dataset bytes came from (docs/metrics.md says what each one includes).
-BYTE_SOURCES = ("cachestat", "mincore", "pagecache", "nfs_mountstats", "diskstats", "procio")
+BYTE_SOURCES = ("s3", "cachestat", "mincore", "pagecache", "nfs_mountstats", "diskstats", "procio")
 
 _num = {"type": "number"}
 _num_or_null = {"type": ["number", "null"]}
@@ -273,10 +273,11 @@ SUMMARY_SCHEMA = {
                 "first_epoch_peak_read_mb_s": _num_or_null,
                 "bandwidth_valid": {"type": "boolean"},
                 "bandwidth_note": {"type": "string"},
-                "bytes_source": {
-                    "enum": [None, "cachestat", "mincore", "pagecache", "nfs_mountstats", "diskstats", "procio"]
-                },
+                "bytes_source": {"enum": [None, *BYTE_SOURCES]},
                 "first_epoch_bytes_by_source": {"type": "object", "additionalProperties": _num},
+                # Optional, over S3 only: every byte the ranks' GETs received in the run (warm-up and the
+                # prefetch past the last step included), the figure the server's own count is checked against
+                "s3_received_bytes": {"type": "integer", "minimum": 0},
             },
         },
         # Optional (summaries before issue 49 have none): each node's figures (bench.metrics.summary.node_figures)

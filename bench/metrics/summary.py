@@ -35,9 +35,12 @@ def bandwidth_note(first: dict | None, synthetic: bool, risk: bool, drop: str) -
     return ""
 
 
-def dataset_bytes(cfg: TrainConfig) -> int:
+def dataset_bytes(cfg: TrainConfig, reports: list[dict] | None = None) -> int:
+    """The dataset's bytes: its folder's files, or over S3 the staged objects' (the loader's count)."""
     if cfg.synthetic or cfg.data is None:
         return 0
+    if isinstance(cfg.data, str):
+        return int(next((r["dataset_bytes"] for r in reports or [] if r.get("dataset_bytes") is not None), 0))
     return sum(f.stat().st_size for f in cfg.data.rglob("*") if f.is_file())
 
 
@@ -184,11 +187,14 @@ def _storage(
 ) -> dict:
     """Epoch 1's read rates from storage, and whether they are a storage figure at all (the dataset
     against the nodes' RAM, the page cache's preparation `drop`, the window's length)."""
-    ds_bytes = dataset_bytes(cfg)
+    ds_bytes = dataset_bytes(cfg, reports)
     aggregate_ram = int(sum({r["host"]: r["ram_bytes"] for r in reports}.values()))  # once per host
-    risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes else False
+    # over S3 no byte passes the nodes' page cache: every one a rank consumed came over the wire
+    risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes and bytes_source != "s3" else False
     note = bandwidth_note(first, cfg.synthetic, risk, drop)
+    received = [r["s3_received_bytes"] for r in reports if r.get("s3_received_bytes") is not None]
     return {
+        **({"s3_received_bytes": int(sum(received))} if received else {}),
         "dataset_bytes": ds_bytes,
         "aggregate_ram_bytes": aggregate_ram,
         "cache_risk": risk,

@@ -392,6 +392,13 @@ def _timeline(samples: list[dict], key: str, t0: float) -> tuple[list, list, lis
     return mid.tolist(), mb.tolist(), util["cpu_util"], util["gpu_util"]
 
 
+_TIMELINE_COUNTERS = (
+    ("s3_read_bytes", "dataset MB/s (S3 GETs received)"),
+    ("dataset_read_bytes", "dataset MB/s (page cache)"),
+    ("read_bytes", "process reads MB/s (procio: libraries included)"),
+)
+
+
 def _timeline_charts(runs: list[dict]) -> list[str]:
     charts = []
     for workload in sorted({r["workload"] for r in runs}):
@@ -406,11 +413,13 @@ def _timeline_charts(runs: list[dict]) -> list[str]:
         if not samples:
             continue
         t0 = min(s["t"] for s in samples)
-        # The dataset-only counter where the node sampler recorded it (as the figures above), else the
-        # process counter, labelled with what it includes.
-        key, label = "dataset_read_bytes", "dataset MB/s (page cache)"
-        if not any(s.get(key) is not None for s in samples):
-            key, label = "read_bytes", "process reads MB/s (procio: libraries included)"
+        # The counter the figures above took the dataset's bytes from, best first (bench.metrics.registry's
+        # order): over S3 what the ranks' GETs received, else the dataset-only page-cache counter the node
+        # sampler recorded, else the process counter, labelled with what it includes.
+        key, label = next(
+            ((k, text) for k, text in _TIMELINE_COUNTERS if any(s.get(k) is not None for s in samples)),
+            _TIMELINE_COUNTERS[-1],
+        )
         xs, mb, cpu, gpu = _timeline(samples, key, t0)
         charts.append(
             line_chart(f"{workload} on {run['gpus']} ranks: read bandwidth", [Series(label, xs, mb)], "seconds", "MB/s")

@@ -20,6 +20,14 @@ def _num(v, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
+def _probe_tool(probe: dict) -> tuple[str, str]:
+    """(what the probe read with, what one of its readers is called): fio's jobs over a file system, GET
+    streams over S3 (bench.storage.s3_probe's method says `s3 ...`)."""
+    if str(probe.get("method", "")).startswith("s3"):
+        return "S3 GET", "parallel GET streams"
+    return "fio", "parallel fio jobs"
+
+
 def _probe_chart(probe: dict) -> str:
     levels = probe["levels"]
     series = [Series("read MB/s", [lv["jobs"] for lv in levels], [lv["mb_s"] for lv in levels])]
@@ -29,7 +37,7 @@ def _probe_chart(probe: dict) -> str:
     return line_chart(
         f"storage probe ({probe['method']}): ceiling {probe['ceiling_mb_s']:.1f} MB/s",
         series,
-        "parallel fio jobs",
+        _probe_tool(probe)[1],
         "MB/s",
     )
 
@@ -50,7 +58,7 @@ def _nodes_chart(probe: dict, frame: pd.DataFrame) -> str:
     curve = probe["aggregate"]
     xs = [a["nodes"] for a in curve]
     series = [
-        Series(f"fio aggregate ({probe['bound']} bound)", xs, [a["mb_s"] for a in curve]),
+        Series(f"{_probe_tool(probe)[0]} aggregate ({probe['bound']} bound)", xs, [a["mb_s"] for a in curve]),
         Series("slowest node", xs, [a["min_node_mb_s"] for a in curve], dashed=True),
     ]
     usable = frame[pd.to_numeric(frame.get("avg_read_mb_s"), errors="coerce").notna()] if len(frame) else frame
@@ -95,7 +103,7 @@ def _history_chart(probes: pd.DataFrame, probe: dict, suite_run_id: str) -> str:
         points.append((str(probe["probed_at"])[:10], probe["ceiling_mb_s"]))
     if len(points) < 2:
         return ""
-    series = [Series("fio ceiling MB/s", list(range(len(points))), [c for _, c in points])]
+    series = [Series(f"{_probe_tool(probe)[0]} ceiling MB/s", list(range(len(points))), [c for _, c in points])]
     if probe.get("history_median"):
         series.append(Series("history median", [0, len(points) - 1], [probe["history_median"]] * 2, dashed=True))
     if probe.get("regression_floor_mb_s"):  # judged only from MIN_HISTORY accepted probes on
@@ -142,7 +150,7 @@ def context(frame: pd.DataFrame, probe: dict | None, probes: pd.DataFrame, suite
         reads = [*probe["levels"], *([probe["repeat"]] if probe.get("repeat") else [])]
         # "fresh" is absent from probes written before reads were kept apart: unknown, not a re-read
         rereads = sum(1 for lv in reads if lv.get("fresh") is False)
-        shown = {**probe, "paths": paths, "rereads": rereads, "reads": len(reads)}
+        shown = {**probe, "paths": paths, "rereads": rereads, "reads": len(reads), "tool": _probe_tool(probe)[0]}
         charts.append(_probe_chart(probe))
         if probe.get("aggregate"):  # absent from probes written before the multi-node probe
             charts.append(_nodes_chart(probe, frame))

@@ -30,6 +30,17 @@ from bench.config.types import default_of
 from bench.errors import BenchError
 
 MIN_LEVEL_S = 1.0  # a level measured for less is too short to call a sustained rate
+# fio ends a job capped at `runtime=1` a millisecond or two short of it (runtime 999 ms): a level read to its
+# cap is the sustained second it was asked for, not a sample that ran out (it made a default probe at
+# probe_seconds 0.5 inconclusive now and then, "432.5 MB in 1.00 s (under 1 s)")
+LEVEL_TIMER_SLACK_S = 0.02
+
+
+def too_short(seconds: float) -> bool:
+    """A level read for less than MIN_LEVEL_S, beyond fio's timer slack: no sustained rate."""
+    return seconds < MIN_LEVEL_S - LEVEL_TIMER_SLACK_S
+
+
 PLATEAU_GAIN = 0.05  # two doublings that add less than this end the climb
 MIN_DIRECT_BLOCK = 4096  # the logical block of 4Kn devices: the smallest direct read that works on all
 MIN_BLOCK = 512
@@ -334,7 +345,7 @@ def probe(dirs: list[Path], settings: ProbeSettings = ProbeSettings()) -> ProbeR
     fair = repeat["fresh"] or not top["fresh"]
     ceiling = max(top, repeat, key=lambda lv: lv["mb_s"]) if fair else top
     reason = ""
-    if ceiling["seconds"] < MIN_LEVEL_S:
+    if too_short(ceiling["seconds"]):
         reason = (
             f"the best level read {ceiling['bytes'] / 1e6:.1f} MB in {ceiling['seconds']:.2f} s "
             f"(under {MIN_LEVEL_S:.0f} s): "
@@ -397,15 +408,25 @@ def probe_share(
     if level is None:
         raise _failed(done, jobs)
     consumed = sample.start or len(mine)  # positions in the share; each stands for `of` in the sample
+    method = "direct" if direct else "buffered, evicted"
+    return share_doc(level, (share, of), started, start_at, method, (offset + consumed * of) % len(files))
+
+
+def share_doc(
+    level: dict, share: tuple[int, int], started: float, start_at: float | None, method: str, next_offset: int
+) -> dict:
+    """One node's part of a multi-node level as the suite reads it (bench.suite.node_probe.ShareDoc), for
+    either probe: the level, this node, its share, when it started against the start asked for, how it
+    read, and where in the sample the next level starts fresh."""
     return {
         **level,
         "host": node_name(),
-        "share": share,
-        "of": of,
+        "share": share[0],
+        "of": share[1],
         "started_at": started,
         "late_s": 0.0 if start_at is None else max(0.0, started - start_at),
-        "method": "direct" if direct else "buffered, evicted",
-        "next_offset": (offset + consumed * of) % len(files),
+        "method": method,
+        "next_offset": next_offset,
     }
 
 
@@ -459,51 +480,3 @@ def nodes_for(launcher: str, hosts: list[tuple[str, int]], ranks_per_node: int |
             left, used = left - max(1, slots), used + 1
         return max(1, used)
     return max(1, math.ceil(gpus / ranks_per_node)) if ranks_per_node else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """One node's probe, as bench.suite.node_probe starts it on each node: JSON on stdout; on bad input or a
-    failed read, one line on stderr and exit 2 (not a staged dataset, unreadable) or 1 (fio failed)."""
-    import argparse
-    import sys
-    import time
-
-    from bench.errors import DatasetError
-
-    began = time.time()  # after the imports: the lead time the suite gives nodes before a start-at
-
-    p = argparse.ArgumentParser(prog="python -m bench.storage.fio_probe")
-    p.add_argument("--path", type=Path, action="append", required=True)
-    p.add_argument("--max-jobs", type=int, default=default_of(ProbingSettings, "probe_max_jobs"))
-    p.add_argument("--seconds", type=float, default=default_of(ProbingSettings, "probe_seconds"))
-    p.add_argument("--share", help="I/N: this node's disjoint share; 'slurm' takes it from SLURM_PROCID/NTASKS")
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--start-at", type=float)
-    args = p.parse_args(argv)
-    settings = ProbeSettings(max_jobs=args.max_jobs, seconds=args.seconds)
-    try:
-        # this node's clock at process start and at report: the suite checks them against its own
-        # (bench.suite.node_probe.judge_level) and takes its lead time from their difference
-        if args.share is None:
-            doc = probe(args.path, settings).as_dict()
-            doc["extra"] |= {"process_started_at": began, "reported_at": time.time()}
-        else:
-            if args.share == "slurm":
-                share, of = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
-            else:
-                share, of = (int(x) for x in args.share.split("/"))
-            doc = probe_share(args.path, settings, share, of, args.offset, args.jobs, args.start_at)
-            doc |= {"process_started_at": began, "reported_at": time.time()}
-    except DatasetError as error:
-        print(f"{node_name()}: {error}", file=sys.stderr)
-        return 2
-    except BenchError as error:
-        print(f"{node_name()}: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(doc, allow_nan=False), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

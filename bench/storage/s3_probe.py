@@ -20,7 +20,16 @@ import time
 from dataclasses import dataclass
 
 from bench.data.location import S3Location
-from bench.storage.fio_probe import MIN_LEVEL_S, PLATEAU_GAIN, ProbeResult, levels_for, node_name
+from bench.storage.fio_probe import (
+    MIN_LEVEL_S,
+    PLATEAU_GAIN,
+    ProbeError,
+    ProbeResult,
+    levels_for,
+    node_name,
+    share_doc,
+    too_short,
+)
 
 MAX_RANGE = 4 << 20  # RGW stores objects in 4 MiB stripes: a larger range is several backend reads anyway
 MIN_RANGE = 64 << 10
@@ -148,7 +157,7 @@ def _reason(ceiling: dict, levels: list[dict]) -> str:
     errors = [e for lv in levels for e in lv["errors"]]
     if errors:
         return f"{len(errors)} GET(s) failed during the probe (first: {errors[0]}): the store dropped reads"
-    if ceiling["seconds"] < MIN_LEVEL_S:
+    if too_short(ceiling["seconds"]):
         return (
             f"the best level read {ceiling['bytes'] / 1e6:.1f} MB in {ceiling['seconds']:.2f} s "
             f"(under {MIN_LEVEL_S:.0f} s): too little data to call a sustained ceiling; stage a larger dataset"
@@ -186,3 +195,58 @@ def probe_s3(make_client, locations: list[S3Location], settings: S3ProbeSettings
         fio_version="",
         extra={"next_offset": sample.start, "host": node_name(), "client": f"boto3 {boto3.__version__}"},
     )
+
+
+def probe_s3_share(
+    make_client,
+    locations: list[S3Location],
+    settings: S3ProbeSettings,
+    share: int,
+    of: int,
+    offset: int,
+    streams: int,
+    start_at: float | None,
+) -> dict:
+    """One node's part of a multi-node level over S3 (bench.storage.fio_probe.probe_share's document):
+    `streams` GET streams over every `of`-th range of the sample from `offset` on (disjoint from the other
+    nodes', none read by the climb before), started at `start_at` and read for `settings.seconds`.
+    `next_offset` counts ranges, as the climb's does."""
+    objects = sample_objects(make_client(), locations, settings.max_objects)
+    ranges = ranges_of(objects, fitted_range([s for _, _, s in objects]))
+    rotated = ranges[offset % len(ranges) :] + ranges[: offset % len(ranges)]
+    mine = rotated[share::of]
+    if not mine:
+        raise ProbeError(f"share {share} of {of}: no ranges left in a sample of {len(ranges)}")
+    sample = _Ranges(mine)
+    clients = [make_client() for _ in range(streams)]
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    started = time.time()
+    level = read_level(clients, sample, streams, settings.seconds)
+    if level["errors"]:
+        errors = level["errors"]
+        raise ProbeError(f"share {share} of {of}: {len(errors)} GET(s) failed (first: {errors[0]})")
+    consumed = sample.start or len(mine)
+    read = {k: v for k, v in level.items() if k != "errors"}
+    return share_doc(read, (share, of), started, start_at, "s3-ranged-GET", (offset + consumed * of) % len(ranges))
+
+
+def main_s3(
+    urls: list[str],
+    max_streams: int,
+    seconds: float,
+    share: tuple[int, int] | None = None,
+    offset: int = 0,
+    streams: int = 1,
+    start_at: float | None = None,
+) -> dict:
+    """bench.storage.probe_cli.main's S3 branch: the climb, or one node's share, of the staged datasets at
+    `urls` (s3://BUCKET/PREFIX), with this node's own credentials (bench.data.location.node_s3_client)."""
+    from bench.data.location import node_s3_client, parse_location
+
+    locations = [parse_location(u) for u in urls]
+    settings = S3ProbeSettings(max_streams=max_streams, seconds=seconds)
+    make_client = node_s3_client
+    if share is None:
+        return probe_s3(make_client, locations, settings).as_dict()
+    return probe_s3_share(make_client, locations, settings, share[0], share[1], offset, streams, start_at)

@@ -53,7 +53,7 @@ from bench.config.types import NAME_RE
 from bench.errors import DatasetError
 from bench.launch.environment import SAFE_CWD, kept, python_module, rank_environment, srun_export, tool_environment
 from bench.launch.python import node_python
-from bench.storage.fio_probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for
+from bench.storage.fio_probe import BOUND_RULE, MIN_LEVEL_S, ProbeError, aggregate_bound, nodes_for, too_short
 from bench.suite.plan import suite_dataset_dir, workload_names
 
 LATE_SHARE = 0.1  # a node starting later than this share of a level did not read beside the others
@@ -283,7 +283,7 @@ def probe_nodes(cfg: SweepConfig, nodes, python: str | None = None) -> dict:
     `slow_nodes` ([{host, mb_s, peers_median_mb_s}], empty when none stands out). Raises DatasetError or ProbeError
     naming the node that could not read or sent a malformed result."""
     python = python or getattr(nodes, "python", None) or node_python()
-    base = python_module(python, "bench.storage.fio_probe", "--max-jobs", str(cfg.probe.probe_max_jobs))
+    base = python_module(python, "bench.storage.probe_cli", "--max-jobs", str(cfg.probe.probe_max_jobs))
     base += ["--seconds", str(cfg.probe.probe_seconds)]
     for d in dict.fromkeys(suite_dataset_dir(cfg, w) for w in workload_names(cfg.training.workloads)):
         base += ["--path", str(d)]
@@ -364,7 +364,7 @@ def judge_level(count: int, docs: list[dict], launched: float, received: list[fl
         node = f"node {doc['host']}"
         if not doc["fresh"]:
             why.append(f"{node} re-read files an earlier read had touched (not a cold read)")
-        if doc["seconds"] < MIN_LEVEL_S:
+        if too_short(doc["seconds"]):
             why.append(f"{node} read for {doc['seconds']:.2f} s (under {MIN_LEVEL_S:.0f} s: not a sustained rate)")
         if doc["late_s"] > tolerance:
             why.append(f"{node} started {doc['late_s']:.2f} s after the others")

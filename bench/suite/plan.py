@@ -79,9 +79,12 @@ def scales_of(cfg: SweepConfig, workload: str) -> list[int]:
     return sorted(counts)
 
 
-def dataset_dir(refs: Iterable[str], dataset_path: Path, workload: str) -> Path:
+def dataset_dir(refs: Iterable[str], dataset_path: Path | str, workload: str) -> Path | str:
     """A real model's generated tree; an emulated workload's records (generated beside them, or the
-    user's own folder read where it is)."""
+    user's own folder read where it is). Under an S3 `dataset_path` (s3://BUCKET/PREFIX): the URL of the
+    workload's folder in the bucket (s3_dataset_name)."""
+    if isinstance(dataset_path, str):
+        return f"{dataset_path.rstrip('/')}/{s3_dataset_name(refs, workload)}"
     if workload in DATASET_KIND:
         return dataset_path / DATASET_KIND[workload]
     spec = workload_of(refs, workload).spec
@@ -92,7 +95,17 @@ def dataset_dir(refs: Iterable[str], dataset_path: Path, workload: str) -> Path:
     return dataset_path / f"records-{workload}"
 
 
-def suite_dataset_dir(cfg: SweepConfig, workload: str) -> Path:
+def s3_dataset_name(refs: Iterable[str], workload: str) -> str:
+    """The workload's folder under an S3 prefix: the name the file layout gives it (`coco`,
+    `records-NAME`); a workload reading the user's own records folder is uploaded as `records-NAME`."""
+    data = None if workload in DATASET_KIND else workload_of(refs, workload).spec.dataset
+    if data is not None and data.layout == "records":
+        return f"records-{workload}"
+    local = dataset_dir(refs, Path("/"), workload)
+    return Path(local).relative_to("/").as_posix()
+
+
+def suite_dataset_dir(cfg: SweepConfig, workload: str) -> Path | str:
     """dataset_dir of a suite's workload."""
     return dataset_dir(cfg.training.workloads, cfg.data.dataset_path, workload)
 
@@ -171,6 +184,10 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     ceiling ("independent": the same ranks and slots, no collective); a re-measure of either after
     interference ("remeasure", "remeasure-independent") is launched as the run it stands in for."""
     synthetic = cfg.train.synthetic or variant == SYNTHETIC
+    if isinstance(cfg.data.dataset_path, str) and variant in (WARM, INDEPENDENT, REMEASURE_INDEPENDENT):
+        # over S3 no page cache of the node can hold the records: the reruns that take storage out, and the
+        # node ceiling, read none (the emulated accelerator's wait is the compute a rank has without them)
+        synthetic = True
     update = workload_update(cfg, workload) | {
         "synthetic": synthetic,
         "data": None if synthetic else suite_dataset_dir(cfg, workload),

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Protocol
 
 from bench.data.location import S3Location, credentials_from_env, parse_location, s3_client
-from bench.suite.plan import DATASET_KIND, dataset_dir, workload_names, workload_of
+from bench.suite.plan import DATASET_KIND, s3_dataset_name, workload_names, workload_of
 
 
 class StagingSpec(Protocol):
@@ -28,16 +28,6 @@ class StagingSpec(Protocol):
     dataset_images: int
     seed: int
     stage_from: Path | None
-
-
-def s3_dataset_name(spec: StagingSpec, workload: str) -> str:
-    """The workload's folder under the prefix: the name the file path gives it (`coco`, `records-NAME`);
-    a workload reading the user's own records folder uploads it as `records-NAME`."""
-    local = dataset_dir(spec.workloads, Path("/"), workload)
-    data = None if workload in DATASET_KIND else workload_of(spec.workloads, workload).spec.dataset
-    if data is not None and data.path is not None:
-        return f"records-{workload}"
-    return PurePosixPath(local).relative_to("/").as_posix()
 
 
 def local_source(spec: StagingSpec, workload: str, scratch: Path) -> Path:
@@ -78,7 +68,7 @@ def stage_here_s3(spec: StagingSpec, env: Mapping[str, str] | None = None) -> di
     with tempfile.TemporaryDirectory(prefix="scalewatch-s3-stage-") as scratch:
         for workload in workload_names(spec.workloads):
             source = local_source(spec, workload, Path(scratch))
-            target = location.child(s3_dataset_name(spec, workload))
+            target = location.child(s3_dataset_name(spec.workloads, workload))
             result = stage_to_s3(client, source, target)
             out[workload] = {
                 "path": target.url,

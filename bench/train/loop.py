@@ -101,14 +101,18 @@ class _Rank:
         self.out = out = cfg.metrics_out
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
-        self.data = None if cfg.synthetic else cfg.data
+        # the dataset's folder; None on synthetic data and over S3 (no page cache, device or mount of it here)
+        self.data = None if cfg.synthetic or isinstance(cfg.data, str) else cfg.data
         gpu = dist.device.index if dist.device.type == "cuda" else None
-        self.sources = build_sources(self.data, gpu, dist.local_rank == 0)
+        received = getattr(self.loader, "received", None)
+        self.sources = build_sources(self.data, gpu, dist.local_rank == 0, s3_received=received)
         self.sampler = Sampler(
             self.sources, cfg.sample_interval_s, out / f"samples-rank{dist.rank}.jsonl" if out else None, dist.rank
         )
         if cfg.warm_cache:
             self.drop = warm_page_cache(dist, cfg.data)
+        elif isinstance(cfg.data, str):  # over S3 nothing of the dataset sits in this node's page cache
+            self.drop = "not_requested"
         else:
             self.drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
         self.stall = None  # saves during the measured steps (bench.train.checkpointing), when asked for
@@ -258,7 +262,7 @@ def _next_batch(cfg: TrainConfig, batches, epoch: int, step: int):
     try:
         return next(batches, None)
     except Exception as error:  # the loader's own error, unless the storage itself is gone
-        lost = storage_lost(cfg.data)
+        lost = storage_lost(cfg.data) if not isinstance(cfg.data, str) else None
         if lost is None:
             raise
         raise StorageLost(
@@ -343,6 +347,9 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
         "step_times_s": [round(t, 6) for t in step_times],
         "slot": dist.slot,
         "cache_domain": cache_domain(data) if data is not None else None,
+        "dataset_bytes": getattr(loader, "dataset_bytes", None),  # over S3: the staged objects' bytes
+        # over S3: every byte this rank's GETs received, its workers stopped (loader.close): the server's count
+        "s3_received_bytes": int(loader.received.value) if getattr(loader, "received", None) is not None else None,
         "node_sampler": dist.local_rank == 0,
         "pagecache_method": next((x.method for x in rank.sources if x.name == "pagecache"), None),
         "breakdown": {

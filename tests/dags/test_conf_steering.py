@@ -162,6 +162,6 @@ def test_a_run_judged_by_its_confs_looser_bounds_stays_out_of_the_history(embedd
     assert not bool(mine.iloc[0]["oversubscribed"]) and not bool(mine.iloc[0]["accepted"])
     probes = store.probes()
     probe = probes[probes["suite_run_id"] == identity].iloc[0]
-    assert bool(probe["conclusive"]) and not bool(probe["accepted"]), probe.to_dict()
+    assert bool(probe["conclusive"]) and not bool(probe["accepted"]), (probe["reason"], probe["accepted"])
     stored = store.suite_runs(ids=[identity]).iloc[0]
     assert json.loads(stored["config"])["conf_bounds"] == ["max_step_time_spread", "max_foreign_share"]

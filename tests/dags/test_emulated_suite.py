@@ -19,6 +19,7 @@ from bench.suite.plan import suite_dir, suite_run_identity
 from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_read_throttle, store_device
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
+from tests.infra.suite_files import records_workload
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
@@ -36,16 +37,13 @@ def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelera
 ):
     from airflow.dag_processing.dagbag import DagBag
 
-    workload = tmp_path / "throttled.yaml"
-    workload.write_text(
-        yaml.safe_dump(
-            {
-                "dataset": {"format": "raw", "files": 1536, "record_bytes": {"mean": RECORD}},
-                "reader": {"threads": 1, "batch": BATCH, "prefetch": 4},
-                "compute": {"accelerator": {"seconds_per_batch": SECONDS}},
-                "min_au": MIN_AU,
-            }
-        )
+    workload = records_workload(
+        tmp_path / "throttled.yaml",
+        files=1536,
+        record_bytes=RECORD,
+        batch=BATCH,
+        seconds_per_batch=SECONDS,
+        min_au=MIN_AU,
     )
     with (
         store_device(tmp_path / "store.img", tmp_path / "store", 256) as store,

@@ -261,6 +261,18 @@ class CephRgw:
                     total += int(cat.get("bytes_sent", 0))
         return total
 
+    def usage_bytes_sent_settled(self, at_least: int, timeout: float = 30.0) -> int:
+        """usage_bytes_sent once the usage log has flushed at least `at_least` (it ticks every second), or
+        what it says at `timeout`."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            sent = self.usage_bytes_sent()
+            if sent >= at_least or time.monotonic() > deadline:
+                return sent
+            time.sleep(1.0)
+
     def stop(self) -> None:
         for name in ("rgw", "osd", "mon"):
             proc = self.procs.get(name)

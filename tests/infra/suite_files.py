@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 # A small training run per scale: these suites' verdicts, not their figures, are judged (the probe's are).
@@ -31,3 +33,19 @@ SMALL_SCALES = {
 def suite_file(description: str, **where) -> str:
     """A suite file's text: where it runs (launcher, hosts or partition, store) over SMALL_SCALES."""
     return yaml.safe_dump({"description": description, "schedule": None, **SMALL_SCALES, **where}, sort_keys=False)
+
+
+def records_workload(
+    path: Path, *, files: int, record_bytes: int, batch: int, seconds_per_batch: float, threads: int = 1, **more
+) -> Path:
+    """An emulated workload file as a user writes it (bench/workloads): `files` generated raw records of
+    `record_bytes`, read `batch` at a time by `threads` loader workers, one accelerator's seconds per batch;
+    `more` adds top-level keys (min_au, ...)."""
+    spec = {
+        "dataset": {"format": "raw", "files": files, "record_bytes": {"mean": record_bytes}},
+        "reader": {"threads": threads, "batch": batch, "prefetch": 4},
+        "compute": {"accelerator": {"seconds_per_batch": seconds_per_batch}},
+        **more,
+    }
+    path.write_text(yaml.safe_dump(spec))
+    return path

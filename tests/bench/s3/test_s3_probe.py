@@ -4,6 +4,10 @@ the OSD's device is what the probe finds, and a GET that fails makes the figure 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from subprocess import PIPE
 
 import pytest
 
@@ -50,3 +54,29 @@ def test_a_failed_get_makes_the_probe_inconclusive_naming_the_count(rgw, s3, buc
     result = probe_s3(lambda: s3_client(creds), [loc], S3ProbeSettings(max_streams=2, seconds=0.5))
     assert not result.conclusive
     assert "GET(s) failed" in result.reason and "0003.bin" in result.reason and "NoSuchKey" in result.reason
+
+
+def test_each_nodes_share_of_a_level_reads_disjoint_ranges_over_one_window(rgw, s3, bucket, tmp_path):
+    """Two nodes' shares of a multi-node level, started as bench.suite.node_probe starts them (the probe's
+    entry point, the nodes' own AWS variables, one start time): each result passes the suite's node-result
+    check, the shares are 0 and 1 of 2, and the bytes both report are what the server sent for their GETs
+    (the manifest each node read besides: under 2%)."""
+    from bench.suite.node_probe import NodeOutput, ShareDoc, node_doc
+
+    loc = _staged(s3, bucket, tmp_path, objects=24, size=1 << 20)
+    before = rgw.usage_bytes_sent()
+    start_at = time.time() + 3.0
+    argv = [sys.executable, "-P", "-m", "bench.storage.probe_cli", "--path", loc.url, "--seconds", "1"]
+    argv += ["--offset", "5", "--jobs", "2", "--start-at", str(start_at)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | rgw.env()
+    procs = [subprocess.Popen([*argv, "--share", f"{i}/2"], env=env, cwd="/", stdout=PIPE, stderr=PIPE, text=True)
+             for i in range(2)]  # fmt: skip
+    docs = []
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=120)
+        docs.append(node_doc(NodeOutput(f"node{i}", proc.returncode, out, err), model=ShareDoc))
+    assert sorted((d["share"], d["of"]) for d in docs) == [(0, 2), (1, 2)], docs
+    assert all(d["method"] == "s3-ranged-GET" and d["bytes"] > 0 and d["started_at"] >= start_at for d in docs), docs
+    read = sum(d["bytes"] for d in docs)
+    sent = rgw.usage_bytes_sent_settled(before + read) - before
+    assert sent == pytest.approx(read, rel=0.02), (sent, read)

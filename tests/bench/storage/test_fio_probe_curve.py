@@ -44,3 +44,12 @@ def test_project_reads_n_nodes_of_one_node_under_the_store_and_says_which_binds(
     fabric = Fabric(cluster=cluster, storage_bytes_s=10e9, storage_per_node_bytes_s=2e9, storage_bound="store")
     assert fabric.storage_at(4) == (2e9, "client") and fabric.storage_at(32) == (10e9, "store")
     assert Fabric(storage_bytes_s=10e9, storage_per_node_bytes_s=2e9).storage_at(64)[0] == pytest.approx(10e9)
+
+
+def test_a_level_read_to_its_one_second_cap_is_sustained_and_a_shorter_one_is_not():
+    """fio ends a job capped at runtime=1 at 999 ms: that level is the second asked for (a default probe at
+    probe_seconds 0.5 was called inconclusive for it); a sample that ran out sooner is still too short."""
+    from bench.storage.fio_probe import too_short
+
+    assert not too_short(0.999) and not too_short(0.985) and not too_short(3.0)
+    assert too_short(0.97) and too_short(0.2)

@@ -107,7 +107,7 @@ def test_a_malformed_or_older_nodes_result_is_a_probe_error_naming_it(tmp_path):
     with pytest.raises(ProbeError, match="node n1: result field 'levels'"):
         node_doc(NodeOutput("n1", 0, json.dumps({"ceiling_mb_s": 1.0, "levels": 3}) + "\n", ""), model=ClimbDoc)
     # an older node that does not know an argument: argparse's usage error (exit 2), not the dataset
-    argv = [sys.executable, "-m", "bench.storage.fio_probe", "--path", str(tmp_path), "--argument-from-the-future", "1"]
+    argv = [sys.executable, "-m", "bench.storage.probe_cli", "--path", str(tmp_path), "--argument-from-the-future", "1"]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     (usage,) = _communicate({"old": proc}, 60)
     assert usage.returncode == 2

@@ -14,6 +14,7 @@ import yaml
 
 from tests.conftest import BENCH
 from tests.infra.faults import blkio_read_throttle, store_device
+from tests.infra.suite_files import records_workload
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
@@ -27,16 +28,13 @@ MIN_AU = 0.8
 
 
 def test_accelerators_at_au_is_the_throttle_over_one_accelerators_demand(tmp_path):
-    workload = tmp_path / "throttled.yaml"
-    workload.write_text(
-        yaml.safe_dump(
-            {
-                "dataset": {"format": "raw", "files": 1536, "record_bytes": {"mean": RECORD}},
-                "reader": {"threads": 1, "batch": BATCH, "prefetch": 4},
-                "compute": {"accelerator": {"seconds_per_batch": SECONDS}},
-                "min_au": MIN_AU,
-            }
-        )
+    workload = records_workload(
+        tmp_path / "throttled.yaml",
+        files=1536,
+        record_bytes=RECORD,
+        batch=BATCH,
+        seconds_per_batch=SECONDS,
+        min_au=MIN_AU,
     )
     with store_device(tmp_path / "store.img", tmp_path / "store", 256) as store:
         config = tmp_path / "suite.yaml"

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from bench.data.records import RECORDS_MANIFEST, RecordsSpec, generate_records, load_records
-from bench.loaders.records import RecordsLoader
+from bench.loaders.records import file_records_loader
 from bench.metrics.schema import validate_summary
 from bench.workloads.accelerators import PROFILES
 from bench.workloads.emulate import Accelerator, EmulatedModel
@@ -55,7 +55,7 @@ def test_a_users_dataset_is_read_in_its_format_and_cachestat_counts_its_bytes(tm
     assert manifest["format"] == fmt and (folder / RECORDS_MANIFEST).is_file()  # detected from the first bytes
     on_disk = sum(f["bytes"] for f in manifest["files"])
     opts = LoaderOptions(Shard(0, 1), 4, 64, 0, 0, torch.device("cpu"))
-    loader = RecordsLoader(folder, manifest, opts, decode=True, shuffle=True, prefetch=2)
+    loader = file_records_loader(folder, manifest, opts, decode=True, shuffle=True, prefetch=2)
     source = PageCacheSource(folder)
     assert source.method == "cachestat"
     _evict(folder)
