@@ -26,7 +26,6 @@ from bench.errors import ConfigError
 
 __all__ = ["S3Url"]  # re-exported: the settings' type for a field that may name a bucket
 
-SCHEME = S3_SCHEME
 MARKER = ".scalewatch-prefix"  # the object that says this prefix is scalewatch's
 ENV_ENDPOINT = "AWS_ENDPOINT_URL"
 ENV_KEY = "AWS_ACCESS_KEY_ID"
@@ -61,7 +60,7 @@ class S3Location:
 
     @property
     def url(self) -> str:
-        return f"{SCHEME}{self.bucket}/{self.prefix}".rstrip("/")
+        return f"{S3_SCHEME}{self.bucket}/{self.prefix}".rstrip("/")
 
     def key(self, *rel: str) -> str:
         """The object key of `rel` (parts joined by '/') under the prefix."""
@@ -91,7 +90,7 @@ def is_s3(dataset_path: str | Path | None) -> bool:
     (a suite config that typed the setting as a path): that form is read as S3 too, since no absolute
     file path starts with `s3:`."""
     text = str(dataset_path or "")
-    return text.startswith(SCHEME) or text.startswith("s3:/")
+    return text.startswith(S3_SCHEME) or text.startswith("s3:/")
 
 
 def parse_location(dataset_path: str | Path, env: Mapping[str, str] | None = None) -> FileLocation | S3Location:

@@ -22,7 +22,7 @@ from bench.loaders.base import LoaderOptions, LoaderStats, Shard
 from bench.loaders.torch_loader import EpochShardSampler
 
 
-class InOrder(Sampler[int]):
+class _InOrder(Sampler[int]):
     def __init__(self, n: int, shard: Shard) -> None:
         self.n, self.shard = n, shard
 
@@ -78,7 +78,7 @@ class RecordsLoader:
         self.steps_per_epoch = opts.steps_per_epoch(n)
         self.received = received
         self.dataset_bytes: int | None = None  # set where the dataset is not a folder (S3: its objects' bytes)
-        sampler = EpochShardSampler(n, opts.shard, opts.seed) if shuffle else InOrder(n, opts.shard)
+        sampler = EpochShardSampler(n, opts.shard, opts.seed) if shuffle else _InOrder(n, opts.shard)
         self.loader = DataLoader(
             dataset,
             batch_size=opts.batch_size,

@@ -6,6 +6,7 @@ import torch
 
 from bench.config.models import TrainConfig
 from bench.data.dataset import check_jpegs, load_coco, load_segmentation
+from bench.data.location import is_s3
 from bench.errors import ConfigError
 from bench.loaders.base import Loader, LoaderOptions, Shard
 from bench.loaders.synthetic import SyntheticLoader
@@ -16,7 +17,7 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
         return SyntheticLoader(cfg, model, device)
     assert cfg.data is not None
     opts = LoaderOptions(shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
-    if isinstance(cfg.data, str):  # s3://BUCKET/PREFIX: an emulated rank's records over S3 (TrainConfig)
+    if is_s3(cfg.data):  # s3://BUCKET/PREFIX: an emulated rank's records over S3 (TrainConfig)
         if cfg.accelerator_s is None:
             raise ConfigError(
                 f"--data {cfg.data}: an S3 location; over S3 only an emulated workload's records are read "

@@ -11,6 +11,7 @@ import torch
 from bench import __version__
 from bench.collective import Collective
 from bench.config.models import TrainConfig
+from bench.data.location import is_s3
 from bench.metrics.io import cache_risk, dataset_epochs
 from bench.metrics.schema import RANK_FIELDS, RANK_GPU_FIELDS, SUMMARY_SCHEMA_VERSION
 from bench.slots import contention_summary
@@ -39,7 +40,7 @@ def dataset_bytes(cfg: TrainConfig, reports: list[dict] | None = None) -> int:
     """The dataset's bytes: its folder's files, or over S3 the staged objects' (the loader's count)."""
     if cfg.synthetic or cfg.data is None:
         return 0
-    if isinstance(cfg.data, str):
+    if is_s3(cfg.data):
         return int(next((r["dataset_bytes"] for r in reports or [] if r.get("dataset_bytes") is not None), 0))
     return sum(f.stat().st_size for f in cfg.data.rglob("*") if f.is_file())
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config.models import RunSpec, SweepConfig, TrainConfig
+from bench.data.location import is_s3
 from bench.results.schema import INDEPENDENT, REMEASURE, REMEASURE_INDEPENDENT, REPEAT, SYNTHETIC, WARM
 from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name
@@ -83,8 +84,8 @@ def dataset_dir(refs: Iterable[str], dataset_path: Path | str, workload: str) ->
     """A real model's generated tree; an emulated workload's records (generated beside them, or the
     user's own folder read where it is). Under an S3 `dataset_path` (s3://BUCKET/PREFIX): the URL of the
     workload's folder in the bucket (s3_dataset_name)."""
-    if isinstance(dataset_path, str):
-        return f"{dataset_path.rstrip('/')}/{s3_dataset_name(refs, workload)}"
+    if is_s3(dataset_path):
+        return f"{str(dataset_path).rstrip('/')}/{s3_dataset_name(refs, workload)}"
     if workload in DATASET_KIND:
         return dataset_path / DATASET_KIND[workload]
     spec = workload_of(refs, workload).spec
@@ -184,7 +185,7 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     ceiling ("independent": the same ranks and slots, no collective); a re-measure of either after
     interference ("remeasure", "remeasure-independent") is launched as the run it stands in for."""
     synthetic = cfg.train.synthetic or variant == SYNTHETIC
-    if isinstance(cfg.data.dataset_path, str) and variant in (WARM, INDEPENDENT, REMEASURE_INDEPENDENT):
+    if is_s3(cfg.data.dataset_path) and variant in (WARM, INDEPENDENT, REMEASURE_INDEPENDENT):
         # over S3 no page cache of the node can hold the records: the reruns that take storage out, and the
         # node ceiling, read none (the emulated accelerator's wait is the compute a rank has without them)
         synthetic = True

@@ -13,6 +13,7 @@ import psutil
 import torch
 
 from bench.config.models import TrainConfig
+from bench.data.location import is_s3
 from bench.data.pagecache import drop_page_cache, storage_lost, warm_page_cache
 from bench.env.fingerprint import node_fingerprint
 from bench.errors import ConfigError, MeasurementError, StorageLost
@@ -102,7 +103,7 @@ class _Rank:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
         # the dataset's folder; None on synthetic data and over S3 (no page cache, device or mount of it here)
-        self.data = None if cfg.synthetic or isinstance(cfg.data, str) else cfg.data
+        self.data = None if cfg.synthetic or is_s3(cfg.data) else cfg.data
         gpu = dist.device.index if dist.device.type == "cuda" else None
         received = getattr(self.loader, "received", None)
         self.sources = build_sources(self.data, gpu, dist.local_rank == 0, s3_received=received)
@@ -111,7 +112,7 @@ class _Rank:
         )
         if cfg.warm_cache:
             self.drop = warm_page_cache(dist, cfg.data)
-        elif isinstance(cfg.data, str):  # over S3 nothing of the dataset sits in this node's page cache
+        elif is_s3(cfg.data):  # over S3 nothing of the dataset sits in this node's page cache
             self.drop = "not_requested"
         else:
             self.drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
@@ -262,7 +263,7 @@ def _next_batch(cfg: TrainConfig, batches, epoch: int, step: int):
     try:
         return next(batches, None)
     except Exception as error:  # the loader's own error, unless the storage itself is gone
-        lost = storage_lost(cfg.data) if not isinstance(cfg.data, str) else None
+        lost = None if is_s3(cfg.data) else storage_lost(cfg.data)
         if lost is None:
             raise
         raise StorageLost(
