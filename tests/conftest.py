@@ -1,9 +1,14 @@
-"""Shared fixtures: small generated datasets and paths to the project's own interpreter."""
+"""Shared fixtures: small generated datasets, the ssh hosts, the S3 server, and paths to the project's own
+interpreter."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import secrets
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,3 +60,38 @@ def ssh_hosts(tmp_path_factory):
     hosts = SshHosts(tmp_path_factory.mktemp("ssh-hosts")).start()
     yield hosts
     hosts.stop()
+
+
+_buckets = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def rgw():
+    """One real Ceph RGW for the session's S3 tests (tests/infra/ceph_rgw.py), started the first time a
+    test needs it (~7-20 s), stopped and its loop device freed at the end."""
+    from tests.infra.ceph_rgw import ceph_rgw
+
+    if shutil.which("radosgw") is None:
+        pytest.fail("radosgw is not installed: scripts/install.sh --with-test-services installs Ceph")
+    root = Path(tempfile.mkdtemp(prefix="scalewatch-rgw-", dir="/var/tmp"))
+    try:
+        with ceph_rgw(root / "cluster") as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def s3(rgw):
+    """A boto3 client of the test user (bench.data.location.s3_client: what the suite itself uses)."""
+    from bench.data.location import credentials_from_env, s3_client
+
+    return s3_client(credentials_from_env(rgw.env()))
+
+
+@pytest.fixture
+def bucket(s3) -> str:
+    """A bucket of the test's own on the session's RGW."""
+    name = f"test-{next(_buckets)}-{secrets.token_hex(3)}"
+    s3.create_bucket(Bucket=name)
+    return name

@@ -166,6 +166,7 @@ def row_from_result(
             bandwidth_valid=s["storage"]["bandwidth_valid"],
             bandwidth_note=s["storage"].get("bandwidth_note", ""),
             bytes_source=s["storage"].get("bytes_source") or "",
+            storage_errors=s["storage"].get("s3_get_errors"),
             drop_caches=s["storage"]["drop_caches"],
             versions=json.dumps(s["versions"], sort_keys=True),
             # A summary without `backend` was written by the Horovod-only harness.

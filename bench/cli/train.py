@@ -108,7 +108,9 @@ def _checkpoint_flags(p) -> None:
     c.add_argument("--checkpoint-writes", type=int, help="checkpoints written (default: MLPerf's)")
     c.add_argument("--checkpoint-reads", type=int, help="checkpoints read back cold (default: MLPerf's)")
     c.add_argument("--checkpoint-every-steps", type=int, help="save model and optimizer every N measured steps")
-    c.add_argument("--checkpoint-dir", type=Path, help="the folder on the store under test they are written to")
+    c.add_argument(
+        "--checkpoint-dir", help="the folder on the store under test they are written to, or s3://BUCKET/PREFIX"
+    )
 
 
 def _emulation_flags(p) -> None:

@@ -257,7 +257,17 @@ class DataSettings(Frozen):
         S_DATA,
         "Dataset path on the storage under test",
         "Default: $SCALEWATCH_HOME/data. s3://BUCKET/PREFIX puts emulated workloads' records in a bucket (the "
-        "endpoint and keys from the deployment: the worker's AWS variables; each node's own credentials).",
+        "endpoint and keys from the deployment: aws_conn_id, else the worker's AWS variables; each node's own "
+        "credentials).",
+        set_by=SET_BY_DEPLOYMENT,
+    )
+    aws_conn_id: FormConnId | None = form_field(
+        None,
+        S_DATA,
+        "S3 connection id",
+        "With an s3:// dataset_path: the Airflow connection (the Amazon provider's aws type: login the access "
+        "key, password the secret, extra endpoint_url and region_name) the worker stages into the bucket with; "
+        "its endpoint reaches the ranks, its keys never leave the worker. Empty: the worker's AWS variables.",
         set_by=SET_BY_DEPLOYMENT,
     )
     storage_cache: FormStorageCache | None = form_field(
@@ -729,7 +739,7 @@ class TrainConfig(Frozen):
     # both on `checkpoint_dir` (the store under test). Off unless the suite sets them for a scale's run.
     checkpoint: CheckpointSpec | None = suite_default("checkpoint", validate_default=True)
     checkpoint_every_steps: int = suite_default("checkpoint_every_steps")
-    checkpoint_dir: SafePath | None = None
+    checkpoint_dir: S3Url | SafePath | None = None
 
     @field_validator("checkpoint", mode="before")
     @classmethod
@@ -873,9 +883,14 @@ class SweepConfig(SettingGroups):
 
     @model_validator(mode="after")
     def _what_reads_a_bucket(self) -> SweepConfig:
-        """Over S3 (issue 64, so far): emulated workloads' records, read by ranged GETs; the image models'
-        loaders and the checkpoint phase write and read files."""
+        """Over S3 (issue 64, so far): emulated workloads' records, read by ranged GETs, and checkpoints as
+        objects; the image models' loaders read files."""
         if not isinstance(self.data.dataset_path, str):
+            if self.data.aws_conn_id:
+                raise ValueError(
+                    f"aws_conn_id: names the S3 connection {self.data.aws_conn_id!r}, but dataset_path "
+                    f"{self.data.dataset_path} is a folder: set dataset_path to s3://BUCKET/PREFIX or clear it"
+                )
             return self
         models = [w for w in self.training.workloads if w in WORKLOADS]
         if models and not self.train.synthetic:
@@ -887,11 +902,6 @@ class SweepConfig(SettingGroups):
             raise ValueError(
                 f"stage_on: node stages onto a node's file system; {self.data.dataset_path} is a bucket, which "
                 "the worker uploads to over S3: set stage_on to worker or leave it empty"
-            )
-        if self.checkpointing.spec is not None or self.checkpointing.checkpoint_every_steps:
-            raise ValueError(
-                f"dataset_path: {self.data.dataset_path} is an S3 location; checkpoints to a bucket are not "
-                "written yet: set checkpoint and checkpoint_every_steps off, or dataset_path to a folder"
             )
         return self
 

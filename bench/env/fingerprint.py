@@ -17,6 +17,8 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from bench.data.location import S3Location, parse_location
+
 UNKNOWN = "unknown"
 REDACTED = "REDACTED"
 # A mount option or URL query parameter whose name says it holds a secret (rclone's secret_access_key,
@@ -201,6 +203,37 @@ def mount_of(path: Path | str, mounts: Path = Path("/proc/mounts")) -> dict[str,
     return redact_mount({"fstype": best[2], "source": best[0], "options": best[3], "mountpoint": best[1]})
 
 
+def storage_of(data: Path | str | None) -> dict[str, str]:
+    """Where the node reads the dataset from, as the fingerprint's `mount`: its file system's mount, or for
+    a bucket `S3 (endpoint, bucket)` (the endpoint this node's ranks read, no key), so the report, overview
+    and alerts name the store where they name the mount."""
+    if data is None:
+        return {"fstype": "none (synthetic)"}
+    location = parse_location(data)
+    if isinstance(location, S3Location):
+        return {"fstype": "s3", "source": location.describe(), "mountpoint": location.url}
+    return mount_of(data)
+
+
+def storage_under_test(runs: Iterable[dict], dataset_path: Path | str) -> str:
+    """How the report and the alerts name the storage under test, from what the nodes read (their
+    fingerprints' `mount`): `S3 (endpoint, bucket)` for a bucket, `PATH on FSTYPE SOURCE` for a file
+    system (each distinct one, nodes disagreeing); the dataset_path alone where no node reported."""
+    seen: set[str] = set()
+    for run in runs:
+        summary = (run.get("result") or {}).get("summary") or {}
+        for node in summary.get("environment") or []:
+            mount = node.get("mount") if isinstance(node, dict) else None
+            if not isinstance(mount, dict) or mount.get("fstype") in (None, "none (synthetic)"):
+                continue
+            mount = redact_mount(mount)
+            if mount["fstype"] == "s3":
+                seen.add(str(mount.get("source", UNKNOWN)))
+            else:
+                seen.add(f"{dataset_path} on {mount['fstype']} {mount.get('source', UNKNOWN)}")
+    return "; ".join(sorted(seen)) or str(dataset_path)
+
+
 def slurm_version() -> str:
     text = _run(["sinfo", "--version"]) or _run(["srun", "--version"])
     return text.split()[-1] if text else "none"
@@ -222,7 +255,7 @@ def node_fingerprint(host: str, data: Path | str | None) -> dict:
         "os_image": os_image(),
         "slurm": slurm_version(),
         "nic_speeds": nic_speeds(),
-        "mount": mount_of(data) if data is not None else {"fstype": "none (synthetic)"},
+        "mount": storage_of(data),
         "gpu_vbios": ",".join(vbios) if vbios else "none",
     }
 

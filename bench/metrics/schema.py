@@ -278,6 +278,7 @@ SUMMARY_SCHEMA = {
                 # Optional, over S3 only: every byte the ranks' GETs received in the run (warm-up and the
                 # prefetch past the last step included), the figure the server's own count is checked against
                 "s3_received_bytes": {"type": "integer", "minimum": 0},
+                "s3_get_errors": {"type": "integer", "minimum": 0},
             },
         },
         # Optional (summaries before issue 49 have none): each node's figures (bench.metrics.summary.node_figures)

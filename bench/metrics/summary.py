@@ -194,8 +194,10 @@ def _storage(
     risk = cache_risk(ds_bytes, aggregate_ram) if ds_bytes and bytes_source != "s3" else False
     note = bandwidth_note(first, cfg.synthetic, risk, drop)
     received = [r["s3_received_bytes"] for r in reports if r.get("s3_received_bytes") is not None]
+    errors = [r["s3_get_errors"] for r in reports if r.get("s3_get_errors") is not None]
     return {
         **({"s3_received_bytes": int(sum(received))} if received else {}),
+        **({"s3_get_errors": int(sum(errors))} if errors else {}),
         "dataset_bytes": ds_bytes,
         "aggregate_ram_bytes": aggregate_ram,
         "cache_risk": risk,

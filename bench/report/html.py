@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from bench.analysis.verdict.evaluate import Evaluation
 from bench.config.models import SweepConfig
+from bench.env.fingerprint import storage_under_test
 from bench.report.plots import Series, line_chart, stacked_bars
 from bench.safe_fs import write_file
 
@@ -572,6 +573,7 @@ def write_report(
         ideal=cfg.resolved_ideal(),
         verdict_class={"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn"),
         cfg=cfg,
+        storage_under_test=storage_under_test(runs, cfg.data.dataset_path),
         th=th,
         gpus=sorted(cfg.training.gpus),
         by_gpus=", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())),

@@ -131,6 +131,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _c("bandwidth_valid", "bool", "flag", "run"),
     _c("bandwidth_note", "text", "label", "run"),
     _c("bytes_source", "text", "label", "run"),
+    # the store's failed tries the ranks retried (S3 GETs; 0 where none, NULL on files): above 0 INCONCLUSIVE
+    _c("storage_errors", "int", "count", "run"),
     _c("drop_caches", "text", "label", "run"),
     _c("oversubscribed", "bool", "flag", "run"),
     _c("slots", "text", "json", "run"),

@@ -24,7 +24,7 @@ VERSION_TABLE = "scalewatch_alembic_version"  # never Airflow's alembic_version,
 LEGACY_TABLE = "scalewatch_schema"  # the hand-numbered migrations before Alembic
 
 
-SCHEMA_REVISION = "0022"
+SCHEMA_REVISION = "0023"
 
 
 # The hand-numbered store's versions and the revision each one equals once brought up to version 3

@@ -26,6 +26,7 @@ import pandas as pd
 from bench.analysis.frame import to_spreadsheet_csv
 from bench.analysis.verdict.interference import settled
 from bench.config.models import SweepConfig
+from bench.env.fingerprint import storage_under_test
 from bench.safe_fs import write_file
 from bench.suite.plan import read_probe, suite_dir
 
@@ -174,6 +175,7 @@ def record(
         "slow_nodes": nodes,
         "interfering_nodes": interference_node_lines(store, cfg.where.cluster),
         "accelerators_at_au": ev.accelerators_at_au,
+        "storage": storage_under_test(runs, cfg.data.dataset_path),
     }
 
 

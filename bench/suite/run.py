@@ -10,10 +10,13 @@ from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
 from bench.suite.plan import PROBE_FILE, run_spec, suite_dir
 
 
-def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None) -> dict:
+def stage_datasets(
+    cfg: SweepConfig, launcher=None, env: dict[str, str] | None = None, store_env: dict[str, str] | None = None
+) -> dict:
     """Generate (or stage from `stage_from`) each workload's dataset; manifest-checked. `stage_on: node`
     runs all of it on a compute node through the launcher (bench.suite.stage_node), so the worker need
-    not mount the store; `env` as for probe_storage."""
+    not mount the store; `env` as for probe_storage. `store_env`: a bucket's endpoint and keys as the
+    standard AWS variables (a DAG's aws_conn_id); None: this process's own."""
     from bench.workloads.spec import check_refs
 
     check_refs(cfg.training.workloads)  # every workload file valid before any dataset is written
@@ -23,7 +26,7 @@ def stage_datasets(cfg: SweepConfig, launcher=None, env: dict[str, str] | None =
         return stage_on_node(cfg, launcher, env)
     from bench.suite.staging import StagingSpec, stage_here
 
-    return stage_here(StagingSpec.of(cfg))
+    return stage_here(StagingSpec.of(cfg), store_env)
 
 
 def probe_storage(cfg: SweepConfig, suite_run_id: str, launcher=None, env: dict[str, str] | None = None) -> dict:

@@ -6,6 +6,7 @@ required fields; two fixes came from it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -73,13 +74,14 @@ def stage_records(spec: StagingSpec, workload: str) -> dict:
     }
 
 
-def stage_here(spec: StagingSpec) -> dict:
+def stage_here(spec: StagingSpec, store_env: Mapping[str, str] | None = None) -> dict:
     """Each workload's dataset staged from this process (the worker, or the node `stage_node` runs on): a
-    real model's generated tree, or a workload file's records. A bucket: bench.suite.staging_s3."""
+    real model's generated tree, or a workload file's records. A bucket: bench.suite.staging_s3, with
+    `store_env`'s endpoint and keys (None: this process's AWS variables)."""
     if is_s3(spec.dataset_path):
         from bench.suite.staging_s3 import stage_here_s3
 
-        return stage_here_s3(spec)
+        return stage_here_s3(spec, store_env)
     out = {}
     for workload in workload_names(spec.workloads):
         kind = DATASET_KIND.get(workload) or workload_of(spec.workloads, workload).spec.dataset.layout

@@ -2,7 +2,8 @@
 scale's own ranks, and the saves during the measured steps, whose time is what a slow store costs
 training (`ckpt_stall_share`).
 
-Both write to `TrainConfig.checkpoint_dir`, the store under test, and remove what they wrote. With
+Both write to `TrainConfig.checkpoint_dir`, the store under test (a folder, or a bucket's prefix:
+bench.storage.checkpoint_s3), and remove what they wrote. With
 both off (the default) nothing here runs: the loop only asks `rank.stall is not None`.
 
 The phase is collective (`bench.storage.checkpoint.run_rank` meets the other ranks between its steps).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.models import TrainConfig
+from bench.data.location import is_s3, node_s3_client, parse_location
 from bench.safe_fs import CREATE_FLAGS, lstat_at, open_dir
 from bench.storage.checkpoint_files import REFUSAL, CheckpointError, Created, fresh_folder
 
@@ -56,8 +58,15 @@ def phase(cfg: TrainConfig, dist, model, optimizer) -> dict:
 
     assert cfg.checkpoint is not None and cfg.checkpoint_dir is not None
     try:
-        cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         held = states(model, optimizer) if cfg.checkpoint.mode == "model" else None
+        if is_s3(cfg.checkpoint_dir):  # shards as objects in the suite's bucket (bench.storage.checkpoint_s3)
+            from bench.storage.checkpoint_s3 import PARALLEL_PARTS, run_rank_s3
+
+            location, client = parse_location(cfg.checkpoint_dir), node_s3_client(pool=PARALLEL_PARTS + 2)
+            sync = AgreedSync(dist)
+            record = run_rank_s3(dist.rank, dist.size, location, cfg.checkpoint, sync, client, held, dist.host)
+            return {"record": record}
+        cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         record = run_rank(dist.rank, dist.size, cfg.checkpoint_dir, cfg.checkpoint, AgreedSync(dist), held, dist.host)
         return {"record": record}
     except PeerFailed as error:
@@ -68,7 +77,31 @@ def phase(cfg: TrainConfig, dist, model, optimizer) -> dict:
         return {"error": why, "peer": False}
 
 
-class Stall:
+class _Saves:
+    """What the loop asks of the saves during the measured steps, on files or in a bucket."""
+
+    every: int
+    saves: int
+    seconds: float
+    bytes: int
+    left: list[str]
+
+    def due(self, measured_steps: int) -> bool:
+        return measured_steps > 0 and measured_steps % self.every == 0
+
+    def report(self, measured_s: float) -> dict:
+        total = measured_s + self.seconds
+        return {
+            "every_steps": self.every,
+            "saves": self.saves,
+            "seconds": self.seconds,
+            "bytes": self.bytes,
+            "share": self.seconds / total if total > 0 else None,
+            "left": self.left,
+        }
+
+
+class Stall(_Saves):
     """Saves during the measured steps: every `checkpoint_every_steps` measured steps each rank
     torch.saves its model and optimizer state into a folder of its own on the store, fsyncs it, and
     meets the other ranks (so a checkpoint lasts as long as its slowest rank, as a synchronous save
@@ -97,9 +130,6 @@ class Stall:
             raise
         self.folder = cfg.checkpoint_dir / self.name
         self.ino = os.fstat(self.fd).st_ino
-
-    def due(self, measured_steps: int) -> bool:
-        return measured_steps > 0 and measured_steps % self.every == 0
 
     def save(self) -> float:
         """One save, all ranks; the clock after it (the next step starts there)."""
@@ -142,16 +172,46 @@ class Stall:
             os.close(self.fd)
             os.close(self.top)
 
-    def report(self, measured_s: float) -> dict:
-        total = measured_s + self.seconds
-        return {
-            "every_steps": self.every,
-            "saves": self.saves,
-            "seconds": self.seconds,
-            "bytes": self.bytes,
-            "share": self.seconds / total if total > 0 else None,
-            "left": self.left,
-        }
+
+class S3Stall(_Saves):
+    """Saves during the measured steps into the suite's bucket: every `checkpoint_every_steps` measured
+    steps each rank uploads torch.save of its model and optimizer state (multipart, verified by HEAD,
+    bench.storage.checkpoint_s3.save_s3) under a random name of its own and meets the other ranks; the
+    object is deleted after (not timed), as Stall removes its file."""
+
+    def __init__(self, cfg: TrainConfig, dist, model, optimizer) -> None:
+        from bench.storage.checkpoint_s3 import PARALLEL_PARTS
+
+        assert cfg.checkpoint_dir is not None
+        self.every, self.dist, self.model, self.optimizer = cfg.checkpoint_every_steps, dist, model, optimizer
+        self.saves, self.seconds, self.bytes = 0, 0.0, 0
+        self.location = parse_location(cfg.checkpoint_dir)
+        self.client = node_s3_client(pool=PARALLEL_PARTS + 2)
+        self.tag = f"stall-rank{dist.rank}-{os.urandom(6).hex()}"
+        self.left: list[str] = []
+
+    def save(self) -> float:
+        """One save, all ranks; the clock after it (the next step starts there)."""
+        from bench.storage.checkpoint_s3 import delete_own, save_s3
+
+        start = time.perf_counter()
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        key, size = save_s3(self.client, self.location, f"{self.tag}/step{self.saves}.pt", state)
+        self.dist.barrier()  # the slowest rank's save is every rank's stall
+        end = time.perf_counter()
+        self.left += delete_own(self.client, self.location.bucket, [{"key": key}])[1]
+        self.saves, self.seconds, self.bytes = self.saves + 1, self.seconds + end - start, size
+        return time.perf_counter()
+
+    def close(self) -> None:
+        """Nothing held: each save's object is deleted right after it."""
+
+
+def stall_of(cfg: TrainConfig, dist, model, optimizer) -> Stall | S3Stall:
+    """The saves during the measured steps on the store under test: files, or objects in a bucket."""
+    if is_s3(cfg.checkpoint_dir):
+        return S3Stall(cfg, dist, model, optimizer)
+    return Stall(cfg, dist, model, optimizer)
 
 
 def _own_folder(top: int, directory: Path, prefix: str) -> tuple[str, int]:

@@ -118,9 +118,9 @@ class _Rank:
             self.drop = drop_page_cache(dist, cfg.data) if cfg.drop_caches else "not_requested"
         self.stall = None  # saves during the measured steps (bench.train.checkpointing), when asked for
         if cfg.checkpoint_every_steps:
-            from bench.train.checkpointing import Stall
+            from bench.train.checkpointing import stall_of
 
-            self.stall = Stall(cfg, dist, self.model, self.optimizer)
+            self.stall = stall_of(cfg, dist, self.model, self.optimizer)
 
     def train_step(self, batch: dict[str, torch.Tensor], mark) -> torch.Tensor:
         """One step: forward under autocast, backward (scaled under fp16), the gradient sync's exposed
@@ -160,6 +160,7 @@ class _Progress:
         # The loader's consumed bytes when the first measured step began: epoch 1's read rate is taken
         # over the measured steps, as the throughput is (bench.metrics.io.epoch_io; issue 62)
         self.consumed_at_measure: int | None = None
+        self.images_at_measure: int | None = None
         self.shapes: dict[str, tuple[int, ...]] | None = None
         self.timer = StepTimer(rank.dist.device)
         # GPU kernel time over a few measured steps (CUPTI); on a CPU node nothing runs and the figure is null
@@ -241,21 +242,23 @@ def _run_epoch(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int) -
             "images": (loader.stats.samples - images_before) if not cfg.synthetic else None,
             "consumed": loader.stats.bytes_consumed - consumed_before,
             "read_bytes": (after.get("read_bytes") or 0) - (before.get("read_bytes") or 0),
-            # the epoch's measured steps: their seconds and the bytes the loader handed them
+            # the epoch's measured steps: their seconds, the bytes and images the loader handed them
             "measured_s": sum(progress.step_times[measured_before:]),
-            "measured_consumed": _measured_consumed(loader.stats.bytes_consumed, consumed_before, progress),
+            "measured_consumed": _since_measure(
+                loader.stats.bytes_consumed, consumed_before, progress.consumed_at_measure
+            ),
+            "measured_images": _since_measure(loader.stats.samples, images_before, progress.images_at_measure),
             "sample_ids": loader.stats.sample_ids[ids_before:],
         }
     )
 
 
-def _measured_consumed(now: int, epoch_start: int, progress: _Progress) -> int:
-    """Bytes handed to the epoch's measured steps: since the epoch began, or since the first measured step
-    where the warm-up ended inside it (0 where it did not end)."""
-    start = progress.consumed_at_measure
-    if start is None:
+def _since_measure(now: int, epoch_start: int, at_measure: int | None) -> int:
+    """A loader count (bytes or images) handed to the epoch's measured steps: since the epoch began, or
+    since the first measured step where the warm-up ended inside it (0 where it did not end)."""
+    if at_measure is None:
         return 0
-    return now - max(start, epoch_start)
+    return now - max(at_measure, epoch_start)
 
 
 def _next_batch(cfg: TrainConfig, batches, epoch: int, step: int):
@@ -284,6 +287,7 @@ def _run_steps(cfg: TrainConfig, rank: _Rank, progress: _Progress, epoch: int, t
         timer.start(t_prev)
         if p.step == rank.warmup and p.consumed_at_measure is None:
             p.consumed_at_measure = rank.loader.stats.bytes_consumed
+            p.images_at_measure = rank.loader.stats.samples
         batch = _next_batch(cfg, batches, epoch, p.step)
         if batch is None:
             break
@@ -351,6 +355,8 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
         "dataset_bytes": getattr(loader, "dataset_bytes", None),  # over S3: the staged objects' bytes
         # over S3: every byte this rank's GETs received, its workers stopped (loader.close): the server's count
         "s3_received_bytes": int(loader.received.value) if getattr(loader, "received", None) is not None else None,
+        # and the GET tries that failed and were retried (a store dropping connections: bench.loaders.s3_records)
+        "s3_get_errors": int(loader.get_errors.value) if getattr(loader, "get_errors", None) is not None else None,
         "node_sampler": dist.local_rank == 0,
         "pagecache_method": next((x.method for x in rank.sources if x.name == "pagecache"), None),
         "breakdown": {
@@ -366,7 +372,9 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
         "ring": ring,
         "losses": progress.losses,
         # what this node runs (driver, CUDA, NCCL, kernel, mount, ...): read once per node, by its first rank
-        "node_fingerprint": node_fingerprint(dist.host, data) if dist.local_rank == 0 else None,
+        "node_fingerprint": node_fingerprint(dist.host, None if cfg.synthetic else cfg.data)
+        if dist.local_rank == 0
+        else None,
     }
 
 

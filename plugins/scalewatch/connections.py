@@ -10,11 +10,13 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from bench.config.models import HostSlots
+from bench.config.models import DataSettings, HostSlots
+from bench.data.location import ENV_ENDPOINT, ENV_KEY, ENV_REGION, ENV_SECRET, is_s3
 from bench.launch.sshopts import SshOptions, known_hosts_line, write_private
 
 # Per process: one private folder per connection version, so each poll does not write keys anew.
@@ -73,3 +75,43 @@ def ssh_options(conn_id: str, hosts: tuple[HostSlots, ...] = ()) -> tuple[SshOpt
     )
     _resolved[version] = (opts, conn.host or None)
     return _resolved[version]
+
+
+def aws_variables(conn_id: str) -> dict[str, str]:
+    """The standard AWS variables (bench.data.location) from an Airflow connection of the Amazon
+    provider's `aws` type: login the access key, password the secret (or extra aws_access_key_id and
+    aws_secret_access_key), extra endpoint_url (or service_config.s3.endpoint_url) and region_name.
+
+    Read through Airflow's own connection lookup (variables, secrets backend, metadata database), so the
+    provider need not be installed on the worker for the suite to use its connection type. A missing
+    field is left out: bench.data.location.credentials_from_env names it."""
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    extra = conn.extra_dejson
+    s3_service = (extra.get("service_config") or {}).get("s3") or {}
+    found = {
+        ENV_ENDPOINT: extra.get("endpoint_url") or s3_service.get("endpoint_url"),
+        ENV_KEY: conn.login or extra.get("aws_access_key_id"),
+        ENV_SECRET: conn.password or extra.get("aws_secret_access_key"),
+        ENV_REGION: extra.get("region_name"),
+    }
+    return {name: str(value) for name, value in found.items() if value}
+
+
+def s3_store_variables(data: DataSettings) -> dict[str, str] | None:
+    """What the worker stages into the suite's bucket with: its aws_conn_id's variables; None where the
+    data is not in a bucket or the suite names no connection (the worker's own AWS variables then)."""
+    if not (data.aws_conn_id and is_s3(data.dataset_path)):
+        return None
+    return aws_variables(data.aws_conn_id)
+
+
+def export_s3_endpoint(data: DataSettings) -> None:
+    """Put the suite's S3 endpoint from its aws_conn_id in this task's environment, where the ranks and
+    node probes it starts take it from (bench.launch.environment keeps AWS_ENDPOINT_URL, no secret, and
+    drops every key): they read the endpoint the suite staged to, with their node's own credentials.
+    Each Airflow task runs in its own process, so this reaches no other task."""
+    variables = s3_store_variables(data)
+    if variables and variables.get(ENV_ENDPOINT):
+        os.environ[ENV_ENDPOINT] = variables[ENV_ENDPOINT]

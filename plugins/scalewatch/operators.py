@@ -36,10 +36,12 @@ class TrainScaleOperator(BaseOperator):
         from bench.launch.base import launch_failed
         from bench.launch.leftovers import submit_recorded
         from bench.suite.plan import run_spec
+        from scalewatch.connections import export_s3_endpoint
         from scalewatch.launchers import from_kwargs, launcher_kwargs
         from scalewatch.triggers import RunStateTrigger, settle_seconds
 
         cfg = self._cfg()
+        export_s3_endpoint(cfg.data)  # the ranks read the endpoint the suite staged to
         spec = run_spec(
             cfg, self.suite_run_id, self.run["workload"], int(self.run["gpus"]), self.run.get("variant", "")
         )

@@ -20,6 +20,7 @@ CONNECTION_FIELDS = {
     "conn_id": "the cluster's ssh hosts or Slurm login node",
     "slack_conn_id": "Slack alerts",
     "smtp_conn_id": "e-mail alerts",
+    "aws_conn_id": "the S3 store the data is staged into",
 }
 
 

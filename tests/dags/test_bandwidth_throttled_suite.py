@@ -23,9 +23,9 @@ import yaml
 from bench.analysis.verdict.expectations import BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND
 from bench.config.models import SuiteSettings
 from bench.suite.plan import suite_dir, suite_run_identity
-from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_read_throttle, store_device
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
+from tests.infra.suite_files import ALERTED, suite_dag
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
@@ -73,8 +73,6 @@ def _texts(webhook: WebhookReceiver, smtp: SmtpReceiver, since: int) -> list[str
 def test_a_held_scale_fails_bandwidth_at_the_throttles_figure_and_its_recovery_is_sent_once(
     airflow_home, tmp_path, monkeypatch
 ):
-    from airflow.dag_processing.dagbag import DagBag
-
     began = time.monotonic()
     bound = SuiteSettings().bounds.min_bandwidth_efficiency
     assert bound > ALLOWED * 1.1  # 10% above what the throttle allows still fails the default bound
@@ -95,8 +93,6 @@ def test_a_held_scale_fails_bandwidth_at_the_throttles_figure_and_its_recovery_i
     ):
         for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
             monkeypatch.setenv(name, value)
-        suites = tmp_path / "suites"
-        suites.mkdir()
         settings = {"description": "Bandwidth on a store whose reads are held.", "schedule": None}
         settings |= {"dataset_path": str(store / "data"), "workloads": [str(workload)], "gpus": [1, 2]}
         # epoch 1 reads for 6 s or more at each scale (a rate needs 5 s); the default bandwidth bound
@@ -104,12 +100,7 @@ def test_a_held_scale_fails_bandwidth_at_the_throttles_figure_and_its_recovery_i
         # this suite judges bandwidth: images/s follows the held reads down to ~0.6 of linear too, a scaling
         # failure other suites judge; no confirming reruns (the cause is named from the run's own figures)
         settings |= {"min_scaling_efficiency": 0.3, "confirm_causes": False, "confirm_regressions": False}
-        settings |= {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
-        (suites / f"{SUITE_NAME}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-        monkeypatch.setenv("SCALEWATCH_SUITES", str(suites))
-        bag = DagBag(dag_folder=str(ROOT / "dags"))
-        assert bag.import_errors == {}
-        dag = bag.get_dag(f"scaling_regression__{SUITE_NAME}")
+        dag = suite_dag(tmp_path, monkeypatch, SUITE_NAME, settings | ALERTED)
 
         # Run 1: this process and the ranks it starts read the store at the throttle (its device only).
         with blkio_read_throttle(store, THROTTLE, pids=[os.getpid()]):

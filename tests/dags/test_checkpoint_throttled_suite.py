@@ -12,14 +12,12 @@ import os
 
 import pandas as pd
 import pytest
-import yaml
 
 from bench.config.models import SuiteSettings
 from bench.suite.plan import suite_dir, suite_run_identity
-from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_throttle, store_device
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
-from tests.infra.suite_files import SMALL_SCALES
+from tests.infra.suite_files import ALERTED, SMALL_SCALES, suite_dag
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
@@ -32,8 +30,6 @@ WRITE_EFFICIENCY = "ExpectCheckpointWriteEfficiencyAtLeastBound"
 def test_a_throttled_stores_checkpoint_writes_fail_the_efficiency_and_alert_at_the_throttles_figure(
     airflow_home, tmp_path, monkeypatch
 ):
-    from airflow.dag_processing.dagbag import DagBag
-
     bound = SuiteSettings().bounds.min_checkpoint_efficiency
     assert bound > 0.6  # ~0.5 fails it
     with (
@@ -43,17 +39,10 @@ def test_a_throttled_stores_checkpoint_writes_fail_the_efficiency_and_alert_at_t
     ):
         for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
             monkeypatch.setenv(name, value)
-        suites = tmp_path / "suites"
-        suites.mkdir()
         settings = {"description": "Checkpoints on a store whose writes are held.", "schedule": None}
         settings |= SMALL_SCALES | {"dataset_path": str(store / "data"), "probe_storage": False, "dataset_images": 48}
         settings |= {"checkpoint": {"bytes_per_rank": "16MiB", "writes": 1, "reads": 1}}
-        settings |= {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
-        (suites / f"{SUITE_NAME}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-        monkeypatch.setenv("SCALEWATCH_SUITES", str(suites))
-        bag = DagBag(dag_folder=str(ROOT / "dags"))
-        assert bag.import_errors == {}
-        dag = bag.get_dag(f"scaling_regression__{SUITE_NAME}")
+        dag = suite_dag(tmp_path, monkeypatch, SUITE_NAME, settings | ALERTED)
         # this process and the ranks it starts write to the store at the throttle (its device only)
         with blkio_throttle(store, RATE, "write", pids=[os.getpid()]):
             run = dag.test()

@@ -13,13 +13,11 @@ import re
 
 import pandas as pd
 import pytest
-import yaml
 
 from bench.suite.plan import suite_dir, suite_run_identity
-from tests.dags.conftest import ROOT
 from tests.infra.faults import blkio_read_throttle, store_device
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
-from tests.infra.suite_files import records_workload
+from tests.infra.suite_files import ALERTED, records_workload, suite_dag
 
 pytestmark = [pytest.mark.rates, pytest.mark.slow]
 
@@ -35,8 +33,6 @@ MIN_AU = 0.8
 def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelerators_at_au(
     airflow_home, tmp_path, monkeypatch
 ):
-    from airflow.dag_processing.dagbag import DagBag
-
     workload = records_workload(
         tmp_path / "throttled.yaml",
         files=1536,
@@ -52,19 +48,12 @@ def test_an_emulated_workload_through_the_dag_alerts_and_reports_au_and_accelera
     ):
         for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
             monkeypatch.setenv(name, value)
-        suites = tmp_path / "suites"
-        suites.mkdir()
         settings = {"description": "An emulated accelerator on a throttled store.", "schedule": None}
         settings |= {"dataset_path": str(store / "data"), "workloads": [str(workload)], "gpus": [1, 2]}
         settings |= {"steps": 30, "min_measure_s": 3, "warmup_steps": 2, "ceilings": False, "probe_storage": False}
         # the suite's AU bound (the workload file's min_au sizes accelerators_at_au; the suite's judges rows)
         settings |= {"confirm_causes": False, "confirm_regressions": False, "min_au": MIN_AU}
-        settings |= {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
-        (suites / f"{SUITE_NAME}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-        monkeypatch.setenv("SCALEWATCH_SUITES", str(suites))
-        bag = DagBag(dag_folder=str(ROOT / "dags"))
-        assert bag.import_errors == {}
-        dag = bag.get_dag(f"scaling_regression__{SUITE_NAME}")
+        dag = suite_dag(tmp_path, monkeypatch, SUITE_NAME, settings | ALERTED)
         # this process and the ranks it starts read the store at the throttle (its device only)
         with blkio_read_throttle(store, THROTTLE, pids=[os.getpid()]):
             run = dag.test()

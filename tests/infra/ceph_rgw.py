@@ -84,6 +84,17 @@ class CephRgw:
             "AWS_DEFAULT_REGION": "us-east-1",
         }
 
+    def node_home(self, home: Path) -> Path:
+        """A HOME whose ~/.aws/credentials hold this cluster's user's keys and no endpoint: a node's own
+        credentials, as the ranks and node probes read them (the worker's keys never travel)."""
+        env = self.env()
+        (home / ".aws").mkdir(parents=True, exist_ok=True)
+        (home / ".aws" / "credentials").write_text(
+            f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
+            f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n"
+        )
+        return home
+
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """A ceph tool against this cluster, as client.admin."""
         cmd = [args[0], "-c", str(self.conf), *args[1:]]
@@ -127,6 +138,10 @@ class CephRgw:
             "[osd.0]",
             f"osd data = {r}/osd",
             "osd objectstore = bluestore",
+            # no data cache in the OSD: a GET of an object read before reads the device again, so a blkio
+            # throttle on it holds every scale's reads, as a store without a cache would (BlueStore keeps
+            # read data in its buffer cache by default; the tests' datasets fit it)
+            "bluestore default buffered read = false",
             f"bluestore block path = {self.device}",
             "[client.rgw.test]",
             f"rgw frontends = beast endpoint=127.0.0.1:{rgw_port}",

@@ -49,3 +49,22 @@ def records_workload(
     }
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# The alert targets of the DAG tests' suites (tests.infra.receivers.alert_connections names the connections).
+ALERTED = {"slack_conn_id": "sw_slack", "smtp_conn_id": "sw_smtp", "email_to": ["oncall@example.com"]}
+
+
+def suite_dag(tmp_path: Path, monkeypatch, name: str, settings: dict):
+    """The DAG of one suite file written as a user writes it (`tmp_path`/suites/`name`.yaml, the folder
+    SCALEWATCH_SUITES names), parsed from the project's dags/ folder without an import error."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    suites = tmp_path / "suites"
+    suites.mkdir(exist_ok=True)
+    (suites / f"{name}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    monkeypatch.setenv("SCALEWATCH_SUITES", str(suites))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.get_dag(f"scaling_regression__{name}")

@@ -3,9 +3,9 @@ step-time breakdown, compared with the baseline scale, with the figures that dec
 
 Rules, in order (the first that holds names the cause):
 1. contention: the scale ran oversubscribed (ranks shared cores): its figures are contended by design.
-   interference: processes that are not the run's used at least INTERFERENCE_SHARE of a rank's slot
-   cores while it trained (per-core busy time of foreign threads, bench.metrics.sources.interference):
-   named with the process, its pid and the core.
+   interference: processes that are not the run's used at least the suite's max_foreign_share (default
+   INTERFERENCE_SHARE) of a rank's slot cores while it trained (per-core busy time of foreign threads,
+   bench.metrics.sources.interference): named with the process, its pid and the core.
 2. straggler: one rank's work rate (images per second of its own time: step time minus its exposed
    communication wait) is more than `straggler_gap` below the ranks' median, and it is slow on its
    own: its compute rate is that far below the others', or only its data wait grew while it has a
@@ -118,8 +118,12 @@ def diagnose(
     ceiling_mb_s: float | None,
     au_failed: bool,
     input_side: bool = True,
+    foreign_share: float = INTERFERENCE_SHARE,
 ) -> tuple[str, str]:
     """(cause, evidence) for one failing or borderline row; base is its baseline scale's row.
+    `foreign_share`: the share of a rank's cores foreign work may take before it is the cause (the
+    suite's max_foreign_share: the same bound that makes a scale inconclusive, bench.analysis.verdict.
+    interference.share_bound; a suite that sets 1.0 has said the node's other work is not in question).
 
     `input_side` False leaves out the data-wait rule: for a drop that warm and synthetic reruns did
     not remove (bench.analysis.verdict.differential), whatever the data wait says."""
@@ -135,7 +139,7 @@ def diagnose(
             "contention",
             f"ranks shared cores (oversubscribed); compute {_pct(float(row['compute_share']))} of step time",
         )
-    noisy = [r for r in ranks if (r.get("foreign_cpu_share") or 0.0) >= INTERFERENCE_SHARE]
+    noisy = [r for r in ranks if (r.get("foreign_cpu_share") or 0.0) >= foreign_share]
     if noisy:
         worst = max(noisy, key=lambda r: r["foreign_cpu_share"])
         return "interference", (
@@ -196,7 +200,11 @@ def baseline_row(frame: pd.DataFrame, row) -> dict | None:
 
 
 def add_bottlenecks(
-    frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None, au_failed: set[tuple[str, int]]
+    frame: pd.DataFrame,
+    straggler_gap: float,
+    ceiling_mb_s: float | None,
+    au_failed: set[tuple[str, int]],
+    foreign_share: float = INTERFERENCE_SHARE,
 ) -> pd.DataFrame:
     """`bottleneck` and `bottleneck_evidence` on failing or borderline rows ('' where the scale passed
     cleanly, or host_bound where its GPU idled for the host); the slowest rank is named only where it
@@ -220,16 +228,19 @@ def add_bottlenecks(
             straggler_gap,
             ceiling_mb_s,
             (row["workload"], int(row["gpus"])) in au_failed,
+            foreign_share=foreign_share,
         )
         f.at[idx, "bottleneck"], f.at[idx, "bottleneck_evidence"] = cause, evidence
     return f
 
 
-def without_input_side(frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None):
+def without_input_side(
+    frame: pd.DataFrame, straggler_gap: float, ceiling_mb_s: float | None, foreign_share: float = INTERFERENCE_SHARE
+):
     """row -> (cause, evidence) with the data-wait rule left out (see bench.analysis.verdict.differential)."""
 
     def rediagnose(row) -> tuple[str, str]:
         base = baseline_row(frame, row)
-        return diagnose(row.to_dict(), base, straggler_gap, ceiling_mb_s, False, input_side=False)
+        return diagnose(row.to_dict(), base, straggler_gap, ceiling_mb_s, False, False, foreign_share)
 
     return rediagnose

@@ -14,7 +14,7 @@ from bench.analysis.history.regression import series_floor
 from bench.analysis.verdict import bounds
 from bench.analysis.verdict import expectations as names
 from bench.analysis.verdict.differential import VARIANTS as DIFFERENTIAL_VARIANTS
-from bench.analysis.verdict.interference import settled
+from bench.analysis.verdict.interference import settled, share_bound
 from bench.config.models import SweepConfig
 from bench.results.schema import CHECKPOINT_RATES, REPEAT
 
@@ -283,12 +283,13 @@ def with_verdicts(
     prepared = row_verdicts(prepared, critical)
     prepared["passed"] = prepared["verdict"] == PASS
     au_failed = {k for k, found in critical.items() if names.ACCELERATOR_UTILISATION_AT_LEAST in found}
-    prepared = cross_check(add_bottlenecks(prepared, cfg.bounds.straggler_gap, ceiling, au_failed))
+    foreign = share_bound(cfg.bounds)  # the cause rules' interference share is the verdict's
+    prepared = cross_check(add_bottlenecks(prepared, cfg.bounds.straggler_gap, ceiling, au_failed, foreign))
     prepared = add_differential(
         prepared,
         reruns,
         bounds.bound_at(bounds.SCALING_EFFICIENCY, cfg.bounds),
-        without_input_side(prepared, cfg.bounds.straggler_gap, ceiling),
+        without_input_side(prepared, cfg.bounds.straggler_gap, ceiling, foreign),
     )
     prepared = add_slow_nodes(prepared, probe_slow)
     # The expectations the row failed: a figure's own validity rule (a read too short for a rate, cache-

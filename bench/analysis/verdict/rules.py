@@ -76,6 +76,11 @@ def measurement_problems(frame: pd.DataFrame, thresholds: Thresholds) -> pd.Seri
                 why = f"ranks shared cores or a GPU: {shared}"
             elif neighbours:  # somebody else's work took the cores: not the infrastructure's figure
                 why = neighbours
+            elif _finite(r.get("storage_errors")) and r["storage_errors"] > 0:  # the store dropped GETs
+                why = (
+                    f"the store failed {int(r['storage_errors'])} GET(s) that the ranks tried again: its figures "
+                    "hold the stalls of a store dropping connections"
+                )
             elif not _finite(r.get("throughput_img_s")) or r["throughput_img_s"] <= 0:
                 why = "no positive measured throughput"
             elif _finite(wanted) and bounds.fails(bounds.MEASURED, measured, WINDOW_SLACK * wanted):

@@ -14,11 +14,13 @@ def alert_text(
     at_au: dict[str, list[dict]] | None = None,
     figures: list[dict] | None = None,
     interfering: list[dict] | None = None,
+    storage: str | None = None,
 ) -> str:
     """`figures`: the figures whose own validity rule failed (a read too short for a rate), each stated as
     an INCONCLUSIVE item of its row (bench.analysis.verdict.evaluate.inconclusive_figures). `interfering`:
     the nodes whose ranks lost their cores to one process in several runs
-    (bench.analysis.history.interference), listed under the slow nodes: both are a node to look at."""
+    (bench.analysis.history.interference), listed under the slow nodes: both are a node to look at.
+    `storage`: the storage under test as the nodes read it (bench.env.fingerprint.storage_under_test)."""
     inconclusive, figures = inconclusive or [], figures or []
     verdict = "FAILED" if failures else "INCONCLUSIVE"
     lines = [
@@ -26,6 +28,8 @@ def alert_text(
         f"({len(failures)} failing figure(s), {len(inconclusive)} inconclusive row(s)"
         + (f", {len(figures)} inconclusive figure(s))" if figures else ")")
     ]
+    if storage:
+        lines.append(f"storage under test: {storage}")
     for f in failures:
         reason = f" — {f['reason']}" if f.get("reason") else ""
         cause = f"; bottleneck: {f['bottleneck']} — {f['evidence']}" if f.get("bottleneck") else ""

@@ -60,7 +60,17 @@ def _messages(cfg: SweepConfig, suite_run_id: str, outcome: dict | None, links_:
         at_au = (outcome or {}).get("accelerators_at_au") or {}
         figures = (outcome or {}).get("inconclusive_figures") or []
         text = alert_text(
-            suite_run_id, failures, report, report_url, run_url, inconclusive, nodes, at_au, figures, interfering
+            suite_run_id,
+            failures,
+            report,
+            report_url,
+            run_url,
+            inconclusive,
+            nodes,
+            at_au,
+            figures,
+            interfering,
+            (outcome or {}).get("storage"),
         )
         verdict = "FAILED" if failures else "INCONCLUSIVE"
         return [(f"scalewatch: scaling check {verdict} ({suite_run_id})", text)]

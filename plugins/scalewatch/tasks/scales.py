@@ -28,11 +28,13 @@ DATASET = Asset("scalewatch://dataset/under-test")  # what stage_dataset updates
 @task(outlets=[DATASET])
 def stage_dataset(plan: dict) -> dict:
     from bench.suite.run import stage_datasets
+    from scalewatch.connections import s3_store_variables
 
     cfg = sweep_config(plan)
     if cfg.train.synthetic:
         return {}
-    return stage_datasets(cfg, launcher(cfg) if cfg.resolved_stage_on() == "node" else None)
+    on_node = launcher(cfg) if cfg.resolved_stage_on() == "node" else None
+    return stage_datasets(cfg, on_node, store_env=s3_store_variables(cfg.data))
 
 
 @task(trigger_rule="all_done")
@@ -120,9 +122,12 @@ def confirm_causes(plan: dict | None, results: list[dict] | None, **context) -> 
 
 
 def launcher(cfg: SweepConfig):
-    """The suite's launcher as this task's process builds it (key material resolved here)."""
+    """The suite's launcher as this task's process builds it (key material resolved here; the S3 endpoint
+    the ranks and node probes it starts read, where the suite's aws_conn_id names one)."""
+    from scalewatch.connections import export_s3_endpoint
     from scalewatch.launchers import from_kwargs, launcher_kwargs
 
+    export_s3_endpoint(cfg.data)
     return from_kwargs(launcher_kwargs(cfg.where.launcher, cfg.where.conn_id, cfg.where.ssh_config))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.metrics.io import dataset_epochs, epoch_io
+from bench.metrics.io import dataset_epochs, epoch_io, measured_span
 
 # One rank's cumulative dataset bytes: a 20 MB prefetch burst in the first second, nothing while the
 # warm-up compiles (1-3 s), then 2 MB/s until 12 s; the last second's steps eat the prefetched batches.
@@ -55,3 +55,19 @@ def test_the_ranks_rates_add_up_and_every_rank_must_have_measured():
     epochs, _, _ = dataset_epochs([_report(0, 10.0, 11e6), _report(1, 0.0, 0)], 1.0)  # rank 1 still warming up
     assert epochs[0]["read_window"] == "whole epoch", epochs[0]
     assert epochs[0]["avg_read_mb_s"] == pytest.approx(38 / 13)
+
+
+def test_the_steps_images_are_priced_at_the_epochs_mean_image_size():
+    """Variable-size images: the measured steps happened to draw smaller ones than the epoch's mean (as
+    a scale's measured steps differ from another's); the rate is their images/s x the epoch's mean size,
+    so a compute-bound scale's bandwidth follows its images/s, not which images it drew."""
+    marks = [
+        {"measured_s": 10.0, "measured_consumed": 9e6, "measured_images": 60, "images": 100, "consumed": 19e6},
+        {"measured_s": 8.0, "measured_consumed": 7e6, "measured_images": 40, "images": 90, "consumed": 19e6},
+    ]
+    rate, ran = measured_span(marks)
+    assert ran == pytest.approx(8.0)
+    assert rate == pytest.approx((60 / 10.0 + 40 / 8.0) * 38e6 / 190)  # 11 images/s at 200 kB: 2.2 MB/s
+    # marks without images (synthetic data, or written before the field) keep the steps' own bytes
+    assert measured_span([{**m, "measured_images": None} for m in marks])[0] == pytest.approx(0.9e6 + 0.875e6)
+    assert measured_span([{**m, "images": None} for m in marks])[0] == pytest.approx(0.9e6 + 0.875e6)

@@ -95,6 +95,17 @@ def test_only_an_emulated_workload_reads_over_s3_and_a_bad_bucket_is_refused_nam
     with pytest.raises(ValueError, match="stage_on: node stages onto a node's file system"):
         train = TrainConfig(workload="unet3d-h100", data="s3://bench-data/weekly/x", accelerator_s=0.01, steps=4)
         SweepConfig(workloads=("unet3d-h100",), gpus=(1,), train=train, stage_on="node", **suite)
+    # an S3 connection names where the worker stages a bucket: beside a folder it is a mistake, named
+    with pytest.raises(ValueError, match="aws_conn_id: names the S3 connection 'sw_s3', but dataset_path"):
+        train = TrainConfig(workload="unet3d-h100", data=tmp_path / "d", accelerator_s=0.01, steps=4)
+        SweepConfig(
+            workloads=("unet3d-h100",),
+            gpus=(1,),
+            train=train,
+            dataset_path=tmp_path,
+            output_dir=tmp_path / "out",
+            aws_conn_id="sw_s3",
+        )
     # the rank's door says the same to a hand-run `bench train --data s3://...` of a real model
     rank = TrainConfig(workload="ssd", data="s3://bench-data/weekly", epochs=1)
     with pytest.raises(

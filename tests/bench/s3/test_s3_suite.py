@@ -38,18 +38,6 @@ def _suite(tmp_path, bucket: str, **more) -> str:
     return str(config)
 
 
-def _node_home(tmp_path, rgw) -> str:
-    """The nodes' own credentials: ~/.aws/credentials in the HOME the ranks are started with."""
-    home = tmp_path / "home"
-    (home / ".aws").mkdir(parents=True)
-    env = rgw.env()
-    (home / ".aws" / "credentials").write_text(
-        f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
-        f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n"
-    )
-    return str(home)
-
-
 def _sweep(tmp_path, rgw, config: str, out: str, home: str) -> dict:
     """`bench sweep` as a user runs it outside Airflow: the deployment's AWS variables in its environment
     (the worker stages with them), HOME the nodes' own."""
@@ -69,7 +57,7 @@ def _rows(outcome: dict) -> list[dict]:
 
 def test_a_suite_reads_its_bucket_at_every_scale_and_the_server_counts_the_same_bytes(rgw, s3, bucket, tmp_path):
     before = rgw.usage_bytes_sent()
-    outcome = _sweep(tmp_path, rgw, _suite(tmp_path, bucket), "first", _node_home(tmp_path, rgw))
+    outcome = _sweep(tmp_path, rgw, _suite(tmp_path, bucket), "first", str(rgw.node_home(tmp_path / "home")))
     rows = _rows(outcome)
     assert sorted(int(r["gpus"]) for r in rows) == [1, 2], rows
     for row in rows:  # every scale read its records over S3, counted by the bytes its GETs received

@@ -93,7 +93,7 @@ def test_a_shared_drop_is_one_cluster_notice_and_its_recovery_one_note(url):
 
 def test_0022_downgrade_refuses_to_drop_a_stored_cluster_change(url):
     store = ResultsStore(url)
-    assert store.schema_version() == SCHEMA_REVISION == "0022"
+    assert store.schema_version() == SCHEMA_REVISION == "0023"
     key = {"cluster": "c", "workload": "*", "gpus": 0, "config_key": DAG, "metric": "pooled"}
     store.upsert_change(
         key | {"changed_at": "2026-01-05", "state": "pending", "scope": "cluster", "moved_most": "checkpoint"}
