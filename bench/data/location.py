@@ -28,6 +28,10 @@ __all__ = ["S3Url"]  # re-exported: the settings' type for a field that may name
 
 MARKER = ".scalewatch-prefix"  # the object that says this prefix is scalewatch's
 ENV_ENDPOINT = "AWS_ENDPOINT_URL"
+# S3's own endpoint variable (botocore >= 1.31): what a DAG's task hands its ranks, so that no other AWS
+# client of the task process (a secrets backend, an XCom backend) is sent to the store under test
+ENV_S3_ENDPOINT = "AWS_ENDPOINT_URL_S3"
+ENDPOINT_RE = re.compile(r"^https?://[^\s/@?#]+(:\d+)?/?$")  # no userinfo, path, query or fragment
 ENV_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET = "AWS_SECRET_ACCESS_KEY"
 ENV_REGION = "AWS_DEFAULT_REGION"
@@ -102,8 +106,17 @@ def parse_location(dataset_path: str | Path, env: Mapping[str, str] | None = Non
         bucket, prefix = split_s3_url(str(dataset_path))
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    endpoint = (os.environ if env is None else env).get(ENV_ENDPOINT, "")
+    source = os.environ if env is None else env
+    endpoint = source.get(ENV_S3_ENDPOINT) or source.get(ENV_ENDPOINT, "")
     return S3Location(bucket, prefix, endpoint)
+
+
+def check_endpoint(endpoint: str, setting: str = ENV_ENDPOINT) -> str:
+    """`endpoint` when it is http(s)://HOST[:PORT]; a ConfigError naming `setting` otherwise (a user:key@
+    in it would reach the report and the alerts, which name the endpoint)."""
+    if not ENDPOINT_RE.match(endpoint):
+        raise ConfigError(f"{setting}: {endpoint!r} is not an http(s)://HOST[:PORT] address")
+    return endpoint
 
 
 def credentials_from_env(env: Mapping[str, str] | None = None) -> S3Credentials:
@@ -115,9 +128,7 @@ def credentials_from_env(env: Mapping[str, str] | None = None) -> S3Credentials:
             f"dataset_path is an S3 location but {', '.join(missing)} is not set: outside Airflow the "
             "endpoint and keys come from the standard AWS variables (a DAG: the suite's aws_conn_id)"
         )
-    endpoint = env[ENV_ENDPOINT]
-    if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", endpoint):
-        raise ConfigError(f"{ENV_ENDPOINT}: {endpoint!r} is not an http(s)://HOST[:PORT] address")
+    endpoint = check_endpoint(env[ENV_ENDPOINT])
     return S3Credentials(endpoint, env[ENV_KEY], env[ENV_SECRET], env.get(ENV_REGION) or "us-east-1")
 
 

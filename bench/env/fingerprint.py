@@ -215,6 +215,9 @@ def storage_of(data: Path | str | None) -> dict[str, str]:
     return mount_of(data)
 
 
+STORAGE_LINE_MAX = 300
+
+
 def storage_under_test(runs: Iterable[dict], dataset_path: Path | str) -> str:
     """How the report and the alerts name the storage under test, from what the nodes read (their
     fingerprints' `mount`): `S3 (endpoint, bucket)` for a bucket, `PATH on FSTYPE SOURCE` for a file
@@ -231,7 +234,8 @@ def storage_under_test(runs: Iterable[dict], dataset_path: Path | str) -> str:
                 seen.add(str(mount.get("source", UNKNOWN)))
             else:
                 seen.add(f"{dataset_path} on {mount['fstype']} {mount.get('source', UNKNOWN)}")
-    return "; ".join(sorted(seen)) or str(dataset_path)
+    line = "; ".join(sorted(seen)) or str(dataset_path)
+    return " ".join(line.split())[:STORAGE_LINE_MAX]  # one line in an alert, whatever a node reported
 
 
 def slurm_version() -> str:

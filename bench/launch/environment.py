@@ -18,7 +18,7 @@ Kept: the locale and time zone, PATH, HOME and the user's name, Python's own pat
 relative entries dropped: they name the working folder), the loader's library path, SLURM_* (what the
 Slurm tools read; SLURM_JWT, a credential, is not kept), the ranks' tuning variables (CUDA_*, NCCL_*,
 GLOO_*, OMP_*, MKL_*, KMP_*, HOROVOD_*, DALI_*, TORCH_*, PYTORCH_*, ONEDNN_*, NVIDIA_*) and the
-SCALEWATCH_* settings a rank reads, and AWS_ENDPOINT_URL (the S3 endpoint a suite staged to; a node's
+SCALEWATCH_* settings a rank reads, and AWS_ENDPOINT_URL(_S3) (the S3 endpoint a suite staged to; a node's
 S3 keys are its own). Never kept, whatever matched: AIRFLOW*, and any name that says
 SECRET, PASSWORD, PASSWD, TOKEN, JWT, CREDENTIAL or _KEY. The tools the worker runs itself (ssh,
 sbatch, scontrol) also get the ssh agent's socket (TOOL_NAMES), which no rank is given.
@@ -48,6 +48,7 @@ KEPT_NAMES = frozenset(
         "SCALEWATCH_BUSY_WINDOW_STEPS",
         # where a dataset in a bucket is (no secret; a node's keys are its own: bench.data.location)
         "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
     }
 )
 KEPT_PREFIXES = (

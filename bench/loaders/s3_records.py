@@ -8,8 +8,9 @@ readers run them. No client-side cache sits in between: every byte a rank consum
 
 The bytes each rank received are counted in a shared counter (`received`), sampled like the file
 counters (bench.metrics.sources.s3: `bytes_source` `s3`); a GET that came back short is an error, not a
-smaller record. The manifest is the staged prefix's own `records.json`, its files checked against the
-verified staging manifest (MANIFEST.s3.json) before any record is read.
+smaller record (a body cut short is botocore's IncompleteReadError, tried again below; a whole
+response of the wrong size is a DatasetError at once). The manifest is the staged prefix's own
+`records.json`, its files checked against the verified staging manifest (MANIFEST.s3.json) before any record is read.
 
 A store that drops connections: each GET is tried GET_ATTEMPTS times (GET_BACKOFF_S doubling between
 tries), here and not inside boto3, so that every failed try is counted (`errors`, shared by the
@@ -81,13 +82,18 @@ def _retryable() -> tuple[type[Exception], ...]:
     )
 
 
+# What a busy or throttling store answers with, worth another try (besides any 5xx)
+BUSY_CODES = frozenset({"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
+
+
 def _server_side(error: Exception) -> bool:
-    """A ClientError the server may not repeat (5xx, SlowDown); other ClientErrors (403, 404) are not."""
+    """An error the server may not repeat: no response at all (a dropped or refused connection), a 5xx,
+    a 429 or a busy store's code; other ClientErrors (403, 404) are answers, never tried again."""
     response = getattr(error, "response", None)
     if not isinstance(response, dict):
-        return True  # a connection error: no response at all
+        return True
     status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    return status >= 500 or response.get("Error", {}).get("Code") == "SlowDown"
+    return status >= 500 or status == 429 or response.get("Error", {}).get("Code") in BUSY_CODES
 
 
 class _S3Records(Dataset):
@@ -127,9 +133,12 @@ class _S3Records(Dataset):
             else:
                 with self.received.get_lock():
                     self.received.value += len(data)
-                if len(data) == length:
-                    return data
-                last = f"a GET of {length} bytes at {offset} returned {len(data)}"
+                if len(data) != length:  # a whole response of the wrong size: the object, not the wire
+                    raise DatasetError(
+                        f"s3://{self.location.bucket}/{key}: a GET of {length} bytes at {offset} returned "
+                        f"{len(data)} (the object is not what the manifest says, or the store ignored Range)"
+                    )
+                return data
             with self.errors.get_lock():
                 self.errors.value += 1
         raise StorageLost(

@@ -113,7 +113,7 @@ def write_shard_s3(client, bucket: str, root: str, step: int, rank: int, shard: 
         try:
             client.upload_fileobj(stream, bucket, key, Config=config)
         finally:  # an upload cut short may have completed: the key is ours to delete either way
-            made.append({"key": key, "bytes": stream.sent, "sha256": stream.sha.hexdigest()})
+            made.append({"key": key, "step": step, "bytes": stream.sent, "sha256": stream.sha.hexdigest()})
         seconds += time.perf_counter() - start
         size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
         if size != stream.sent:
@@ -191,7 +191,7 @@ def run_rank_s3(
         for i in range(spec.reads):
             step = i % spec.writes
             sync.allgather(None)
-            mine = [o for o in written if f"/{step_folder(step)}/" in o["key"]]
+            mine = [o for o in written if o["step"] == step]
             reads.append(read_shard_s3(client, location.bucket, mine, step))
         sync.allgather(None)  # every read done before any rank deletes its objects
     finally:
@@ -209,18 +209,22 @@ def run_rank_s3(
     }
 
 
-def save_s3(client, location: S3Location, name: str, state: Any) -> tuple[str, int]:
-    """One save during training (the stall): torch.save of `state` uploaded as `name` under the prefix,
-    multipart, verified by HEAD; (its key, its size)."""
+def stall_key(location: S3Location, name: str) -> str:
+    """The object key of a save during training, under the checkpoints' prefix."""
+    return location.key(PREFIX, name)
+
+
+def save_s3(client, bucket: str, key: str, state: Any) -> int:
+    """One save during training (the stall): torch.save of `state` uploaded as `key`, multipart, verified
+    by HEAD; its size."""
     import torch
 
     held = io.BytesIO()
     torch.save(state, held)
     size = held.tell()
     held.seek(0)
-    key = location.key(PREFIX, name)
-    client.upload_fileobj(held, location.bucket, key, Config=transfer_config())
-    stored = int(client.head_object(Bucket=location.bucket, Key=key)["ContentLength"])
+    client.upload_fileobj(held, bucket, key, Config=transfer_config())
+    stored = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
     if stored != size:
-        raise CheckpointError(f"s3://{location.bucket}/{key}: the store holds {stored} bytes after a save of {size}")
-    return key, size
+        raise CheckpointError(f"s3://{bucket}/{key}: the store holds {stored} bytes after a save of {size}")
+    return size

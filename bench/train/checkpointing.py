@@ -189,22 +189,31 @@ class S3Stall(_Saves):
         self.client = node_s3_client(pool=PARALLEL_PARTS + 2)
         self.tag = f"stall-rank{dist.rank}-{os.urandom(6).hex()}"
         self.left: list[str] = []
+        self.pending: list[dict] = []  # saves uploaded (or cut short) and not yet deleted
 
     def save(self) -> float:
         """One save, all ranks; the clock after it (the next step starts there)."""
-        from bench.storage.checkpoint_s3 import delete_own, save_s3
+        from bench.storage.checkpoint_s3 import delete_own, save_s3, stall_key
 
         start = time.perf_counter()
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
-        key, size = save_s3(self.client, self.location, f"{self.tag}/step{self.saves}.pt", state)
+        saved = {"key": stall_key(self.location, f"{self.tag}/step{self.saves}.pt")}
+        self.pending.append(saved)  # before the upload: one cut short may still have completed
+        size = save_s3(self.client, self.location.bucket, saved["key"], state)
         self.dist.barrier()  # the slowest rank's save is every rank's stall
         end = time.perf_counter()
-        self.left += delete_own(self.client, self.location.bucket, [{"key": key}])[1]
+        self.left += delete_own(self.client, self.location.bucket, [saved])[1]
+        self.pending.remove(saved)
         self.saves, self.seconds, self.bytes = self.saves + 1, self.seconds + end - start, size
         return time.perf_counter()
 
     def close(self) -> None:
-        """Nothing held: each save's object is deleted right after it."""
+        """Delete a save the rank was in when it failed (its upload may have completed); the others were
+        deleted right after they were made."""
+        from bench.storage.checkpoint_s3 import delete_own
+
+        self.left += delete_own(self.client, self.location.bucket, self.pending)[1]
+        self.pending = []
 
 
 def stall_of(cfg: TrainConfig, dist, model, optimizer) -> Stall | S3Stall:

@@ -16,7 +16,16 @@ import tempfile
 from pathlib import Path
 
 from bench.config.models import DataSettings, HostSlots
-from bench.data.location import ENV_ENDPOINT, ENV_KEY, ENV_REGION, ENV_SECRET, is_s3
+from bench.data.location import (
+    ENV_ENDPOINT,
+    ENV_KEY,
+    ENV_REGION,
+    ENV_S3_ENDPOINT,
+    ENV_SECRET,
+    check_endpoint,
+    is_s3,
+)
+from bench.errors import ConfigError
 from bench.launch.sshopts import SshOptions, known_hosts_line, write_private
 
 # Per process: one private folder per connection version, so each poll does not write keys anew.
@@ -88,6 +97,8 @@ def aws_variables(conn_id: str) -> dict[str, str]:
     from airflow.sdk import BaseHook
 
     conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type != "aws":  # another connection's login and password are no AWS keys
+        raise ConfigError(f"aws_conn_id: connection {conn_id!r} is of type {conn.conn_type!r}, not 'aws'")
     extra = conn.extra_dejson
     s3_service = (extra.get("service_config") or {}).get("s3") or {}
     found = {
@@ -96,7 +107,10 @@ def aws_variables(conn_id: str) -> dict[str, str]:
         ENV_SECRET: conn.password or extra.get("aws_secret_access_key"),
         ENV_REGION: extra.get("region_name"),
     }
-    return {name: str(value) for name, value in found.items() if value}
+    variables = {name: str(value) for name, value in found.items() if value}
+    if ENV_ENDPOINT in variables:
+        check_endpoint(variables[ENV_ENDPOINT], f"aws_conn_id {conn_id!r}: endpoint_url")
+    return variables
 
 
 def s3_store_variables(data: DataSettings) -> dict[str, str] | None:
@@ -109,9 +123,11 @@ def s3_store_variables(data: DataSettings) -> dict[str, str] | None:
 
 def export_s3_endpoint(data: DataSettings) -> None:
     """Put the suite's S3 endpoint from its aws_conn_id in this task's environment, where the ranks and
-    node probes it starts take it from (bench.launch.environment keeps AWS_ENDPOINT_URL, no secret, and
-    drops every key): they read the endpoint the suite staged to, with their node's own credentials.
-    Each Airflow task runs in its own process, so this reaches no other task."""
+    node probes it starts take it from (bench.launch.environment keeps AWS_ENDPOINT_URL_S3, no secret,
+    and drops every key): they read the endpoint the suite staged to, with their node's own credentials.
+    As AWS_ENDPOINT_URL_S3, S3's own variable: the global AWS_ENDPOINT_URL would also send any other AWS
+    client of this process (a secrets backend) to the store under test. Each Airflow task runs in its
+    own process, so this reaches no other task."""
     variables = s3_store_variables(data)
     if variables and variables.get(ENV_ENDPOINT):
-        os.environ[ENV_ENDPOINT] = variables[ENV_ENDPOINT]
+        os.environ[ENV_S3_ENDPOINT] = variables[ENV_ENDPOINT]

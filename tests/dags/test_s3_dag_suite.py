@@ -51,6 +51,9 @@ def test_a_bucket_held_at_the_osd_fails_bandwidth_with_cause_storage_through_the
     )
     for name in [n for n in os.environ if n.startswith("AWS_")]:
         monkeypatch.delenv(name)  # the worker's own: none (the connection is the only way in)
+    # dag.test() runs the tasks in this process: what they export for their ranks is undone after the test
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "")
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
     monkeypatch.setenv("HOME", str(rgw.node_home(tmp_path / "node-home")))  # the local launcher's node is this machine
     monkeypatch.setenv("AIRFLOW_CONN_SW_S3", _aws_connection(rgw))
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:

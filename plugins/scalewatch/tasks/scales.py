@@ -47,7 +47,7 @@ def cancel_leftover_runs(plan: dict | None) -> list[str]:
         return []
     cfg = sweep_config(plan)
     folder, prefix = suite_dir(cfg.output_dir, plan["suite_run_id"]), run_prefix(plan["suite_run_id"])
-    return cancel_unfinished(launcher(cfg), folder, prefix)
+    return cancel_unfinished(launcher(cfg, starts_ranks=False), folder, prefix)
 
 
 def rerun_to_confirm(plan: dict, results: list[dict], context) -> list[dict]:
@@ -121,13 +121,15 @@ def confirm_causes(plan: dict | None, results: list[dict] | None, **context) -> 
     return rerun_to_confirm(plan, results or [], context) if plan else []
 
 
-def launcher(cfg: SweepConfig):
-    """The suite's launcher as this task's process builds it (key material resolved here; the S3 endpoint
-    the ranks and node probes it starts read, where the suite's aws_conn_id names one)."""
+def launcher(cfg: SweepConfig, starts_ranks: bool = True):
+    """The suite's launcher as this task's process builds it (key material resolved here; where it
+    `starts_ranks`, the S3 endpoint the ranks and node probes read, where the suite's aws_conn_id names
+    one: a task that only cancels jobs never looks the connection up, so it cannot fail on it)."""
     from scalewatch.connections import export_s3_endpoint
     from scalewatch.launchers import from_kwargs, launcher_kwargs
 
-    export_s3_endpoint(cfg.data)
+    if starts_ranks:
+        export_s3_endpoint(cfg.data)
     return from_kwargs(launcher_kwargs(cfg.where.launcher, cfg.where.conn_id, cfg.where.ssh_config))
 
 

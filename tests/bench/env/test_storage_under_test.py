@@ -12,6 +12,7 @@ def _run(*mounts: dict) -> dict:
 
 
 def test_a_bucket_is_named_by_its_endpoint_and_bucket_and_no_key(monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)  # S3's own variable would name the endpoint
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://10.0.0.7:7480")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value")

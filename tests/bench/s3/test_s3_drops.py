@@ -74,3 +74,18 @@ def test_a_drop_longer_than_the_tries_fails_the_run_naming_the_record(rgw, s3, b
     assert f"{GET_ATTEMPTS} GETs of the record at" in done.stderr, done.stderr[-3000:]
     assert "the store dropped or refused the connections" in done.stderr
     assert not (tmp_path / "m" / "summary.json").exists()  # no valid summary of a run cut short
+
+
+def test_only_a_store_that_did_not_answer_or_was_busy_is_tried_again():
+    """A 403 or 404 is the store's answer: never tried again, never counted as a drop."""
+    from botocore.exceptions import ClientError, ConnectionClosedError
+
+    from bench.loaders.s3_records import _server_side
+
+    def answered(status: int, code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+
+    assert _server_side(ConnectionClosedError(endpoint_url="http://x"))
+    assert _server_side(answered(503, "ServiceUnavailable")) and _server_side(answered(429, "TooManyRequests"))
+    assert _server_side(answered(400, "RequestTimeout")) and _server_side(answered(503, "SlowDown"))
+    assert not _server_side(answered(403, "AccessDenied")) and not _server_side(answered(404, "NoSuchKey"))
