@@ -14,7 +14,7 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bench.data.location import S3Location, parse_location
@@ -218,22 +218,27 @@ def storage_of(data: Path | str | None) -> dict[str, str]:
 STORAGE_LINE_MAX = 300
 
 
+def environment_nodes(runs: Iterable[dict]) -> Iterator[dict]:
+    """Every node fingerprint the runs' summaries carry (`environment`, one per node and scale)."""
+    for run in runs:
+        summary = (run.get("result") or {}).get("summary") or {}
+        yield from (node for node in summary.get("environment") or [] if isinstance(node, dict))
+
+
 def storage_under_test(runs: Iterable[dict], dataset_path: Path | str) -> str:
     """How the report and the alerts name the storage under test, from what the nodes read (their
     fingerprints' `mount`): `S3 (endpoint, bucket)` for a bucket, `PATH on FSTYPE SOURCE` for a file
     system (each distinct one, nodes disagreeing); the dataset_path alone where no node reported."""
     seen: set[str] = set()
-    for run in runs:
-        summary = (run.get("result") or {}).get("summary") or {}
-        for node in summary.get("environment") or []:
-            mount = node.get("mount") if isinstance(node, dict) else None
-            if not isinstance(mount, dict) or mount.get("fstype") in (None, "none (synthetic)"):
-                continue
-            mount = redact_mount(mount)
-            if mount["fstype"] == "s3":
-                seen.add(str(mount.get("source", UNKNOWN)))
-            else:
-                seen.add(f"{dataset_path} on {mount['fstype']} {mount.get('source', UNKNOWN)}")
+    for node in environment_nodes(runs):
+        mount = node.get("mount")
+        if not isinstance(mount, dict) or mount.get("fstype") in (None, "none (synthetic)"):
+            continue
+        mount = redact_mount(mount)
+        if mount["fstype"] == "s3":
+            seen.add(str(mount.get("source", UNKNOWN)))
+        else:
+            seen.add(f"{dataset_path} on {mount['fstype']} {mount.get('source', UNKNOWN)}")
     line = "; ".join(sorted(seen)) or str(dataset_path)
     return " ".join(line.split())[:STORAGE_LINE_MAX]  # one line in an alert, whatever a node reported
 

@@ -573,7 +573,10 @@ def write_report(
     cfg: SweepConfig,
     probes: pd.DataFrame | None = None,
     changes: list[dict] | None = None,
+    storage_line: str | None = None,
 ) -> Path:
+    """The run's report. `storage_line`: the storage under test as the record names it for the alert too
+    (bench.env.fingerprint.storage_under_test); from `runs` where not given."""
     from bench.report import storage
 
     frame = ev.frame
@@ -588,7 +591,7 @@ def write_report(
         ideal=cfg.resolved_ideal(),
         verdict_class={"PASSED": "pass", "FAILED": "fail"}.get(ev.verdict, "warn"),
         cfg=cfg,
-        storage_under_test=storage_under_test(runs, cfg.data.dataset_path),
+        storage_under_test=storage_line or storage_under_test(runs, cfg.data.dataset_path),
         th=th,
         gpus=sorted(cfg.training.gpus),
         by_gpus=", ".join(f"{k} GPUs {v}" for k, v in sorted(th.min_scaling_efficiency_by_gpus.items())),

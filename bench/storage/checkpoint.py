@@ -175,6 +175,19 @@ def _agree_on_folders(
     return plan["root"], plan["seed"]
 
 
+def shard_sizes(rank: int, world: int, spec: CheckpointSpec, states: States | None) -> dict[str, int]:
+    """Each kind's bytes in this rank's shard (a size's DLIO split, or its model's state), after checking
+    the rank and, in model mode, that the states are there: the same on files and in a bucket."""
+    if not 0 <= rank < world:
+        raise ConfigError(f"rank: {rank} is not between 0 and world-1 ({world - 1})")
+    if spec.mode == "model" and (states is None or set(states) != set(KINDS)):
+        raise ConfigError(f"checkpoint: model mode needs the rank's states ({', '.join(KINDS)})")
+    if spec.mode == "size":
+        return size_split(int(spec.bytes_per_rank))
+    assert states is not None
+    return {k: state_bytes(states[k]) for k in KINDS}
+
+
 def run_rank(
     rank: int,
     world: int,
@@ -189,11 +202,7 @@ def run_rank(
     docs/schemas.md). Every rank of `world` calls it at once with the same spec; `states` (model
     mode): this rank's {"model_states", "optim_states"}. Collective: a rank that fails leaves the
     others waiting in `sync`, whose own failure handling ends them (a dead peer breaks a collective)."""
-    if not 0 <= rank < world:
-        raise ConfigError(f"rank: {rank} is not between 0 and world-1 ({world - 1})")
-    if spec.mode == "model" and (states is None or set(states) != set(KINDS)):
-        raise ConfigError(f"checkpoint: model mode needs the rank's states ({', '.join(KINDS)})")
-    sizes = size_split(int(spec.bytes_per_rank)) if spec.mode == "size" else {k: state_bytes(states[k]) for k in KINDS}
+    sizes = shard_sizes(rank, world, spec, states)
     me = {"host": host or socket.gethostname(), "domain": cache_domain(directory), "bytes": sum(sizes.values())}
     peers = sync.allgather(me)
     partner = read_partners([p["domain"] for p in peers])[rank]

@@ -31,7 +31,6 @@ from typing import Any
 
 from bench.config.checkpoint import CheckpointSpec
 from bench.data.location import S3Location
-from bench.errors import ConfigError
 from bench.storage.checkpoint_files import (
     CHUNK,
     KINDS,
@@ -40,7 +39,6 @@ from bench.storage.checkpoint_files import (
     Shard,
     States,
     shard_names,
-    size_split,
     step_folder,
 )
 
@@ -101,6 +99,15 @@ def _key(root: str, step: int, rank: int, kind: str) -> str:
     return f"{root}/{step_folder(step)}/{shard_names(rank)[kind]}"
 
 
+def _stored(client, bucket: str, key: str, sent: int) -> int:
+    """The object's size by HEAD right after its upload, which must be what was sent (the ETag is not
+    relied on: empty on this RGW's multipart completion); a CheckpointError naming the object otherwise."""
+    size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+    if size != sent:
+        raise CheckpointError(f"s3://{bucket}/{key}: the store holds {size} bytes after a write of {sent}")
+    return size
+
+
 def write_shard_s3(client, bucket: str, root: str, step: int, rank: int, shard: Shard, made: list[dict]) -> dict:
     """One checkpoint of this rank: each kind uploaded (multipart), timed to completion, then verified
     by HEAD (its size); each object's key, size and sha256 go to `made` as soon as it is complete."""
@@ -115,10 +122,7 @@ def write_shard_s3(client, bucket: str, root: str, step: int, rank: int, shard: 
         finally:  # an upload cut short may have completed: the key is ours to delete either way
             made.append({"key": key, "step": step, "bytes": stream.sent, "sha256": stream.sha.hexdigest()})
         seconds += time.perf_counter() - start
-        size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
-        if size != stream.sent:
-            raise CheckpointError(f"s3://{bucket}/{key}: the store holds {size} bytes after a write of {stream.sent}")
-        total += size
+        total += _stored(client, bucket, key, stream.sent)
     return {"step": step, "bytes": total, "seconds": seconds}
 
 
@@ -167,13 +171,9 @@ def run_rank_s3(
 ) -> dict:
     """This rank's part of the checkpoint phase in `location`'s bucket, the record run_rank gives on files
     (docs/schemas.md; `residency` None: nothing on the client caches). Collective, as run_rank."""
-    from bench.storage.checkpoint import read_partners, state_bytes
+    from bench.storage.checkpoint import read_partners, shard_sizes
 
-    if not 0 <= rank < world:
-        raise ConfigError(f"rank: {rank} is not between 0 and world-1 ({world - 1})")
-    if spec.mode == "model" and (states is None or set(states) != set(KINDS)):
-        raise ConfigError(f"checkpoint: model mode needs the rank's states ({', '.join(KINDS)})")
-    sizes = size_split(int(spec.bytes_per_rank)) if spec.mode == "size" else {k: state_bytes(states[k]) for k in KINDS}
+    sizes = shard_sizes(rank, world, spec, states)
     me = {"host": host or socket.gethostname(), "bytes": sum(sizes.values())}
     peers = sync.allgather(me)
     partner = read_partners([p["host"] for p in peers])[rank]
@@ -224,7 +224,4 @@ def save_s3(client, bucket: str, key: str, state: Any) -> int:
     size = held.tell()
     held.seek(0)
     client.upload_fileobj(held, bucket, key, Config=transfer_config())
-    stored = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
-    if stored != size:
-        raise CheckpointError(f"s3://{bucket}/{key}: the store holds {stored} bytes after a save of {size}")
-    return size
+    return _stored(client, bucket, key, size)

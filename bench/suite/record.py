@@ -124,6 +124,7 @@ def record(
     # The history the report draws is the one this run was judged against: read before the run is stored.
     history, probes = store.frame(), store.probes(cfg.where.cluster)
     report = out / "report.html"
+    storage = storage_under_test(runs, cfg.data.dataset_path)  # the report's and the alert's line
     files = RunFiles(out)
     try:
         with store.transaction():
@@ -149,7 +150,7 @@ def record(
             )
             # the reruns are figures on their scale's row; a re-measured scale is shown as it was judged
             shown = [r for r in settled(runs) if not r.get("variant")]
-            write_report(files.staged("report.html"), suite_run_id, ev, shown, history, cfg, probes, changes)
+            write_report(files.staged("report.html"), suite_run_id, ev, shown, history, cfg, probes, changes, storage)
             files.swap_in()
     except BaseException:
         files.restore()
@@ -175,7 +176,7 @@ def record(
         "slow_nodes": nodes,
         "interfering_nodes": interference_node_lines(store, cfg.where.cluster),
         "accelerators_at_au": ev.accelerators_at_au,
-        "storage": storage_under_test(runs, cfg.data.dataset_path),
+        "storage": storage,
     }
 
 
@@ -347,11 +348,9 @@ def environment_change(store, series: pd.DataFrame, row: dict) -> str:
 
 def run_environment(runs: list[dict]) -> dict[str, str]:
     """The suite run's fingerprint from every scale's nodes (a node seen at several scales once)."""
-    from bench.env.fingerprint import run_fingerprint
+    from bench.env.fingerprint import environment_nodes, run_fingerprint
 
     nodes: dict[str, dict] = {}
-    for r in runs:
-        summary = (r.get("result") or {}).get("summary") or {}
-        for node in summary.get("environment") or []:
-            nodes.setdefault(str(node.get("host")), node)
+    for node in environment_nodes(runs):
+        nodes.setdefault(str(node.get("host")), node)
     return run_fingerprint(nodes.values()) if nodes else {}
