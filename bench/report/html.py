@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 from markupsafe import Markup
 
+from bench.analysis.verdict import bounds
 from bench.analysis.verdict.evaluate import Evaluation
 from bench.config.models import SweepConfig
 from bench.env.fingerprint import storage_under_test
@@ -53,7 +54,8 @@ def _second_run_note(r: dict) -> str:
     first, again, bound = figures
     if r.get("verdict") != "pass" or not all(isinstance(x, int | float) and pd.notna(x) for x in figures):
         return ""
-    if first >= bound or again < bound:
+    name = bounds.SCALING_EFFICIENCY
+    if bounds.meets(name, first, bound) or not bounds.meets(name, again, bound):
         return ""
     return f"first run {first:.3f} under the {bound:.2f} bound; the second run {again:.3f} met it: passed"
 
