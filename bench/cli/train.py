@@ -34,7 +34,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--workload", help="ssd | deeplabv3plus, or an emulated workload's name")
     p.add_argument("--preset", choices=choices_of(TrainConfig, "preset"))
-    p.add_argument("--data", help="the dataset's folder, or s3://BUCKET/PREFIX (records staged into a bucket)")
+    p.add_argument("--data", help="the dataset's folder, or s3://BUCKET/PREFIX (a dataset staged into a bucket)")
     p.add_argument("--synthetic", action="store_true", help="in-memory tensors: the compute upper bound")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--image-size", type=int)

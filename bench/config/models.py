@@ -256,9 +256,9 @@ class DataSettings(Frozen):
         None,
         S_DATA,
         "Dataset path on the storage under test",
-        "Default: $SCALEWATCH_HOME/data. s3://BUCKET/PREFIX puts emulated workloads' records in a bucket (the "
-        "endpoint and keys from the deployment: aws_conn_id, else the worker's AWS variables; each node's own "
-        "credentials).",
+        "Default: $SCALEWATCH_HOME/data. s3://BUCKET/PREFIX puts the datasets in a bucket, image models read with "
+        "the torch loader (the endpoint and keys from the deployment: aws_conn_id, else the worker's AWS "
+        "variables; each node's own credentials).",
         set_by=SET_BY_DEPLOYMENT,
     )
     aws_conn_id: FormConnId | None = form_field(
@@ -694,8 +694,9 @@ class TrainConfig(Frozen):
 
     # A real model's name, or an emulated workload's (its accelerator_s set)
     workload: Annotated[str, matching(NAME_RE, "workload")]
-    # A folder, or s3://BUCKET/PREFIX for an emulated workload's records staged into a bucket (issue 64;
-    # the rank reads it with its node's own credentials: bench.data.location.node_s3_client)
+    # A folder, or s3://BUCKET/PREFIX for a dataset staged into a bucket (issue 64: an emulated workload's
+    # records, an image model's files; the rank reads it with its node's own credentials:
+    # bench.data.location.node_s3_client)
     data: S3Url | SafePath | None = None
     synthetic: bool = False
     preset: Preset = suite_default("preset")
@@ -883,8 +884,9 @@ class SweepConfig(SettingGroups):
 
     @model_validator(mode="after")
     def _what_reads_a_bucket(self) -> SweepConfig:
-        """Over S3 (issue 64, so far): emulated workloads' records, read by ranged GETs, and checkpoints as
-        objects; the image models' loaders read files."""
+        """Over S3 (issue 64): emulated workloads' records read by ranged GETs, the image models' files by
+        whole GETs through the torch loader (bench.loaders.s3_images says why not DALI's), checkpoints as
+        objects; staged by the worker."""
         if not isinstance(self.data.dataset_path, str):
             if self.data.aws_conn_id:
                 raise ValueError(
@@ -893,10 +895,16 @@ class SweepConfig(SettingGroups):
                 )
             return self
         models = [w for w in self.training.workloads if w in WORKLOADS]
-        if models and not self.train.synthetic:
+        if models and not self.train.synthetic and self.training.loader == "dali":
             raise ValueError(
-                f"dataset_path: {self.data.dataset_path} is an S3 location; over S3 only emulated workloads "
-                f"(workload files, built-in accelerator profiles) read their records, not {', '.join(models)}"
+                f"loader: dali; dataset_path {self.data.dataset_path} is an S3 location, where {', '.join(models)} "
+                "read(s) through the torch loader, whose GETs count the bytes each rank received (DALI's S3 "
+                "reader counts none): set loader to torch"
+            )
+        if models and not self.train.synthetic and self.probe.ideal == "independent":
+            raise ValueError(
+                f"ideal: independent; {', '.join(models)} read(s) images from {self.data.dataset_path}, where no "
+                "node ceiling keeps their decode and leaves the store out: set ideal to linear or auto"
             )
         if self.data.stage_on == "node":
             raise ValueError(
@@ -922,10 +930,14 @@ class SweepConfig(SettingGroups):
 
     def resolved_ideal(self) -> str:
         """The ideal this suite's verdicts use: `auto` is linear on GPU slots, independent on CPU slots
-        (linear too where no node ceiling is measured)."""
+        (linear too where no node ceiling is measured, and for image models over S3: their node ceiling runs
+        synthetic there, with no page cache to read from, so it would leave out the JPEG decode that their
+        scales pay on the same cores)."""
         if self.probe.ideal != "auto":
             return self.probe.ideal
-        return "linear" if self.where.gpus_per_node > 0 or not self.probe.ceilings else "independent"
+        over_s3 = isinstance(self.data.dataset_path, str) and any(w in WORKLOADS for w in self.training.workloads)
+        linear = self.where.gpus_per_node > 0 or not self.probe.ceilings or over_s3
+        return "linear" if linear else "independent"
 
     @model_validator(mode="after")
     def _gpu_only_settings(self) -> SweepConfig:

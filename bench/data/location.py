@@ -134,7 +134,10 @@ def credentials_from_env(env: Mapping[str, str] | None = None) -> S3Credentials:
 
 def _client_config(pool: int, retries: int):
     """Path-style addressing (RGW on an IP has no bucket host names), a connection pool for `pool`
-    parallel requests, `retries` attempts (standard mode), no proxy."""
+    parallel requests, `retries` attempts (standard mode), no proxy. Response checksums only where asked
+    for: botocore's default would CRC a whole-object GET (a store that sends checksums) and not a ranged
+    one, so an image model's reads would pay a pass the records' do not; sizes are checked by the
+    readers, contents by sha256 where the suite wrote them (staging, checkpoints)."""
     from botocore.config import Config
 
     return Config(
@@ -144,6 +147,7 @@ def _client_config(pool: int, retries: int):
         connect_timeout=5,
         read_timeout=60,
         proxies={},
+        response_checksum_validation="when_required",
     )
 
 

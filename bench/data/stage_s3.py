@@ -213,10 +213,25 @@ def load_s3_manifest(client, location: S3Location) -> dict:
     """The staged prefix's manifest; a prefix without one is not a staged dataset (DatasetError)."""
     from botocore.exceptions import ClientError
 
+    from bench.data.dataset import inside
     from bench.errors import DatasetError
 
     try:
         body = client.get_object(Bucket=location.bucket, Key=location.key(S3_MANIFEST))["Body"].read()
     except ClientError as error:
         raise DatasetError(f"{location.url}: not a staged dataset ({_server_said(error)[1]})") from None
-    return json.loads(body)
+    where = f"{location.url}/{S3_MANIFEST}"
+    try:
+        doc = json.loads(body)
+    except ValueError as error:
+        raise DatasetError(f"{where}: not valid JSON ({error})") from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, dict):
+        raise DatasetError(f"{where}: 'files' must be an object of {{name: {{size, etag, sha256}}}}")
+    for name, entry in files.items():
+        if not inside(name):
+            raise DatasetError(f"{where}: file name {name!r} is not an object of this prefix")
+        size = entry.get("size") if isinstance(entry, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise DatasetError(f"{where}: {name}: size {size!r} is not a byte count")
+    return doc

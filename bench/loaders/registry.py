@@ -7,7 +7,6 @@ import torch
 from bench.config.models import TrainConfig
 from bench.data.dataset import check_jpegs, load_coco, load_segmentation
 from bench.data.location import is_s3
-from bench.errors import ConfigError
 from bench.loaders.base import Loader, LoaderOptions, Shard
 from bench.loaders.synthetic import SyntheticLoader
 
@@ -17,12 +16,11 @@ def build_loader(cfg: TrainConfig, model: torch.nn.Module, shard: Shard, device:
         return SyntheticLoader(cfg, model, device)
     assert cfg.data is not None
     opts = LoaderOptions(shard, cfg.batch_size, cfg.image_size, cfg.loader_threads, cfg.seed, device)
-    if is_s3(cfg.data):  # s3://BUCKET/PREFIX: an emulated rank's records over S3 (TrainConfig)
+    if is_s3(cfg.data):  # s3://BUCKET/PREFIX: an emulated rank's records, or an image model's files
         if cfg.accelerator_s is None:
-            raise ConfigError(
-                f"--data {cfg.data}: an S3 location; over S3 only an emulated workload's records are read "
-                f"(--accelerator-s), {cfg.workload}'s loader reads files"
-            )
+            from bench.loaders.s3_images import s3_image_loader
+
+            return s3_image_loader(cfg, model, opts)
         from bench.loaders.s3_records import s3_records_loader
 
         return s3_records_loader(cfg.data, opts, cfg.record_format, cfg.decode, cfg.shuffle, cfg.prefetch)

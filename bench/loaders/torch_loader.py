@@ -1,8 +1,15 @@
-"""torch DataLoader backend: same files, same augmentations and outputs as the DALI pipelines."""
+"""torch DataLoader backend: same files, same augmentations and outputs as the DALI pipelines.
+
+The files come through an opener (`rel -> what PIL opens`): a folder's path (FileOpener), or the
+bytes of one counted GET from a bucket (bench.loaders.s3_images), so one decode and one augmentation
+serve both storage kinds.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
@@ -10,6 +17,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from bench.data.dataset import CocoDataset, SegmentationDataset
+from bench.errors import DatasetError
 from bench.loaders.base import MEAN, STD, LoaderOptions, LoaderStats, Shard
 from bench.models.ssd import encode
 
@@ -36,23 +44,45 @@ class EpochShardSampler(Sampler[int]):
         return len(self.shard.indices(self.n))
 
 
+Opener = Callable[[str], "Path | IO[bytes]"]
+
+
+def _decoded(source, mode: str) -> Image.Image:
+    """The image decoded whole in `mode`; one that does not decode (truncated, not an image) is a
+    DatasetError naming the file or object, never PIL's bare message about a buffer."""
+    try:
+        with Image.open(source) as img:
+            return img.convert(mode)
+    except (OSError, SyntaxError, ValueError) as error:  # PIL's errors for a bad file
+        raise DatasetError(f"{getattr(source, 'url', source)}: corrupt image ({error})") from None
+
+
+class FileOpener:
+    """A folder's files: `rel` -> its path (a class, not a lambda: it crosses into loader workers)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __call__(self, rel: str) -> Path:
+        return self.root / rel
+
+
 class _CocoFiles(Dataset):
-    def __init__(self, ds: CocoDataset, anchors: torch.Tensor, image_size: int, seed: int) -> None:
-        self.ds, self.anchors, self.size, self.seed = ds, anchors, image_size, seed
+    def __init__(self, ds: CocoDataset, anchors: torch.Tensor, image_size: int, seed: int, opener: Opener) -> None:
+        self.ds, self.anchors, self.size, self.seed, self.open = ds, anchors, image_size, seed, opener
 
     def __len__(self) -> int:
         return len(self.ds.files)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         rng = np.random.default_rng([self.seed, index, torch.initial_seed() % 2**31])
-        with Image.open(self.ds.root / "images" / self.ds.files[index]) as img:
-            img = img.convert("RGB")
-            boxes = np.array([b[:4] for b in self.ds.boxes[index]], dtype=np.float32).reshape(-1, 4)
-            labels = np.array([b[4] for b in self.ds.boxes[index]], dtype=np.int64)
-            left, top, right, bottom = _random_bbox_crop(rng, boxes)
-            w, h = img.size
-            img = img.crop((int(left * w), int(top * h), int(right * w), int(bottom * h)))
-            img = img.resize((self.size, self.size), Image.BILINEAR)
+        img = _decoded(self.open(f"images/{self.ds.files[index]}"), "RGB")
+        boxes = np.array([b[:4] for b in self.ds.boxes[index]], dtype=np.float32).reshape(-1, 4)
+        labels = np.array([b[4] for b in self.ds.boxes[index]], dtype=np.int64)
+        left, top, right, bottom = _random_bbox_crop(rng, boxes)
+        w, h = img.size
+        img = img.crop((int(left * w), int(top * h), int(right * w), int(bottom * h)))
+        img = img.resize((self.size, self.size), Image.BILINEAR)
         centres = (boxes[:, :2] + boxes[:, 2:]) / 2
         keep = (centres[:, 0] > left) & (centres[:, 0] < right) & (centres[:, 1] > top) & (centres[:, 1] < bottom)
         boxes, labels = boxes[keep], labels[keep]
@@ -87,8 +117,8 @@ def _random_bbox_crop(rng: np.random.Generator, boxes: np.ndarray) -> tuple[floa
 
 
 class _SegmentationFiles(Dataset):
-    def __init__(self, ds: SegmentationDataset, image_size: int, seed: int) -> None:
-        self.ds, self.size, self.seed = ds, image_size, seed
+    def __init__(self, ds: SegmentationDataset, image_size: int, seed: int, opener: Opener) -> None:
+        self.ds, self.size, self.seed, self.open = ds, image_size, seed, opener
 
     def __len__(self) -> int:
         return len(self.ds.images)
@@ -96,10 +126,8 @@ class _SegmentationFiles(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         rng = np.random.default_rng([self.seed, index, torch.initial_seed() % 2**31])
         side = int(self.size * rng.uniform(1.0, 1.5))
-        with Image.open(self.ds.root / self.ds.images[index]) as img:
-            rgb = np.array(img.convert("RGB").resize((side, side), Image.BILINEAR))
-        with Image.open(self.ds.root / self.ds.masks[index]) as m:
-            mask = np.array(m.convert("L").resize((side, side), Image.NEAREST))
+        rgb = np.array(_decoded(self.open(self.ds.images[index]), "RGB").resize((side, side), Image.BILINEAR))
+        mask = np.array(_decoded(self.open(self.ds.masks[index]), "L").resize((side, side), Image.NEAREST))
         y, x = (int(rng.uniform(0, 1) * (side - self.size)) for _ in range(2))
         rgb, mask = rgb[y : y + self.size, x : x + self.size], mask[y : y + self.size, x : x + self.size]
         if rng.random() < 0.5:
@@ -134,9 +162,15 @@ class TorchLoader:
         del self.loader
 
 
-def coco_loader(ds: CocoDataset, anchors: torch.Tensor, opts: LoaderOptions) -> TorchLoader:
-    return TorchLoader(_CocoFiles(ds, anchors.cpu(), opts.image_size, opts.seed), ds.sizes, opts)
+def coco_loader(
+    ds: CocoDataset, anchors: torch.Tensor, opts: LoaderOptions, opener: Opener | None = None
+) -> TorchLoader:
+    """ds's images through `opener` (its folder's files by default)."""
+    opener = opener or FileOpener(ds.root)  # type: ignore[arg-type]  # a folder's dataset where none is given
+    return TorchLoader(_CocoFiles(ds, anchors.cpu(), opts.image_size, opts.seed, opener), ds.sizes, opts)
 
 
-def segmentation_loader(ds: SegmentationDataset, opts: LoaderOptions) -> TorchLoader:
-    return TorchLoader(_SegmentationFiles(ds, opts.image_size, opts.seed), ds.sizes, opts)
+def segmentation_loader(ds: SegmentationDataset, opts: LoaderOptions, opener: Opener | None = None) -> TorchLoader:
+    """ds's images and masks through `opener` (its folder's files by default)."""
+    opener = opener or FileOpener(ds.root)  # type: ignore[arg-type]
+    return TorchLoader(_SegmentationFiles(ds, opts.image_size, opts.seed, opener), ds.sizes, opts)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.config.models import RunSpec, SweepConfig, TrainConfig
 from bench.data.location import is_s3
+from bench.errors import ConfigError
 from bench.results.schema import INDEPENDENT, REMEASURE, REMEASURE_INDEPENDENT, REPEAT, SYNTHETIC, WARM
 from bench.workloads.spec import REAL_LAYOUT as DATASET_KIND  # a real model's dataset tree under dataset_path
 from bench.workloads.spec import workload_name
@@ -32,14 +33,46 @@ def workload_of(refs: Iterable[str], name: str):
 
 def run_matrix(cfg: SweepConfig) -> list[dict]:
     """Each scale, each above one rank followed at once by its node ceiling (so drift hits both alike).
-    An emulated workload's scales include its AU search's counts (scales_of)."""
+    An emulated workload's scales include its AU search's counts (scales_of). An image model reading a
+    bucket has no node ceiling (images_over_s3); its suite is checked first (check_bucket_readers)."""
+    check_bucket_readers(cfg)
     out = []
     for w in workload_names(cfg.training.workloads):
+        ceiling = cfg.probe.ceilings and not images_over_s3(cfg, w)
         for g in scales_of(cfg, w):
             out.append({"workload": w, "gpus": g})
-            if cfg.probe.ceilings and g > 1:
+            if ceiling and g > 1:
                 out.append({"workload": w, "gpus": g, "variant": INDEPENDENT})
     return out
+
+
+def images_over_s3(cfg: SweepConfig, workload: str) -> bool:
+    """The workload is an image model (a built-in or a workload file's `compute.model`, no emulated
+    accelerator) whose dataset is in a bucket. Its JPEG decode runs beside the GETs on the rank's
+    cores, and no page cache holds an object: no rerun can take the store out and keep the decode (the
+    warm-cache rerun and the node ceiling would run synthetic, without either), so it has neither a
+    node ceiling nor the differential reruns that confirm a cause (bench.suite.run.confirmation_runs)."""
+    return is_s3(cfg.data.dataset_path) and workload_of(cfg.training.workloads, workload).seconds_per_batch is None
+
+
+def check_bucket_readers(cfg: SweepConfig) -> None:
+    """What SweepConfig cannot see of a workload file over S3 (it names the file, not the model): an
+    image model reads a bucket through the torch loader only, and is judged against linear, never a
+    node ceiling it cannot have. A ConfigError naming the setting otherwise."""
+    for w in workload_names(cfg.training.workloads):
+        if not images_over_s3(cfg, w):
+            continue
+        loader = workload_update(cfg, w).get("loader", cfg.training.loader)
+        if loader == "dali":
+            raise ConfigError(
+                f"workload {w}: loader dali (reader.loader or the suite's loader) reads no bucket with its bytes "
+                f"counted; dataset_path {cfg.data.dataset_path} is an S3 location: set loader to torch"
+            )
+        if cfg.resolved_ideal() == "independent":
+            raise ConfigError(
+                f"ideal: independent; workload {w} reads images from {cfg.data.dataset_path}, where no node "
+                "ceiling keeps its decode and leaves the store out: set ideal to linear"
+            )
 
 
 def node_slots(cfg: SweepConfig) -> int | None:
@@ -187,7 +220,8 @@ def run_spec(cfg: SweepConfig, suite_run_id: str, workload: str, gpus: int, vari
     synthetic = cfg.train.synthetic or variant == SYNTHETIC
     if is_s3(cfg.data.dataset_path) and variant in (WARM, INDEPENDENT, REMEASURE_INDEPENDENT):
         # over S3 no page cache of the node can hold the records: the reruns that take storage out, and the
-        # node ceiling, read none (the emulated accelerator's wait is the compute a rank has without them)
+        # node ceiling, read none (an emulated accelerator's wait is the compute a rank has without them;
+        # an image model, whose decode they would leave out too, is given neither: images_over_s3)
         synthetic = True
     update = workload_update(cfg, workload) | {
         "synthetic": synthetic,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from bench.config.models import SweepConfig
 from bench.launch.base import RunResult, fetch_and_collect, launch_failed, wait
-from bench.suite.plan import PROBE_FILE, run_spec, suite_dir
+from bench.suite.plan import PROBE_FILE, images_over_s3, run_spec, suite_dir
 
 
 def stage_datasets(
@@ -84,7 +84,8 @@ def confirmation_runs(
     if frame is not None:
         plan += [("a second run before a verdict", i) for i in second_runs(cfg, frame, store_url, suite_run_id)]
     if frame is not None and differential:  # the warm-cache and synthetic reruns (verdict.differential)
-        plan += [("confirming the cause", i) for i in rerun_plan(frame, cfg.bounds.scaling_bound)]
+        separable = frame[[not images_over_s3(cfg, str(w)) for w in frame["workload"]]]
+        plan += [("confirming the cause", i) for i in rerun_plan(separable, cfg.bounds.scaling_bound)]
     return [_rerun(cfg, launcher, suite_run_id, item, why, log) for why, item in plan]
 
 

@@ -1,7 +1,8 @@
 """Staging a suite's datasets into a bucket (`dataset_path: s3://BUCKET/PREFIX`): the store is checked
 before anything is written (bench.data.stage_s3.check_store), the prefix claimed, then each workload's
 dataset is generated (or taken from `stage_from` / the user's records folder) into a scratch folder on
-this machine and uploaded under `PREFIX/<the folder name the file path uses>`, verified, manifest last.
+this machine (an image dataset's index and headers checked there, check_images) and uploaded under
+`PREFIX/<the folder name the file path uses>`, verified, manifest last.
 
 Why generate locally and upload: generation is a pure function of (seed, index), so a re-staging
 regenerates the same bytes, lists the bucket and uploads nothing that is already there and correct.
@@ -37,10 +38,11 @@ def local_source(spec: StagingSpec, workload: str, scratch: Path) -> Path:
 
     kind = DATASET_KIND.get(workload) or workload_of(spec.workloads, workload).spec.dataset.layout
     if kind != "records":
-        if spec.stage_from is not None:
-            return Path(spec.stage_from) / kind
-        generate(GenerateSpec(kind, scratch / kind, images=spec.dataset_images, seed=spec.seed))
-        return scratch / kind
+        source = Path(spec.stage_from) / kind if spec.stage_from is not None else scratch / kind
+        if spec.stage_from is None:
+            generate(GenerateSpec(kind, source, images=spec.dataset_images, seed=spec.seed))
+        check_images(kind, source)
+        return source
     data = workload_of(spec.workloads, workload).spec.dataset
     if data.path is not None:
         load_records(data.path, data.format)  # lists it once and writes its records.json
@@ -51,6 +53,20 @@ def local_source(spec: StagingSpec, workload: str, scratch: Path) -> Path:
     )
     generate_records(rs, out)
     return out
+
+
+def check_images(kind: str, source: Path) -> None:
+    """An image dataset is checked on this machine before it is uploaded, as the ranks check a folder's
+    (its index parsed, every listed file there, each image's header read): a rank over S3 reads each
+    file whole by one GET and checks nothing up front, and a DatasetError here names the local file."""
+    from bench.data.dataset import check_jpegs, load_coco, load_segmentation
+
+    if kind == "coco":
+        coco = load_coco(source)
+        check_jpegs(source / "images", coco.files)
+    elif kind == "segmentation":
+        seg = load_segmentation(source)
+        check_jpegs(source, seg.images)
 
 
 def stage_here_s3(spec: StagingSpec, env: Mapping[str, str] | None = None) -> dict:

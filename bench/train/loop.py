@@ -355,7 +355,7 @@ def _rank_report(cfg: TrainConfig, rank: _Rank, progress: _Progress) -> dict:
         "dataset_bytes": getattr(loader, "dataset_bytes", None),  # over S3: the staged objects' bytes
         # over S3: every byte this rank's GETs received, its workers stopped (loader.close): the server's count
         "s3_received_bytes": int(loader.received.value) if getattr(loader, "received", None) is not None else None,
-        # and the GET tries that failed and were retried (a store dropping connections: bench.loaders.s3_records)
+        # and the GET tries that failed and were retried (a store dropping connections: bench.loaders.s3_get)
         "s3_get_errors": int(loader.get_errors.value) if getattr(loader, "get_errors", None) is not None else None,
         "node_sampler": dist.local_rank == 0,
         "pagecache_method": next((x.method for x in rank.sources if x.name == "pagecache"), None),

@@ -18,7 +18,7 @@ from bench.config.models import Thresholds
 from bench.data.location import S3Location
 from bench.data.records import RecordsSpec, generate_records
 from bench.data.stage_s3 import stage_to_s3
-from bench.loaders.s3_records import GET_ATTEMPTS
+from bench.loaders.s3_get import GET_ATTEMPTS
 from tests.conftest import BENCH
 from tests.infra.drop_proxy import drop_proxy
 
@@ -80,7 +80,7 @@ def test_only_a_store_that_did_not_answer_or_was_busy_is_tried_again():
     """A 403 or 404 is the store's answer: never tried again, never counted as a drop."""
     from botocore.exceptions import ClientError, ConnectionClosedError
 
-    from bench.loaders.s3_records import _server_side
+    from bench.loaders.s3_get import server_side as _server_side
 
     def answered(status: int, code: str) -> ClientError:
         return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")

@@ -75,7 +75,7 @@ def test_a_records_manifest_that_does_not_match_the_staged_objects_is_refused(rg
         load_s3_records(s3, loc, "raw")
 
 
-def test_only_an_emulated_workload_reads_over_s3_and_a_bad_bucket_is_refused_naming_the_field(tmp_path):
+def test_what_cannot_read_a_bucket_is_refused_naming_the_field(tmp_path):
     ok = TrainConfig(workload="held", data="s3://bench-data/weekly", accelerator_s=0.01, epochs=1)
     assert ok.data == "s3://bench-data/weekly"
     with pytest.raises(ValueError, match="bucket 'Bad_Bucket'"):
@@ -83,15 +83,13 @@ def test_only_an_emulated_workload_reads_over_s3_and_a_bad_bucket_is_refused_nam
     with pytest.raises(ValueError, match="warm_cache: s3://bench-data/weekly is an S3 location"):
         warm = {"warm_cache": True, "drop_caches": False}
         TrainConfig(workload="held", data="s3://bench-data/weekly", accelerator_s=0.01, epochs=1, **warm)
-    # a suite: the image models' loaders read files, and checkpoints are not written to a bucket yet
+    # a suite: an image model reads a bucket through the torch loader (DALI's S3 reader counts no bytes)
     suite = {"dataset_path": "s3://bench-data/weekly", "output_dir": tmp_path / "out"}
-    with pytest.raises(ValueError, match=r"only emulated workloads .* not ssd"):
-        SweepConfig(
-            workloads=("ssd",),
-            gpus=(1,),
-            train=TrainConfig(workload="ssd", data="s3://bench-data/weekly/coco", steps=4),
-            **suite,
-        )
+    image_model = {"workloads": ("ssd",), "gpus": (1,), **suite}
+    with pytest.raises(ValueError, match=r"loader: dali; dataset_path s3://bench-data/weekly is an S3 location"):
+        SweepConfig(train=TrainConfig(workload="ssd", data="s3://bench-data/weekly/coco", steps=4), **image_model)
+    torch_read = TrainConfig(workload="ssd", data="s3://bench-data/weekly/coco", steps=4, loader="torch")
+    assert SweepConfig(train=torch_read, loader="torch", **image_model).resolved_ideal() == "linear"
     with pytest.raises(ValueError, match="stage_on: node stages onto a node's file system"):
         train = TrainConfig(workload="unet3d-h100", data="s3://bench-data/weekly/x", accelerator_s=0.01, steps=4)
         SweepConfig(workloads=("unet3d-h100",), gpus=(1,), train=train, stage_on="node", **suite)
@@ -106,9 +104,8 @@ def test_only_an_emulated_workload_reads_over_s3_and_a_bad_bucket_is_refused_nam
             output_dir=tmp_path / "out",
             aws_conn_id="sw_s3",
         )
-    # the rank's door says the same to a hand-run `bench train --data s3://...` of a real model
-    rank = TrainConfig(workload="ssd", data="s3://bench-data/weekly", epochs=1)
-    with pytest.raises(
-        ConfigError, match=r"--data s3://bench-data/weekly: an S3 location; .* ssd.s loader reads files"
-    ):
+    # the rank's door says the same to a hand-run `bench train --data s3://... --loader dali` of a real model
+    rank = TrainConfig(workload="ssd", data="s3://bench-data/weekly", epochs=1, loader="dali")
+    refused = r"--loader dali: --data s3://bench-data/weekly is an S3 location; .* --loader torch"
+    with pytest.raises(ConfigError, match=refused):
         build_loader(rank, None, Shard(0, 1), torch.device("cpu"))

@@ -2,7 +2,7 @@
 the records staged by the worker with the deployment's keys, the ranks reading them by ranged GETs with
 their node's own credentials (a credentials file in their HOME: the worker's keys never reach a rank),
 the bytes every scale's ranks received cross-checked against the server's own count, and the store's
-read ceiling probed over S3."""
+read ceiling probed over S3; an image model's JPEGs read from the bucket the same way."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.data.generate import ANNOTATIONS
+from bench.data.stage_s3 import S3_MANIFEST
+from bench.suite.plan import s3_dataset_name
 from tests.conftest import BENCH
-from tests.infra.suite_files import records_workload
+from tests.infra.suite_files import SMALL_SCALES, records_workload
 
 pytestmark = pytest.mark.slow
 
@@ -93,3 +96,32 @@ def test_the_workers_keys_never_reach_a_rank(rgw, s3, bucket, tmp_path):
     secret = rgw.env()["AWS_SECRET_ACCESS_KEY"]
     leaked = [p for p in (tmp_path / "bare").rglob("*") if p.is_file() and secret in p.read_text(errors="replace")]
     assert not leaked, leaked
+
+
+def test_an_image_model_reads_its_jpegs_from_the_bucket_and_the_server_counts_the_same_bytes(rgw, s3, bucket, tmp_path):
+    """ssd's COCO tree staged into the bucket and read at 1 and 2 ranks through the torch loader, each
+    JPEG one counted GET (issue 64 item 3): every row COMPLETED over S3, and every byte the ranks' GETs
+    received, with the two index objects each rank reads first, is what the server sent."""
+    settings = SMALL_SCALES | {"dataset_path": f"s3://{bucket}/images", "loader": "torch", "dataset_images": 96}
+    settings |= {"steps": 8, "probe_storage": False, "au_search_max_ranks": 0}
+    config = tmp_path / "suite.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    before = rgw.usage_bytes_sent()
+    outcome = _sweep(tmp_path, rgw, str(config), "images", str(rgw.node_home(tmp_path / "home")))
+    rows = _rows(outcome)
+    assert sorted(int(r["gpus"]) for r in rows) == [1, 2], rows
+    for row in rows:
+        assert row["state"] == "COMPLETED" and row["bytes_source"] == "s3", row
+    coco = f"images/{s3_dataset_name(['ssd'], 'ssd')}"
+    index = sum(
+        s3.head_object(Bucket=bucket, Key=f"{coco}/{name}")["ContentLength"] for name in (S3_MANIFEST, ANNOTATIONS)
+    )
+    received = 0
+    for summary in Path(outcome["report"]).parent.glob("*/metrics/summary.json"):
+        doc = json.loads(summary.read_text())
+        storage = doc["storage"]
+        assert storage["bytes_source"] == "s3" and storage["s3_get_errors"] == 0, (summary, storage)
+        assert storage["s3_received_bytes"] > 0, storage
+        received += storage["s3_received_bytes"] + doc["ranks"] * index
+    sent = rgw.usage_bytes_sent_settled(before + received) - before
+    assert sent == pytest.approx(received, rel=0.02), (sent, received)
