@@ -128,7 +128,7 @@ def record(
     files = RunFiles(out)
     try:
         with store.transaction():
-            store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report, run_type)
+            store_run(cfg, suite_run_id, ev, runs, started, store, dag_id, report, run_type, storage)
             watch_changes(store, ev.frame, suite_run_id)  # needs this run and its environment stored
             changes = run_changes(store, ev.frame, suite_run_id)
             # and each expectation a series failed last time and passes now: one "recovered" note each
@@ -201,9 +201,11 @@ def store_run(
     dag_id: str | None,
     report: Path,
     run_type: str | None = None,
+    storage: str | None = None,
 ) -> None:
     """The run's rows, its suite_runs row, its storage probe and its environment: each keyed by the run,
-    so recording it again overwrites, never adds."""
+    so recording it again overwrites, never adds. `storage`: the storage under test as the report and the
+    alert name it, kept with the environment (its field `storage`) for the overview's cluster lines."""
     suite = {
         "suite_run_id": suite_run_id,
         "started_at": started,
@@ -229,7 +231,7 @@ def store_run(
         )
     fingerprint = run_environment(runs)
     if fingerprint:
-        store.upsert_environment(dag_id, suite_run_id, fingerprint)
+        store.upsert_environment(dag_id, suite_run_id, fingerprint | ({"storage": storage} if storage else {}))
 
 
 def this_run_node_lines(ev: Evaluation) -> list[str]:

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.verdict.expectations import BANDWIDTH_EFFICIENCY_AT_LEAST_BOUND
+from bench.store.db import ResultsStore
 from bench.suite.plan import suite_dir, suite_run_identity
 from tests.infra.ceph_rgw import osd_throttle
 from tests.infra.receivers import SmtpReceiver, WebhookReceiver, alert_connections
@@ -110,3 +111,10 @@ def test_a_bucket_held_at_the_osd_fails_bandwidth_with_cause_storage_through_the
         assert "bottleneck: storage" in text and secret not in text, text
     leaked = [p for p in out.rglob("*") if p.is_file() and secret in p.read_text(errors="replace")]
     assert not leaked, leaked
+    # and the overview's cluster line, from the run's kept environment (issue 64 item 7)
+    from scalewatch import paths
+    from scalewatch.web.overview import Scope, lines_for, page_context
+
+    store = ResultsStore(paths.results_url())
+    (cluster,) = page_context(lines_for(store, Scope(store.dag_ids())), [], False)["rollup"]
+    assert cluster["storage"] == named, cluster

@@ -525,14 +525,20 @@ def rollup(lines: list[dict]) -> list[dict]:
     """One line per cluster: how many series, how many lines of each status (a series' checkpoint lines
     and the storage-ceiling lines count too), its worst status, and `pooled` (issue 63): the cluster's
     pooled status (`ok`, `watch`, `change`) with the shared drop, as its series lines carry it
-    (cluster_changes.recent_clusters; None for a cluster with no series line)."""
+    (cluster_changes.recent_clusters; None for a cluster with no series line), and `storage`: the storage
+    under test its lines' latest runs read (`S3 (endpoint, bucket)`, `PATH on FSTYPE SOURCE`; each distinct
+    one, "; "-joined; None where no run kept it)."""
     out: dict[str, dict] = {}
+    stores: dict[str, set[str]] = {}
     for line in lines:
         entry = out.setdefault(line["cluster"], {"cluster": line["cluster"], "series": 0, "counts": {}, "pooled": None})
         entry["pooled"] = entry["pooled"] or line.get("pooled")
+        if line.get("storage"):
+            stores.setdefault(line["cluster"], set()).add(str(line["storage"]))
         entry["series"] += line.get("figure", "throughput_img_s") == "throughput_img_s"
         entry["counts"][line["status"]] = entry["counts"].get(line["status"], 0) + 1
     for entry in out.values():
+        entry["storage"] = "; ".join(sorted(stores.get(entry["cluster"], ()))) or None
         entry["worst"] = min(entry["counts"], key=STATUSES.index)
         entry["counts"] = {s: entry["counts"][s] for s in STATUSES if s in entry["counts"]}
     return sorted(out.values(), key=lambda e: (STATUSES.index(e["worst"]), e["cluster"]))

@@ -69,7 +69,16 @@ def lines_for(store, scope: Scope, series: list[tuple] | None = None) -> list[di
     # only change points at a run the user may read: a series' change found in a hidden DAG's runs alone
     # would otherwise show as `change` here
     changes, notes = store.change_alerts(scope.cluster, scope.dag_ids), store.annotations(scope.cluster)
-    return overview_lines(recent, changes, notes, None, thresholds) + checkpoint_lines(recent, notes, None, thresholds)
+    lines = overview_lines(recent, changes, notes, None, thresholds) + checkpoint_lines(recent, notes, None, thresholds)
+    return with_storage(store, scope, lines)
+
+
+def with_storage(store, scope: Scope, lines: list[dict]) -> list[dict]:
+    """Each line with `storage`: the storage under test of its latest run, as that run's report and alert
+    named it (`S3 (endpoint, bucket)`, `PATH on FSTYPE SOURCE`; kept with the run's environment by
+    bench.suite.record.store_run), None for a run recorded before it was kept."""
+    envs = store.environments({str(line["latest_run"]) for line in lines}, dag_ids=scope.dag_ids)
+    return [line | {"storage": envs.get(str(line["latest_run"]), {}).get("storage")} for line in lines]
 
 
 def ceilings_for(store, scope: Scope) -> list[dict]:
