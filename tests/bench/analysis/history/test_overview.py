@@ -75,6 +75,7 @@ def test_each_status_from_the_regression_floor_change_points_and_annotations():
     assert lines[1]["latest_img_s"] == 100.1  # an inconclusive run's figures are not shown as the latest
     (rolled,) = rollup(lines)
     assert rolled.pop("pooled")["status"] == "ok"  # issue 63: the cluster's pooled status (test_overview_pooled)
+    assert rolled.pop("storage") is None  # issue 64: no line carries its run's store here (test_overview_storage)
     assert rolled == {
         "cluster": "c",
         "series": 6,
