@@ -1,6 +1,26 @@
-"""The alert text: every failing (workload, GPUs, metric, value, bound), and links a recipient can open."""
+"""The alert text: every failing (workload, GPUs, metric, value, bound), and links a recipient can open.
+
+Each item is one line (`lines_of`): a reason or an evidence string carries what the nodes reported, such
+as another user's process name (`prctl` lets a process name itself with a line break), and a line break
+in it would start a line of its own in the alert, one that could read as a verdict ("• all scales pass").
+"""
 
 from __future__ import annotations
+
+import re
+
+# control characters and the line breaks Unicode adds (NEL, LINE and PARAGRAPH SEPARATOR)
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character and line break turned into a space."""
+    return _BREAKS.sub(" ", text)
+
+
+def lines_of(lines: list[str]) -> str:
+    """The alert's text: each item one line, whatever its free text holds."""
+    return "\n".join(one_line(line) for line in lines)
 
 
 def alert_text(
@@ -44,7 +64,7 @@ def alert_text(
     lines += [f"• slow node: {line}" for line in slow_nodes or []]
     lines += interference_lines(interfering or [])
     lines += at_au_lines(at_au or {})
-    return "\n".join(lines + link_lines(report, report_url, run_url))
+    return lines_of(lines + link_lines(report, report_url, run_url))
 
 
 def interference_lines(interfering: list[dict]) -> list[str]:
@@ -61,7 +81,7 @@ def node_news(
     if not slow_nodes and not interfering:
         return []
     what = " and ".join(w for w, found in (("slow node(s)", slow_nodes), ("node interference", interfering)) if found)
-    text = "\n".join(
+    text = lines_of(
         [f"scalewatch: {what} on cluster {cluster} (suite run {suite_run_id})"]
         + [f"• {line}" for line in slow_nodes]
         + interference_lines(interfering)
@@ -92,7 +112,7 @@ def change_text(
     """Change points the latest run confirmed in the weekly history (each sent once), and recoveries."""
     lines = [f"scalewatch: the weekly history changed, confirmed by suite run {suite_run_id} (sent once)"]
     lines += [f"• [{c['cluster']}] {c['line']}" for c in changes]
-    return "\n".join(lines + link_lines(report, report_url, run_url))
+    return lines_of(lines + link_lines(report, report_url, run_url))
 
 
 def link_lines(report: str | None, report_url: str | None, run_url: str | None) -> list[str]:
