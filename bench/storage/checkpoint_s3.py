@@ -159,6 +159,39 @@ def delete_own(client, bucket: str, made: list[dict]) -> tuple[int, list[str]]:
     return removed, left
 
 
+# Every object the phase or a save writes is deleted within minutes of its write (delete_own, S3Stall):
+# one older than this under PREFIX, or a multipart upload begun before it, is what a killed rank left.
+STALE_AFTER_S = 24 * 3600
+
+
+def sweep_stale(client, location: S3Location, older_than_s: float = STALE_AFTER_S, now=None) -> dict[str, int]:
+    """What killed ranks left under `location`'s PREFIX (a rank killed mid-phase deletes nothing, and an
+    unfinished multipart upload keeps its parts, billed, until aborted): objects modified and uploads
+    begun more than `older_than_s` before `now` (the store's clock, read from what it lists), deleted and
+    aborted one by one (DeleteObjects' checksum rules differ between stores). {objects, uploads}."""
+    from datetime import UTC, datetime, timedelta
+
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=older_than_s)
+    prefix, bucket = location.key(PREFIX) + "/", location.bucket
+    stale = [
+        obj["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for obj in page.get("Contents", [])
+        if obj["LastModified"] < cutoff
+    ]
+    for key in stale:
+        client.delete_object(Bucket=bucket, Key=key)
+    uploads = [
+        (up["Key"], up["UploadId"])
+        for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix)
+        for up in page.get("Uploads", [])
+        if up["Initiated"] < cutoff
+    ]
+    for key, upload_id in uploads:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+    return {"objects": len(stale), "uploads": len(uploads)}
+
+
 def run_rank_s3(
     rank: int,
     world: int,

@@ -11,6 +11,7 @@ The endpoint and keys are this process's standard AWS variables (bench.data.loca
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Protocol
 
 from bench.data.location import S3Location, credentials_from_env, parse_location, s3_client
 from bench.suite.plan import DATASET_KIND, s3_dataset_name, workload_names, workload_of
+
+log = logging.getLogger(__name__)
 
 
 class StagingSpec(Protocol):
@@ -74,12 +77,17 @@ def stage_here_s3(spec: StagingSpec, env: Mapping[str, str] | None = None) -> di
     skipped}} as the file staging returns. Refused (StoreRefused) before any write when the store is
     unusable."""
     from bench.data.stage_s3 import check_store, claim_prefix, stage_to_s3
+    from bench.storage.checkpoint_s3 import sweep_stale
 
     location = parse_location(str(spec.dataset_path), env)
     assert isinstance(location, S3Location)
     client = s3_client(credentials_from_env(env))
     check_store(client, location)
     claim_prefix(client, location)
+    swept = sweep_stale(client, location)  # what killed ranks' checkpoints left (never a live run's)
+    if any(swept.values()):
+        what = "%s: deleted %d checkpoint object(s) and aborted %d upload(s) killed ranks left"
+        log.info(what, location.url, swept["objects"], swept["uploads"])
     out = {}
     with tempfile.TemporaryDirectory(prefix="scalewatch-s3-stage-") as scratch:
         for workload in workload_names(spec.workloads):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -17,7 +18,14 @@ from bench.data.records import RecordsSpec, generate_records
 from bench.data.stage_s3 import stage_to_s3
 from bench.storage.checkpoint import aggregate
 from bench.storage.checkpoint_files import CheckpointError, Pattern, Shard, size_split
-from bench.storage.checkpoint_s3 import MULTIPART_CHUNK, PREFIX, read_shard_s3, run_rank_s3, write_shard_s3
+from bench.storage.checkpoint_s3 import (
+    MULTIPART_CHUNK,
+    PREFIX,
+    read_shard_s3,
+    run_rank_s3,
+    sweep_stale,
+    write_shard_s3,
+)
 from tests.conftest import BENCH
 from tests.infra.ceph_rgw import osd_throttle
 
@@ -92,3 +100,31 @@ def test_a_rank_saves_during_training_and_runs_its_phase_in_the_bucket(rgw, s3, 
     stall = checkpoint["stall"]
     assert stall["saves"] >= 3 and stall["bytes"] > 0 and 0 < stall["share"] < 1 and stall["left"] == [], stall
     assert set(_listed(s3, bucket)) == before  # every save and shard deleted, nothing else touched
+
+
+def test_what_killed_ranks_left_is_swept_and_a_live_phases_objects_are_not(rgw, s3, bucket):
+    """An object and an unfinished multipart upload under the checkpoint prefix from before the cutoff (a
+    rank killed mid-phase) are deleted and aborted; ones begun after it (a live phase) and anything
+    outside the prefix (the dataset) stay. The cutoff is set between the two on the store's own clock."""
+    location = S3Location(bucket, "weekly")
+    outside = location.key("records-held", "old.bin")
+    s3.put_object(Bucket=bucket, Key=outside, Body=b"dataset")
+    dead, dead_big = location.key(PREFIX, "dead", "a.pt"), location.key(PREFIX, "dead", "big.pt")
+    s3.put_object(Bucket=bucket, Key=dead, Body=b"x")
+    s3.create_multipart_upload(Bucket=bucket, Key=dead_big)
+    time.sleep(2.5)  # the store's timestamps tell the killed phase's from the live one's
+    live, live_big = location.key(PREFIX, "live", "a.pt"), location.key(PREFIX, "live", "big.pt")
+    s3.put_object(Bucket=bucket, Key=live, Body=b"y")
+    live_upload = s3.create_multipart_upload(Bucket=bucket, Key=live_big)["UploadId"]
+    prefix = location.key(PREFIX) + "/"
+    objects = {o["Key"]: o["LastModified"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]}
+    uploads = {u["Key"]: u["Initiated"] for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix)["Uploads"]}
+    killed, begun = max(objects[dead], uploads[dead_big]), min(objects[live], uploads[live_big])
+    assert begun > killed, (objects, uploads)
+    swept = sweep_stale(s3, location, (begun - killed).total_seconds() / 2, now=begun)
+    assert swept == {"objects": 1, "uploads": 1}, swept
+    left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=location.key() + "/")["Contents"]]
+    assert live in left and outside in left and dead not in left, left
+    pending = [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])]
+    assert pending == [live_big], pending
+    s3.abort_multipart_upload(Bucket=bucket, Key=live_big, UploadId=live_upload)
