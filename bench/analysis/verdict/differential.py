@@ -108,7 +108,8 @@ def add_differential(frame: pd.DataFrame, variants: pd.DataFrame, bound_at, redi
     for c in LABELS:
         f[c] = ""
     for idx, row in f.iterrows():
-        if int(row["gpus"]) != int(row["baseline_gpus"]) and row.get("bottleneck") and _decode_behind_a_store(row):
+        named = isinstance(row.get("bottleneck"), str) and row.get("bottleneck")  # a cause named (not NaN)
+        if int(row["gpus"]) != int(row["baseline_gpus"]) and named and _decode_behind_a_store(row):
             f.at[idx, "cause_check"] = NOT_SEPARABLE
     if variants.empty:
         return f

@@ -129,8 +129,9 @@ def test_an_image_model_over_s3_has_no_node_ceiling_no_dali_and_no_independent_i
 
 def test_a_cause_over_s3_says_why_no_rerun_confirmed_it():
     row = {"workload": "ssd", "gpus": 2, "baseline_gpus": 1, "bottleneck": "storage", "bytes_source": "s3"}
-    frame = pd.DataFrame([row | {"emulated": False}, row | {"workload": "held", "emulated": True}])
+    passed = row | {"workload": "deeplabv3plus", "bottleneck": float("nan"), "emulated": False}
+    frame = pd.DataFrame([row | {"emulated": False}, row | {"workload": "held", "emulated": True}, passed])
     out = add_differential(frame, pd.DataFrame(), lambda gpus: 0.7, lambda r: "")
-    assert list(out["cause_check"]) == [NOT_SEPARABLE, ""]
+    assert list(out["cause_check"]) == [NOT_SEPARABLE, "", ""]  # a row with no cause named has none to confirm
     files = add_differential(frame.assign(bytes_source="cachestat"), pd.DataFrame(), lambda gpus: 0.7, lambda r: "")
-    assert list(files["cause_check"]) == ["", ""]
+    assert list(files["cause_check"]) == ["", "", ""]
