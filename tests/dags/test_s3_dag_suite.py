@@ -116,5 +116,6 @@ def test_a_bucket_held_at_the_osd_fails_bandwidth_with_cause_storage_through_the
     from scalewatch.web.overview import Scope, lines_for, page_context
 
     store = ResultsStore(paths.results_url())
+    # (the lane's other DAG suites share this cluster and store: each distinct store is named once)
     (cluster,) = page_context(lines_for(store, Scope(store.dag_ids())), [], False)["rollup"]
-    assert cluster["storage"] == named, cluster
+    assert named in cluster["storage"].split("; "), cluster
