@@ -8,8 +8,9 @@ rule is the bytes each rank received, cross-checked against the server's count, 
 would carry a figure nobody measured. `loader: dali` over S3 is refused naming the setting
 (bench.config.models.SweepConfig, and here for a hand-run `bench train`).
 
-No up-front JPEG check over S3 (check_jpegs reads headers from files): the worker staged the files with
-their sha256 verified, and a file that will not decode fails its step naming the object.
+No up-front JPEG check on the rank over S3 (it would add header GETs the byte count does not hold): the
+worker checked the index and every JPEG header before the upload (bench.suite.staging_s3.check_images)
+and verified the objects after it, and a file that will not decode fails its step naming the object.
 """
 
 from __future__ import annotations
