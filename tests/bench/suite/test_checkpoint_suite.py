@@ -31,6 +31,8 @@ MiB = 1 << 20
 CKPT = ["ckpt_write_mb_s", "ckpt_read_mb_s", "ckpt_bytes", "ckpt_stall_share"]
 WRITE_EFFICIENCY = "ExpectCheckpointWriteEfficiencyAtLeastBound"
 PHASE_COMPLETED = "ExpectCheckpointPhaseCompleted"
+BOUNDS_FIELDS = SweepConfig.model_fields["bounds"].annotation.model_fields
+HIGHEST_BOUND = next(m.le for m in BOUNDS_FIELDS["min_checkpoint_efficiency"].metadata if getattr(m, "le", None))
 
 
 def suite(root: Path, gpus: list[int], **over) -> SweepConfig:
@@ -121,7 +123,10 @@ def test_checkpoint_efficiency_under_its_bound_fails_the_scale_and_at_it_passes(
     judged = evaluate(cfg, "ckpt", runs, started).frame
     efficiency = float(judged.loc[judged["gpus"] == 2, "ckpt_write_efficiency"].iloc[0])
     assert efficiency > 0
-    for bound, fails in ((efficiency + 0.01, True), (max(efficiency - 0.01, 0.0), False)):
+    # the setting's own ceiling (1.5): a noisy one-rank write can put two ranks' efficiency at or above it, and
+    # then the highest bound a user can set passes the scale (a CI run measured such a one-rank write)
+    above = min(efficiency + 0.01, HIGHEST_BOUND)
+    for bound, fails in ((above, above > efficiency), (max(efficiency - 0.01, 0.0), False)):
         ev = evaluate(changed(cfg, min_checkpoint_efficiency=bound), "ckpt", runs, started)
         named = [f for f in ev.failures if f["expectation"] == WRITE_EFFICIENCY]
         assert bool(named) == fails, ev.failures
