@@ -10,28 +10,16 @@ the candidate limit, not the wait.
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 
-from runner import Context, main_for, train
+from runner import Context, main_for, ratio_interval, train
 
 NUMBER = 17
 TITLE = "emulation overhead"
 
 BATCH, RECORD, SECONDS = 24, 322957, 0.04755
 DEMAND_MB_S = BATCH * RECORD / SECONDS / 1e6
-
-
-def ratio_interval(ratios: list[float]) -> tuple[float, float, float]:
-    from scipy import stats
-
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), math.nan, math.nan
-    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def run(ctx: Context) -> None:

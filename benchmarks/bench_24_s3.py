@@ -34,12 +34,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runner import BIN, Context, Skipped, describe, main_for, paired
+from runner import BIN, Context, Skipped, describe, main_for, paired, ratio_interval
 
 NUMBER = 24
 TITLE = "s3"
@@ -119,21 +117,10 @@ def rank_read_mb_s(env: dict, url: str, out: Path) -> float:
     return epoch["bytes_from_storage"] / epoch["seconds"] / 1e6
 
 
-def log_interval(ratios: list[float]) -> tuple[float, float]:
-    """95% t-interval of the geometric mean of `ratios` (one value: that value)."""
-    from scipy import stats
-
-    logs = np.log(ratios)
-    if len(logs) < 2:
-        return float(ratios[0]), float(ratios[0])
-    h = stats.t.ppf(0.975, len(logs) - 1) * np.std(logs, ddof=1) / np.sqrt(len(logs))
-    return float(np.exp(logs.mean() - h)), float(np.exp(logs.mean() + h))
-
-
 def summarize(values: list[float], limit: float) -> str:
     """'median MB/s (ratio to the limit median, 95% CI lo-hi, n)'."""
     ratios = [v / (limit / 1e6) for v in values]
-    lo, hi = log_interval(ratios)
+    _, lo, hi = ratio_interval(ratios)
     middle = statistics.median(ratios)
     return f"{statistics.median(values):.1f} MB/s ({middle:.3f} of it, 95% CI {lo:.3f}-{hi:.3f}, n={len(values)})"
 

@@ -12,6 +12,7 @@ import argparse
 import ast
 import importlib
 import json
+import math
 import os
 import platform
 import re
@@ -75,6 +76,18 @@ def _t_interval(logs: list[float], stats) -> tuple[float, float]:
     m, sd, n = float(np.mean(logs)), float(np.std(logs, ddof=1)), len(logs)
     h = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n)
     return m - h, m + h
+
+
+def ratio_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """(geometric mean, 95% t-interval low, high) of repeated ratios (one ratio: no interval, nan)."""
+    from scipy import stats
+
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def describe(p: dict, target: str) -> str:
