@@ -57,6 +57,21 @@ def _as_the_worker(rgw, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_SW_S3", _aws_connection(rgw))
 
 
+def _records_suite(tmp_path, bucket: str, name: str, description: str) -> dict:
+    """The suite file both runs share: one emulated workload (`name`.yaml: D per rank) in the bucket, read
+    at 1 and 2 ranks through the `sw_s3` connection, epoch 1 reading 6 s or more at each scale (a rate needs
+    5 s), no confirming reruns, and the ranks' cores not judged for foreign work (the RGW serving the reads
+    and the other lanes' work run there; issue 62 has its own tests)."""
+    workload = records_workload(
+        tmp_path / f"{name}.yaml", files=1024, record_bytes=RECORD, batch=BATCH, seconds_per_batch=SECONDS
+    )
+    settings = {"description": description, "schedule": None}
+    settings |= {"dataset_path": f"s3://{bucket}/weekly", "aws_conn_id": "sw_s3"}
+    settings |= {"workloads": [str(workload)], "gpus": [1, 2]}
+    settings |= {"steps": 10, "min_measure_s": 6, "warmup_steps": 2, "ceilings": False}
+    return settings | {"confirm_causes": False, "confirm_regressions": False, "max_foreign_share": 1.0}
+
+
 def _received(out) -> int:
     """Every byte the run's ranks' GETs received: each scale's (and any re-measure's)."""
     summaries = [json.loads(summary.read_text()) for summary in out.glob("*/metrics/summary.json")]
@@ -70,20 +85,13 @@ def test_a_bucket_nothing_holds_passes_through_the_dag_and_the_server_counts_the
     """Item 8 (a): the same suite file with no throttle on the OSD: the run succeeds, both scales pass
     reading over S3, no alert is sent, and every byte the ranks' GETs received is what the server says it
     sent for GETs (RGW's usage log; the manifests the ranks read besides: within 2%)."""
-    workload = records_workload(
-        tmp_path / "fed.yaml", files=1024, record_bytes=RECORD, batch=BATCH, seconds_per_batch=SECONDS
-    )
     _as_the_worker(rgw, tmp_path, monkeypatch)
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
             monkeypatch.setenv(name, value)
-        settings = {"description": "Records in a bucket nothing holds.", "schedule": None}
-        settings |= {"dataset_path": f"s3://{bucket}/weekly", "aws_conn_id": "sw_s3"}
-        settings |= {"workloads": [str(workload)], "gpus": [1, 2]}
+        settings = _records_suite(tmp_path, bucket, "fed", "Records in a bucket nothing holds.")
         # no probe: the server's count is the ranks' alone (the probe's own: tests/bench/s3/test_s3_probe.py)
-        settings |= {"steps": 10, "min_measure_s": 6, "warmup_steps": 2, "ceilings": False, "probe_storage": False}
-        # the RGW serving the reads runs on the ranks' cores: its share is not judged here (issue 62's tests)
-        settings |= {"confirm_causes": False, "confirm_regressions": False, "max_foreign_share": 1.0}
+        settings |= {"probe_storage": False}
         dag = suite_dag(tmp_path, monkeypatch, "s3_fed", settings | ALERTED)
         before = rgw.usage_bytes_sent()
         run = dag.test()
@@ -105,23 +113,13 @@ def test_a_bucket_nothing_holds_passes_through_the_dag_and_the_server_counts_the
 def test_a_bucket_held_at_the_osd_fails_bandwidth_with_cause_storage_through_the_dag(
     airflow_home, rgw, bucket, tmp_path, monkeypatch
 ):
-    workload = records_workload(
-        tmp_path / "held.yaml", files=1024, record_bytes=RECORD, batch=BATCH, seconds_per_batch=SECONDS
-    )
     _as_the_worker(rgw, tmp_path, monkeypatch)
     with WebhookReceiver() as webhook, SmtpReceiver() as smtp:
         for name, value in alert_connections(webhook.port, smtp.port, TOKEN).items():
             monkeypatch.setenv(name, value)
-        settings = {"description": "Records in a bucket whose OSD is held.", "schedule": None}
-        settings |= {"dataset_path": f"s3://{bucket}/weekly", "aws_conn_id": "sw_s3"}
-        settings |= {"workloads": [str(workload)], "gpus": [1, 2]}
-        # epoch 1 reads for 6 s or more at each scale (a rate needs 5 s); the probe after the scales
-        settings |= {"steps": 10, "min_measure_s": 6, "warmup_steps": 2, "ceilings": False}
-        settings |= {"probe_storage": True, "probe_seconds": 1.0, "probe_max_jobs": 4}
-        # this suite judges bandwidth and its cause; no confirming reruns, and other lanes' work on the
-        # ranks' cores is not judged here (issue 62 has its own tests)
-        settings |= {"min_scaling_efficiency": 0.3, "confirm_causes": False, "confirm_regressions": False}
-        settings |= {"max_foreign_share": 1.0}
+        settings = _records_suite(tmp_path, bucket, "held", "Records in a bucket whose OSD is held.")
+        # the probe after the scales; this suite judges bandwidth and its cause
+        settings |= {"probe_storage": True, "probe_seconds": 1.0, "probe_max_jobs": 4, "min_scaling_efficiency": 0.3}
         # checkpoints to the bucket after each scale's measured steps (item 8 (c)): written at the write limit
         settings |= {"checkpoint": {"bytes_per_rank": "16MiB", "writes": 1, "reads": 1}}
         dag = suite_dag(tmp_path, monkeypatch, SUITE_NAME, settings | ALERTED)
