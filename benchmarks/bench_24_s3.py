@@ -99,10 +99,19 @@ def s3torchconnector_get_mb_s(env: dict, objects: list[tuple[str, str]], streams
     from s3torchconnector import S3ClientConfig
     from s3torchconnector._s3client import S3Client
 
-    os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})  # the CRT reads its keys there
-    config = S3ClientConfig(force_path_style=True)
-    client = S3Client("us-east-1", endpoint=env["AWS_ENDPOINT_URL"], s3client_config=config)
-    return parallel_mb_s(lambda i, n: client.get_object(*objects[n % len(objects)]), streams, seconds)
+    keys = {k: v for k, v in env.items() if k.startswith("AWS_")}
+    before = {k: os.environ.get(k) for k in keys}
+    os.environ.update(keys)  # the CRT reads its keys there, as it makes its requests
+    try:
+        config = S3ClientConfig(force_path_style=True)
+        client = S3Client("us-east-1", endpoint=env["AWS_ENDPOINT_URL"], s3client_config=config)
+        return parallel_mb_s(lambda i, n: client.get_object(*objects[n % len(objects)]), streams, seconds)
+    finally:  # the process's own environment as it was (a later section must not inherit the RGW's keys)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def rank_read_mb_s(env: dict, url: str, out: Path) -> float:
